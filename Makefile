@@ -1,0 +1,143 @@
+# sbx: one Makefile. `make demo` and `make test` do every step on a fresh Debian 12.
+# Out-of-tree into build/, -MMD dependencies, quiet unless V=1, SAN=1 for ASan+UBSan.
+
+BUILD    ?= build
+CC       ?= cc
+DEB_PKGS := build-essential pkg-config libuv1-dev libmsgpack-dev libyaml-dev libseccomp-dev \
+            libsqlite3-dev libjemalloc-dev libcmocka-dev libsodium-dev python3 python3-msgpack \
+            bubblewrap iproute2 procps sqlite3
+PKGS     := libuv msgpack yaml-0.1 libseccomp sqlite3 jemalloc libsodium
+
+Q := @
+ifeq ($(V),1)
+Q :=
+endif
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+        -Wpointer-arith -Wvla -Wimplicit-fallthrough
+ifeq ($(SAN),1)
+OPT      := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SANLD    := -fsanitize=address,undefined
+else
+OPT      := -O2 -g -D_FORTIFY_SOURCE=2
+SANLD    :=
+endif
+CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE $(WARN) $(OPT) -fstack-protector-strong -MMD -MP -Idaemon -I$(BUILD)
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CFLAGS   := $(CFLAGS_BASE) -fPIE
+LDFLAGS  := -pie -Wl,-z,relro,-z,now $(SANLD)
+
+COMMON_SRCS := daemon/util.c daemon/err.c daemon/log.c daemon/alloc.c
+CLIENT_SRCS := $(COMMON_SRCS) daemon/proto.c
+# Sources that belong to other binaries than sbxd.
+NOT_SBXD    := daemon/sbx.c daemon/init.c daemon/mount.c
+SBXD_SRCS   := $(filter-out $(NOT_SBXD),$(wildcard daemon/*.c)) $(BUILD)/embedded.c
+INIT_SRCS   := daemon/init.c daemon/mount.c daemon/util.c daemon/err.c
+LOAD_SRCS   := $(wildcard loadtest/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+BINS := $(BUILD)/sbxd $(BUILD)/sbxd-init $(BUILD)/sbx $(BUILD)/probe
+ifneq ($(LOAD_SRCS),)
+BINS += $(BUILD)/sbx-load
+endif
+
+.PHONY: all deps demo test unit e2e bench fmt lint clean
+all: deps
+	$(Q)$(MAKE) --no-print-directory binaries
+
+binaries: $(BINS) unit-bins
+
+# Installs what is missing; does nothing when everything is there.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } || { echo "deps: apt-get failed"; exit 1; }; \
+	fi
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@[ -n "$(Q)" ] && echo "  CC   $<" || true
+	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
+
+# Embedded default configuration: deploy/sbxd.yaml and pools/*.yaml compiled in.
+$(BUILD)/embedded.c: daemon/gen_embedded.sh deploy/sbxd.yaml $(wildcard pools/*.yaml) $(wildcard seccomp/*.yaml)
+	@mkdir -p $(BUILD)
+	$(Q)sh daemon/gen_embedded.sh deploy/sbxd.yaml pools seccomp > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/$(BUILD)/embedded.o: $(BUILD)/embedded.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/sbxd: $(call obj,$(SBXD_SRCS))
+	@[ -n "$(Q)" ] && echo "  LD   $@" || true
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(PKG_LIBS) -lpthread -lm
+
+$(BUILD)/sbx: $(call obj,daemon/sbx.c $(CLIENT_SRCS))
+	@[ -n "$(Q)" ] && echo "  LD   $@" || true
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(shell pkg-config --libs msgpack) -lm
+
+$(BUILD)/sbx-load: $(call obj,$(LOAD_SRCS) $(CLIENT_SRCS))
+	@[ -n "$(Q)" ] && echo "  LD   $@" || true
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(shell pkg-config --libs msgpack libuv yaml-0.1) -lm
+
+# sbxd-init is pid 1 of every sandbox: static, no sanitizers (it outlives pivot_root and
+# must not need the image's libraries).
+INIT_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -g -D_FORTIFY_SOURCE=2 -MMD -MP -Idaemon
+$(BUILD)/init-obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@[ -n "$(Q)" ] && echo "  CC   $< (static)" || true
+	$(Q)$(CC) $(INIT_CFLAGS) -c $< -o $@
+
+$(BUILD)/sbxd-init: $(patsubst %.c,$(BUILD)/init-obj/%.o,$(INIT_SRCS))
+	@[ -n "$(Q)" ] && echo "  LD   $@" || true
+	$(Q)$(CC) -static $^ -o $@
+
+$(BUILD)/probe: tests/helpers/probe.c
+	@mkdir -p $(BUILD)
+	@[ -n "$(Q)" ] && echo "  LD   $@" || true
+	$(Q)$(CC) $(INIT_CFLAGS) -static $< -o $@
+
+# Unit tests: tests/unit/test_<module>.c links daemon/<module>.c and the common sources;
+# TEST_<module>_EXTRA names more sources.
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+TEST_config_EXTRA := $(BUILD)/embedded.c
+TEST_cgroup_EXTRA := daemon/cgroup_v1.c daemon/cgroup_v2.c
+TEST_outcap_EXTRA :=
+unit-bins: $(UNIT_BINS)
+
+.SECONDEXPANSION:
+$(BUILD)/tests/test_%: tests/unit/test_%.c $$(call obj,$$(wildcard daemon/$$*.c) $$(TEST_$$*_EXTRA) $(COMMON_SRCS) $$(if $$(filter daemon/proto.c,$$(wildcard daemon/$$*.c)),,daemon/proto.c))
+	@mkdir -p $(dir $@)
+	@[ -n "$(Q)" ] && echo "  TEST $@" || true
+	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) $^ -o $@ $(PKG_LIBS) -lcmocka -lpthread -lm
+
+demo: all
+	$(Q)sh tests/demo.sh
+
+test: all
+	$(Q)sh tests/run.sh
+
+unit: all
+	$(Q)sh tests/run.sh unit
+
+e2e: all
+	$(Q)sh tests/run.sh e2e
+
+bench: all
+	$(Q)sh loadtest/bench.sh
+
+fmt:
+	clang-format -i daemon/*.c daemon/*.h tests/unit/*.c tests/helpers/*.c $(wildcard loadtest/*.c)
+
+lint:
+	clang-format --dry-run -Werror daemon/*.c daemon/*.h
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* One interface over cgroup v1 (cgroup_v1.c) and cgroup v2 (cgroup_v2.c).
+ * sbxd creates cgroups only below its own subtree: <the cgroup sbxd starts in>/<name>, in
+ * every controller it uses, and never moves, changes or removes any other cgroup.
+ * Functions here make blocking filesystem calls: call them from a worker thread or at
+ * start-up, not on the loop's hot path (cgroup_usage is cheap enough for the loop).
+ * Errors: -errno, with e saying which file. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+struct cgroup_root;
+struct cgroup;
+
+enum cgroup_version {
+    CGROUP_AUTO = 0,
+    CGROUP_V1 = 1,
+    CGROUP_V2 = 2,
+};
+
+struct cgroup_limits {
+    uint64_t memory_bytes; /* memory + swap; 0 = no limit */
+    double cpu;            /* CPUs of quota; 0 = no limit */
+    uint32_t pids;         /* 0 = no limit */
+};
+
+struct cgroup_usage {
+    uint64_t cpu_ns;         /* total CPU time of the cgroup */
+    uint64_t mem_peak_bytes; /* peak memory (0 when the kernel does not report it) */
+    uint64_t oom_kills;      /* processes killed by the OOM killer in this cgroup */
+    bool oom;                /* memory limit hit (oom_kills > 0 or failcnt at the limit) */
+    uint64_t pids_max_hits;  /* fork() refused by pids.max (pids.events max) */
+};
+
+/* Opens the daemon's subtree `name` below the cgroup this process is in (or below `parent`
+ * when non-NULL, a path relative to each hierarchy's mount point), creating it in each
+ * controller. version CGROUP_AUTO picks v2 when memory, cpu and pids are on the unified
+ * hierarchy, else v1. Returns 0 or -errno. */
+int cgroup_root_open(enum cgroup_version version, const char *parent, const char *name,
+                     struct cgroup_root **ret, struct err *e);
+/* Removes the subtree directories if empty (ignoring EBUSY) and frees. Accepts NULL. */
+struct cgroup_root *cgroup_root_free(struct cgroup_root *root);
+enum cgroup_version cgroup_root_version(const struct cgroup_root *root);
+/* Whether memory/cpu/pids limits can be enforced (false on a controller-less v2). */
+bool cgroup_root_has_limits(const struct cgroup_root *root);
+/* Human description, e.g. "v1 memory=/sys/fs/cgroup/memory/x/sbxd ...". */
+const char *cgroup_root_describe(const struct cgroup_root *root);
+
+/* Creates <root>/<name> with limits applied. Returns 0 or -errno (-EEXIST if present). */
+int cgroup_create(struct cgroup_root *root, const char *name, const struct cgroup_limits *lim,
+                  struct cgroup **ret, struct err *e);
+/* v2: an O_DIRECTORY fd of the cgroup for clone3(CLONE_INTO_CGROUP); v1: -1. */
+int cgroup_fd(const struct cgroup *cg);
+/* Moves pid into the cgroup in every controller (v1) or via cgroup.procs (v2). */
+int cgroup_attach(struct cgroup *cg, pid_t pid, struct err *e);
+/* Reads usage counters. Returns 0 or -errno. */
+int cgroup_usage(struct cgroup *cg, struct cgroup_usage *ret);
+/* True when no process is left in the cgroup (every controller). */
+bool cgroup_is_empty(struct cgroup *cg);
+/* SIGKILLs every process in the cgroup (v2: cgroup.kill when available; v1: cgroup.procs
+ * loop). Returns the number of processes signalled or -errno. */
+int cgroup_kill_all(struct cgroup *cg);
+/* Removes the cgroup directories (must be empty). Returns 0 or -errno (-EBUSY if busy). */
+int cgroup_remove(struct cgroup *cg, struct err *e);
+/* Frees the handle (does not remove). Accepts NULL; returns NULL. */
+struct cgroup *cgroup_free(struct cgroup *cg);
+const char *cgroup_name(const struct cgroup *cg);
+
+/* Calls fn for each child cgroup name found in the subtree (for the reaper). */
+int cgroup_root_list(struct cgroup_root *root, void (*fn)(const char *name, void *ud), void *ud);
+/* Opens an existing child by name without changing it (for the reaper). */
+int cgroup_open_existing(struct cgroup_root *root, const char *name, struct cgroup **ret);

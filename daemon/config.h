@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* sbxd's configuration: libyaml into an immutable struct config. Unknown keys, wrong types
+ * and out-of-range values are errors reported as "file:line:col: msg". Start-up only (not
+ * the loop's hot path); not CHILD-SAFE. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "log.h"
+
+struct pool_config {
+    char *name;               /* [a-z0-9_-]{1,32}, from the file's `name:` */
+    char *file;               /* where it came from (for messages) */
+    uint32_t warm;            /* sandboxes kept ready; default 2 */
+    uint32_t max;             /* concurrent sandboxes (warm + busy); default 16, >= warm, >= 1 */
+    uint32_t queue;           /* tasks waiting for a sandbox; default 64 */
+    uint64_t memory_bytes;    /* memory + swap; default 512 MiB */
+    double cpu;               /* CPUs; default 1.0, > 0 */
+    uint32_t pids;            /* default 128 */
+    uint64_t timeout_ns;      /* default task timeout; default 30 s */
+    uint64_t max_timeout_ns;  /* the largest timeout a request may ask; default = 4 * timeout */
+    uint64_t output_cap;      /* stdout + stderr bytes; default 32768 */
+    uint64_t tmp_size;        /* /tmp tmpfs bytes; default 64 MiB */
+    uint32_t uid;             /* task user inside the sandbox; default 10001 */
+    uint32_t gid;             /* default = uid */
+    uint32_t nofile;          /* RLIMIT_NOFILE of the task; default 256 */
+    char *seccomp;            /* profile name; default "default" */
+    char *image;              /* image name; default "host" */
+    bool dev_shm;             /* mount /dev/shm; default false */
+    uint64_t shm_size;        /* default 16 MiB */
+};
+
+struct config {
+    char *source;             /* file path, or "<embedded>" */
+    char *socket_path;        /* agents' socket; default "./var/sbxd.sock" */
+    char *admin_socket_path;  /* default "./var/sbxd-admin.sock" */
+    char *state_dir;          /* default "./var" */
+    char *metrics_addr;       /* "ADDR:PORT"; default "127.0.0.1:9464"; "" disables */
+    char *init_path;          /* sbxd-init; default NULL = next to the sbxd executable */
+    char *default_pool;       /* default "python"; must name a loaded pool */
+    enum log_level log_level; /* default info */
+
+    uint32_t max_connections;      /* default 256 */
+    uint32_t max_requests_per_conn; /* in-flight requests per connection; default 64 */
+    uint64_t max_message_bytes;    /* largest msgpack message from a client; default 1 MiB */
+    uint64_t max_argv_bytes;       /* argv + env bytes of one exec; default 64 KiB */
+    uint64_t drain_grace_ns;       /* SIGTERM: how long running tasks may finish; default 10 s */
+    uint32_t refill_parallelism;   /* sandboxes created at once, all pools; default 2 */
+
+    int cgroup_version;       /* 0 auto, 1, 2; default 0 */
+    char *cgroup_parent;      /* NULL: the cgroup sbxd starts in */
+    char *cgroup_name;        /* subtree name; default "sbxd" */
+
+    bool userns;              /* default true */
+    uint32_t userns_base;     /* first host id of the map; default 100000 */
+    uint32_t userns_count;    /* default 65536 */
+
+    struct pool_config *pools;
+    size_t n_pools;
+};
+
+/* Loads a config file (path) or, when path is NULL, the embedded default (deploy/sbxd.yaml
+ * compiled in). Pools come from the file's `pools_dir` (relative to the file's directory)
+ * or, when it has none, from the embedded pools/*.yaml. Returns 0 or -errno with e holding
+ * "file:line:col: message". */
+int config_load(const char *path, struct config **ret, struct err *e);
+/* Parses config text from memory; `name` is used in messages and `base_dir` resolves a
+ * relative pools_dir (NULL: embedded pools). For tests and config_load. */
+int config_parse(const char *name, const char *text, size_t len, const char *base_dir,
+                 struct config **ret, struct err *e);
+/* Parses one pool file's text into *ret (fields defaulted first). */
+int config_parse_pool(const char *name, const char *text, size_t len, struct pool_config *ret,
+                      struct err *e);
+/* Checks cross-field rules (default pool exists, unique names, limits). */
+int config_validate(const struct config *c, struct err *e);
+struct config *config_free(struct config *c);
+const struct pool_config *config_find_pool(const struct config *c, const char *name);

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/* Small helpers shared by every binary: scoped cleanup, fds, time, bounded parsing.
+ * Nothing here allocates except util_freep's free(). */
+#include "util.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+void util_freep(void *p)
+{
+    free(*(void **)p);
+}
+
+void util_closep(int *fd)
+{
+    *fd = fd_close(*fd);
+}
+
+int fd_close(int fd)
+{
+    if (fd >= 0) {
+        int saved = errno;
+        (void)close(fd);
+        errno = saved;
+    }
+    return -1;
+}
+
+int fd_set_nonblock(int fd, bool on)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) {
+        return -errno;
+    }
+    int nfl = on ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+    if (nfl != fl && fcntl(fd, F_SETFL, nfl) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+int fd_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = RETRY_EINTR(write(fd, p, len));
+        if (n < 0) {
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+ssize_t file_read_small(int dirfd, const char *path, char *buf, size_t size)
+{
+    scoped_close int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    size_t off = 0;
+    while (off + 1 < size) {
+        ssize_t n = RETRY_EINTR(read(fd, buf + off, size - 1 - off));
+        if (n < 0) {
+            return -errno;
+        }
+        if (n == 0) {
+            break;
+        }
+        off += (size_t)n;
+    }
+    buf[off] = '\0';
+    return (ssize_t)off;
+}
+
+int file_write_str(int dirfd, const char *path, const char *s)
+{
+    scoped_close int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    size_t len = strlen(s);
+    ssize_t n = RETRY_EINTR(write(fd, s, len));
+    if (n < 0) {
+        return -errno;
+    }
+    return (size_t)n == len ? 0 : -EIO;
+}
+
+uint64_t now_ns(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+int parse_u64(const char *s, uint64_t *ret)
+{
+    uint64_t v = 0;
+    if (!s || !*s) {
+        return -EINVAL;
+    }
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9') {
+            return -EINVAL;
+        }
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10) {
+            return -ERANGE;
+        }
+        v = v * 10 + d;
+    }
+    *ret = v;
+    return 0;
+}
+
+int parse_size(const char *s, uint64_t *ret)
+{
+    char num[32];
+    size_t n = 0;
+    while (s[n] >= '0' && s[n] <= '9') {
+        n++;
+    }
+    if (n == 0 || n >= sizeof(num)) {
+        return -EINVAL;
+    }
+    memcpy(num, s, n);
+    num[n] = '\0';
+    uint64_t v, mult = 1;
+    int r = parse_u64(num, &v);
+    if (r < 0) {
+        return r;
+    }
+    const char *suf = s + n;
+    if (*suf == 'K' || *suf == 'k') {
+        mult = 1ULL << 10;
+    } else if (*suf == 'M' || *suf == 'm') {
+        mult = 1ULL << 20;
+    } else if (*suf == 'G' || *suf == 'g') {
+        mult = 1ULL << 30;
+    } else if (*suf == 'B' && suf[1] == '\0') {
+        suf++;
+    } else if (*suf != '\0') {
+        return -EINVAL;
+    }
+    if (mult > 1) {
+        suf++;
+        if (*suf == 'i') {
+            suf++;
+        }
+        if (*suf == 'B') {
+            suf++;
+        }
+    }
+    if (*suf != '\0') {
+        return -EINVAL;
+    }
+    if (v > UINT64_MAX / mult) {
+        return -ERANGE;
+    }
+    *ret = v * mult;
+    return 0;
+}
+
+int parse_duration_ns(const char *s, uint64_t *ret)
+{
+    char *end = NULL;
+    if (!s || !*s || *s == '-' || *s == '+') {
+        return -EINVAL;
+    }
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || !isfinite(v) || v < 0) {
+        return -EINVAL;
+    }
+    double mult = 1e9;
+    if (strcmp(end, "ms") == 0) {
+        mult = 1e6;
+    } else if (strcmp(end, "s") == 0 || *end == '\0') {
+        mult = 1e9;
+    } else if (strcmp(end, "m") == 0) {
+        mult = 60e9;
+    } else if (strcmp(end, "h") == 0) {
+        mult = 3600e9;
+    } else {
+        return -EINVAL;
+    }
+    double ns = v * mult;
+    if (ns > 1e18) {
+        return -ERANGE;
+    }
+    *ret = (uint64_t)ns;
+    return 0;
+}
+
+size_t str_copy(char *dst, const char *src, size_t size)
+{
+    size_t len = strlen(src);
+    if (size > 0) {
+        size_t n = len < size - 1 ? len : size - 1;
+        memcpy(dst, src, n);
+        dst[n] = '\0';
+    }
+    return len;
+}
+
+void hex_encode(const void *buf, size_t len, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    const unsigned char *p = buf;
+    for (size_t i = 0; i < len; i++) {
+        out[2 * i] = digits[p[i] >> 4];
+        out[2 * i + 1] = digits[p[i] & 15];
+    }
+    out[2 * len] = '\0';
+}
