@@ -102,7 +102,7 @@ $(BUILD)/probe: tests/helpers/probe.c
 	$(Q)$(CC) $(INIT_CFLAGS) -static $< -o $@
 
 # Unit tests: tests/unit/test_<module>.c links daemon/<module>.c and the common sources;
-# TEST_<module>_EXTRA names more sources.
+# TEST_<module>_EXTRA names more sources (proto.c when a test needs it).
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 TEST_config_EXTRA := $(BUILD)/embedded.c
@@ -111,7 +111,7 @@ TEST_outcap_EXTRA :=
 unit-bins: $(UNIT_BINS)
 
 .SECONDEXPANSION:
-$(BUILD)/tests/test_%: tests/unit/test_%.c $$(call obj,$$(wildcard daemon/$$*.c) $$(TEST_$$*_EXTRA) $(COMMON_SRCS) $$(if $$(filter daemon/proto.c,$$(wildcard daemon/$$*.c)),,daemon/proto.c))
+$(BUILD)/tests/test_%: tests/unit/test_%.c $$(call obj,$$(wildcard daemon/$$*.c) $$(TEST_$$*_EXTRA) $(COMMON_SRCS))
 	@mkdir -p $(dir $@)
 	@[ -n "$(Q)" ] && echo "  TEST $@" || true
 	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) $^ -o $@ $(PKG_LIBS) -lcmocka -lpthread -lm

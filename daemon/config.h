@@ -63,7 +63,7 @@ struct config {
 
 /* Loads a config file (path) or, when path is NULL, the embedded default (deploy/sbxd.yaml
  * compiled in). Pools come from the file's `pools_dir` (relative to the file's directory)
- * or, when it has none, from the embedded pools/*.yaml. Returns 0 or -errno with e holding
+ * or, when it has none, from the embedded pool files. Returns 0 or -errno with e holding
  * "file:line:col: message". */
 int config_load(const char *path, struct config **ret, struct err *e);
 /* Parses config text from memory; `name` is used in messages and `base_dir` resolves a

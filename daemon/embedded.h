@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 /* Files compiled into sbxd by daemon/gen_embedded.sh (build/embedded.c): the default
- * config (deploy/sbxd.yaml), pools/*.yaml and seccomp/*.yaml. NUL-terminated texts. */
+ * config (deploy/sbxd.yaml), the pool files and the seccomp profiles. NUL-terminated texts. */
 #include <stddef.h>
 
 struct embedded_file {

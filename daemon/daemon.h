@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* struct daemon: the one owner of all of sbxd's state, reached through loop->data or a
+ * handle's owner. Loop thread only. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct config;
+struct cgroup_root;
+struct pool;
+struct server;
+struct seccomp_set;
+
+struct daemon {
+    uv_loop_t *loop;
+    const struct config *cfg;
+    struct cgroup_root *cg_root;
+    struct seccomp_set *seccomp;
+    char *init_path;
+    struct pool **pools;
+    size_t n_pools;
+    struct server *agents;
+    struct server *admin;
+    uint32_t instance;       /* random, prefixes sandbox and task ids */
+    uint64_t next_sandbox;
+    uint64_t next_task;
+    uint32_t creating;       /* sandboxes being created, all pools (<= refill_parallelism) */
+    uint32_t live_sandboxes; /* not yet freed, all pools */
+    uint32_t running_tasks;
+    bool draining;           /* SIGTERM received: no new tasks, no refills */
+    bool killing;            /* grace over or second SIGTERM: kill everything */
+    bool drain_done;
+    uint64_t start_ns;
+    uv_signal_t sig_term;
+    uv_signal_t sig_int;
+    uv_signal_t sig_hup;
+    uv_timer_t drain_timer;
+    int exit_code;
+};
+
+/* Finds a pool by name, or NULL. */
+struct pool *daemon_find_pool(struct daemon *d, const char *name);
+/* Starts as many sandbox creations as the global refill bound allows, pools with queued
+ * tasks first. */
+void daemon_refill(struct daemon *d);
+/* Called when something the drain waits for has finished (a task, a sandbox). */
+void daemon_drain_progress(struct daemon *d);

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* One task: its stdio pipes and streaming to the client, the combined output cap, the
+ * deadline, and the result. Loop thread only. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "cgroup.h"
+#include "ctl.h"
+#include "err.h"
+#include "outcap.h"
+
+struct daemon;
+struct pool;
+struct sandbox;
+struct conn;
+
+enum task_state {
+    TASK_QUEUED = 0,  /* waiting for a sandbox */
+    TASK_RUNNING,     /* handed to a sandbox */
+    TASK_FINISHING,   /* exited or killed; draining output */
+    TASK_DONE,        /* result sent (or client gone); handles closing */
+};
+
+enum task_kill {
+    KILL_NONE = 0,
+    KILL_TIMEOUT,
+    KILL_OUTPUT,
+    KILL_CLIENT,   /* the client disconnected */
+    KILL_SHUTDOWN, /* the daemon's drain grace ran out */
+};
+
+struct task {
+    struct daemon *d;
+    struct conn *conn;          /* NULL once the client is gone */
+    uint32_t msgid;
+    struct pool *pool;
+    struct sandbox *sb;
+    char id[24];
+    char sb_id[24];             /* the sandbox it ran in, kept for the result */
+    enum task_state state;
+    enum task_kill kill;
+    struct ctl_task hdr;
+    char *data;                 /* argv and env strings for CTL_TASK */
+    uint64_t timeout_ns;
+    bool cold;                  /* waited in the queue */
+    /* stdio: child ends are sent to the sandbox, ours are libuv pipes */
+    int child_fds[3];
+    uv_pipe_t in;
+    uv_pipe_t out;
+    uv_pipe_t err;
+    uv_timer_t timer;
+    int open_handles;
+    bool in_open;
+    bool in_eof_requested;      /* client sent the empty stdin chunk */
+    size_t in_pending;          /* stdin bytes queued to the pipe */
+    bool out_eof;
+    bool err_eof;
+    bool reading;               /* output reads active (false: backpressure) */
+    struct outcap cap;
+    uint64_t out_bytes;
+    uint64_t err_bytes;
+    /* outcome */
+    bool exited;                /* CTL_EXITED or CTL_EXEC_FAILED seen, or sandbox died */
+    bool exec_failed;
+    int wstatus;
+    struct err error;           /* status "error": why */
+    uint64_t t_request_ns;
+    uint64_t t_start_ns;
+    uint64_t t_exit_ns;
+    uint64_t rusage_cpu_us;
+    struct cgroup_usage usage;  /* last snapshot of the sandbox's cgroup */
+    bool have_usage;
+    struct task *qnext;         /* pool queue */
+    struct task *cprev;         /* connection's task list */
+    struct task *cnext;
+};
+
+/* Builds a task from a validated request (argv/env already packed into hdr and data, which
+ * the task takes over). Creates its pipes. Returns 0 or -errno. */
+int exec_new(struct daemon *d, struct conn *c, uint32_t msgid, struct pool *p,
+             const struct ctl_task *hdr, char *data, uint64_t timeout_ns, bool want_stdin,
+             struct task **ret, struct err *e);
+/* The pool hands the task a WARM sandbox. */
+void exec_start(struct task *t, struct sandbox *sb);
+/* The task could not be scheduled (queue full, draining, client left while queued):
+ * answers the client with the error (when connected) and frees the task. */
+void exec_fail(struct task *t, const char *code, const char *message);
+/* From sandbox.c: an event from the sandbox's init, or the sandbox died. */
+void exec_sandbox_event(struct task *t, const struct ctl_event *ev);
+void exec_sandbox_died(struct task *t);
+/* From rpc.c: a stdin chunk; len 0 closes the task's stdin. */
+void exec_stdin(struct task *t, const char *data, size_t len);
+/* The client disconnected: kill the sandbox, drop the result. */
+void exec_client_gone(struct task *t);
+/* Kills a running task for the given reason. */
+void exec_kill(struct task *t, enum task_kill why);
+/* The connection's write queue drained: resume reading output. */
+void exec_resume(struct task *t);

@@ -1,0 +1,427 @@
+/* SPDX-License-Identifier: MIT */
+/* A sandbox's life: created on a worker thread (cgroup, clone3, CTL_SETUP), WARM when its
+ * init reports READY, BUSY with one task, then killed through its pidfd, reaped through
+ * the pidfd, and its cgroup removed on a worker thread. It never serves a second task. */
+#define LOG_MOD "sandbox"
+#include "sandbox.h"
+
+#include <linux/filter.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "cgroup.h"
+#include "config.h"
+#include "daemon.h"
+#include "exec.h"
+#include "log.h"
+#include "pool.h"
+#include "spawn.h"
+#include "sys.h"
+#include "util.h"
+
+const char *sandbox_state_name(enum sandbox_state s)
+{
+    static const char *const names[] = {"creating", "warm", "busy", "dying", "dead"};
+    return s <= SB_DEAD ? names[s] : "?";
+}
+
+static void set_state(struct sandbox *sb, enum sandbox_state to)
+{
+    pool_sandbox_state(sb->pool, sb, to);
+    sb->state = to;
+}
+
+/* Worker thread: everything that blocks. Touches only sb's own fields and read-only
+ * daemon state (config, cgroup root fds, init path, seccomp program). */
+static void create_work(uv_work_t *w)
+{
+    struct sandbox *sb = container_of(w, struct sandbox, work);
+    struct daemon *d = sb->d;
+    const struct config *cfg = d->cfg;
+    const struct pool_config *pc = sb->pool->pc;
+    struct err *e = &sb->work_err;
+    int r;
+
+    r = cgroup_create(d->cg_root, sb->id, &sb->pool->limits, &sb->cg, e);
+    if (r < 0) {
+        sb->work_r = r;
+        return;
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        sb->work_r = err_set(e, -errno, "socketpair");
+        return;
+    }
+    scoped_close int child_end = sv[1];
+    sb->ctl_fd = sv[0];
+
+    struct spawn_plan plan = {
+        .init_path = d->init_path,
+        .userns = cfg->userns,
+        .host_id_base = cfg->userns_base,
+        .id_count = cfg->userns_count,
+        .cg = sb->cg,
+        .ctl_fd = child_end,
+    };
+    struct spawn_result res;
+    r = spawn_sandbox(&plan, &res, e);
+    if (r < 0) {
+        sb->work_r = r;
+        return;
+    }
+    sb->pid = res.pid;
+    sb->pidfd = res.pidfd;
+
+    size_t insns = sb->pool->bpf ? sb->pool->bpf_n : 0;
+    size_t len = sizeof(struct ctl_setup) + insns * sizeof(struct sock_filter);
+    scoped_free char *buf = xcalloc(1, len);
+    struct ctl_setup *s = (struct ctl_setup *)buf;
+    s->magic = CTL_MAGIC;
+    s->type = CTL_SETUP;
+    s->uid = pc->uid;
+    s->gid = pc->gid;
+    s->flags = pc->dev_shm ? CTL_SETUP_DEV_SHM : 0;
+    s->seccomp_insns = (uint32_t)insns;
+    s->tmp_size = pc->tmp_size;
+    s->shm_size = pc->shm_size;
+    (void)snprintf(s->hostname, sizeof(s->hostname), "sbx-%s", sb->id);
+    str_copy(s->image_root, "/", sizeof(s->image_root));
+    if (insns > 0) {
+        memcpy(buf + sizeof(*s), sb->pool->bpf, insns * sizeof(struct sock_filter));
+    }
+    ssize_t n = RETRY_EINTR(send(sb->ctl_fd, buf, len, MSG_NOSIGNAL));
+    if (n < 0) {
+        sb->work_r = err_set(e, -errno, "send CTL_SETUP");
+        return;
+    }
+    sb->work_r = 0;
+}
+
+static void sandbox_remove_cgroup(struct sandbox *sb);
+
+static void handle_closed(uv_handle_t *h)
+{
+    struct sandbox *sb = h->data;
+    if (--sb->open_handles > 0) {
+        return;
+    }
+    /* Every handle is closed: the cgroup goes on a worker thread. */
+    sandbox_remove_cgroup(sb);
+}
+
+static void sandbox_free(struct sandbox *sb)
+{
+    struct pool *p = sb->pool;
+    struct daemon *d = sb->d;
+    sb->cg = cgroup_free(sb->cg);
+    sb->ctl_fd = fd_close(sb->ctl_fd);
+    sb->pidfd = fd_close(sb->pidfd);
+    pool_sandbox_state(p, sb, SB_DEAD);
+    p->n_state[SB_DEAD]--; /* freed: it no longer counts at all */
+    d->live_sandboxes--;
+    free(sb);
+    daemon_refill(d);
+    daemon_drain_progress(d);
+}
+
+static void remove_work(uv_work_t *w)
+{
+    struct sandbox *sb = container_of(w, struct sandbox, work);
+    if (!sb->cg) {
+        return;
+    }
+    /* The pid namespace is gone once init is reaped, but v1 may take a moment to drop the
+     * dead tasks from cgroup.procs; then, should anything remain, kill it (it can only be
+     * ours: the cgroup is below our own subtree). */
+    int r = -EBUSY;
+    for (int i = 0; i < 2000 && r == -EBUSY; i++) {
+        if (!cgroup_is_empty(sb->cg)) {
+            if (i == 50) {
+                (void)cgroup_kill_all(sb->cg);
+            }
+            usleep(1000);
+            continue;
+        }
+        r = cgroup_remove(sb->cg, &sb->work_err);
+        if (r == -EBUSY) {
+            usleep(1000);
+        }
+    }
+    sb->work_r = r;
+}
+
+static void remove_done(uv_work_t *w, int status)
+{
+    struct sandbox *sb = container_of(w, struct sandbox, work);
+    (void)status;
+    if (sb->cg && sb->work_r < 0) {
+        log_error("sb=%s msg=\"cgroup not removed, leaking it\" detail=\"%s\"", sb->id,
+                  err_msg(&sb->work_err));
+    }
+    sandbox_free(sb);
+}
+
+static void sandbox_remove_cgroup(struct sandbox *sb)
+{
+    sb->work_err.msg[0] = '\0';
+    int r = uv_queue_work(sb->d->loop, &sb->work, remove_work, remove_done);
+    if (r < 0) {
+        log_error("sb=%s msg=\"cannot queue cgroup removal\"", sb->id);
+        sandbox_free(sb);
+    }
+}
+
+/* init is gone (reaped): close handles; the task learns it. */
+static void sandbox_reaped(struct sandbox *sb)
+{
+    struct pool *p = sb->pool;
+    if (sb->state == SB_WARM) {
+        pool_sandbox_unwarm(p, sb);
+        log_warn("pool=%s sb=%s msg=\"warm sandbox died, replacing it\"", p->pc->name, sb->id);
+    } else if (sb->state == SB_CREATING) {
+        struct err e = ERR_INIT;
+        err_setx(&e, -EIO, "sandbox init exited during setup");
+        if (!sb->kill_requested) {
+            pool_sandbox_failed(p, sb, &e);
+        }
+    }
+    set_state(sb, SB_DEAD);
+    struct task *t = sb->task;
+    sb->task = NULL;
+    if (t) {
+        exec_sandbox_died(t);
+    }
+    uv_close((uv_handle_t *)&sb->ctl_poll, handle_closed);
+    uv_close((uv_handle_t *)&sb->pid_poll, handle_closed);
+}
+
+static void pid_cb(uv_poll_t *h, int status, int events)
+{
+    struct sandbox *sb = h->data;
+    (void)events;
+    if (sb->reaped) {
+        return;
+    }
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    int r = RETRY_EINTR(waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG));
+    if (r < 0 && errno != ECHILD) {
+        log_warn_errno(-errno, "sb=%s msg=\"waitid on pidfd failed\"", sb->id);
+        return;
+    }
+    if (r == 0 && si.si_pid == 0 && status >= 0) {
+        return; /* spurious: not exited yet */
+    }
+    sb->reaped = true;
+    uv_poll_stop(&sb->pid_poll);
+    uv_poll_stop(&sb->ctl_poll);
+    sandbox_reaped(sb);
+}
+
+static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
+{
+    switch (ev->type) {
+    case CTL_READY:
+        if (sb->state != SB_CREATING || sb->ready_seen) {
+            break;
+        }
+        sb->ready_seen = true;
+        sb->ready_ns = now_ns();
+        if (sb->kill_requested) {
+            sandbox_kill(sb);
+            break;
+        }
+        set_state(sb, SB_WARM);
+        pool_sandbox_ready(sb->pool, sb);
+        break;
+    case CTL_SETUP_FAILED: {
+        struct err e = ERR_INIT;
+        err_setx(&e, ev->err, "sandbox setup failed at stage %u: %.100s: %s", ev->stage,
+                 ev->msg, err_name(ev->err));
+        pool_sandbox_failed(sb->pool, sb, &e);
+        sb->kill_requested = true;
+        sandbox_kill(sb);
+        break;
+    }
+    case CTL_STARTED:
+    case CTL_EXITED:
+    case CTL_EXEC_FAILED:
+        if (sb->task) {
+            exec_sandbox_event(sb->task, ev);
+        }
+        break;
+    default:
+        log_warn("sb=%s type=%u msg=\"unknown control event, killing sandbox\"", sb->id,
+                 ev->type);
+        sandbox_kill(sb);
+        break;
+    }
+}
+
+static void ctl_cb(uv_poll_t *h, int status, int events)
+{
+    struct sandbox *sb = h->data;
+    (void)events;
+    if (status < 0) {
+        uv_poll_stop(h);
+        sandbox_kill(sb);
+        return;
+    }
+    for (;;) {
+        struct ctl_event ev;
+        ssize_t n = recv(sb->ctl_fd, &ev, sizeof(ev), MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR) {
+                return;
+            }
+            n = 0;
+        }
+        if (n == 0) {
+            /* init closed its end: it is dying. The pidfd tells when it is gone. */
+            uv_poll_stop(h);
+            sandbox_kill(sb);
+            return;
+        }
+        if ((size_t)n != sizeof(ev) || ev.magic != CTL_MAGIC) {
+            log_warn("sb=%s msg=\"malformed control event, killing sandbox\"", sb->id);
+            uv_poll_stop(h);
+            sandbox_kill(sb);
+            return;
+        }
+        ev.msg[sizeof(ev.msg) - 1] = '\0';
+        handle_event(sb, &ev);
+        if (sb->reaped) {
+            return;
+        }
+    }
+}
+
+static void create_done(uv_work_t *w, int status)
+{
+    struct sandbox *sb = container_of(w, struct sandbox, work);
+    struct daemon *d = sb->d;
+    d->creating--;
+    if (status < 0 || sb->work_r < 0) {
+        if (status < 0) {
+            err_setx(&sb->work_err, status, "creation cancelled");
+        }
+        pool_sandbox_failed(sb->pool, sb, &sb->work_err);
+        set_state(sb, SB_DEAD);
+        if (sb->pidfd >= 0) {
+            (void)sys_pidfd_send_signal(sb->pidfd, SIGKILL);
+            siginfo_t si;
+            (void)RETRY_EINTR(waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED));
+        }
+        sandbox_remove_cgroup(sb);
+        return;
+    }
+    (void)fd_set_nonblock(sb->ctl_fd, true);
+    uv_poll_init(d->loop, &sb->ctl_poll, sb->ctl_fd);
+    uv_poll_init(d->loop, &sb->pid_poll, sb->pidfd);
+    sb->ctl_poll.data = sb;
+    sb->pid_poll.data = sb;
+    sb->open_handles = 2;
+    uv_poll_start(&sb->ctl_poll, UV_READABLE, ctl_cb);
+    uv_poll_start(&sb->pid_poll, UV_READABLE, pid_cb);
+    if (sb->kill_requested || d->draining) {
+        sandbox_kill(sb);
+    }
+    daemon_refill(d);
+}
+
+void sandbox_create(struct daemon *d, struct pool *p)
+{
+    struct sandbox *sb = xcalloc(1, sizeof(*sb));
+    sb->d = d;
+    sb->pool = p;
+    sb->pid = -1;
+    sb->pidfd = -1;
+    sb->ctl_fd = -1;
+    sb->state = SB_CREATING;
+    sb->created_ns = now_ns();
+    (void)snprintf(sb->id, sizeof(sb->id), "%08x%06llx", d->instance,
+                   (unsigned long long)(++d->next_sandbox & 0xffffff));
+    p->n_state[SB_CREATING]++;
+    d->creating++;
+    d->live_sandboxes++;
+    int r = uv_queue_work(d->loop, &sb->work, create_work, create_done);
+    if (r < 0) {
+        sb->work_r = r;
+        err_setx(&sb->work_err, r, "uv_queue_work failed");
+        create_done(&sb->work, 0);
+    }
+}
+
+int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task *hdr,
+                       const char *data, int fds[3], struct err *e)
+{
+    if (sb->state != SB_WARM) {
+        return err_setx(e, -EINVAL, "sandbox %s is %s, not warm", sb->id,
+                        sandbox_state_name(sb->state));
+    }
+    struct iovec iov[2] = {
+        {.iov_base = (void *)hdr, .iov_len = sizeof(*hdr)},
+        {.iov_base = (void *)data, .iov_len = hdr->data_len},
+    };
+    union {
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+        struct cmsghdr align;
+    } cm;
+    memset(&cm, 0, sizeof(cm));
+    struct msghdr mh = {
+        .msg_iov = iov,
+        .msg_iovlen = hdr->data_len > 0 ? 2 : 1,
+        .msg_control = cm.buf,
+        .msg_controllen = sizeof(cm.buf),
+    };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, 3 * sizeof(int));
+    ssize_t n = RETRY_EINTR(sendmsg(sb->ctl_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT));
+    if (n < 0) {
+        return err_set(e, -errno, "sandbox %s: send CTL_TASK", sb->id);
+    }
+    if ((size_t)n != sizeof(*hdr) + hdr->data_len) {
+        return err_setx(e, -EMSGSIZE, "sandbox %s: CTL_TASK truncated", sb->id);
+    }
+    sb->task = t;
+    set_state(sb, SB_BUSY);
+    return 0;
+}
+
+void sandbox_kill(struct sandbox *sb)
+{
+    if (sb->state == SB_DEAD || sb->reaped) {
+        return;
+    }
+    if (sb->pidfd < 0) {
+        /* Still being created on a worker: create_done kills it. */
+        sb->kill_requested = true;
+        return;
+    }
+    if (sb->state == SB_WARM) {
+        pool_sandbox_unwarm(sb->pool, sb);
+    }
+    if (sb->state != SB_DYING) {
+        int r = sys_pidfd_send_signal(sb->pidfd, SIGKILL);
+        if (r < 0 && r != -ESRCH) {
+            log_error_errno(r, "sb=%s msg=\"cannot kill sandbox init\"", sb->id);
+        }
+        set_state(sb, SB_DYING);
+    }
+}
+
+int sandbox_usage(struct sandbox *sb, struct cgroup_usage *ret)
+{
+    if (!sb->cg) {
+        return -ENOENT;
+    }
+    return cgroup_usage(sb->cg, ret);
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* One sandbox: its state machine (CREATING, WARM, BUSY, DYING, DEAD) and every fd it owns
+ * (pidfd of its init, control socket, cgroup). A sandbox serves one task and is destroyed.
+ * Creation and cgroup removal run on libuv's worker threads; everything else on the loop. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "ctl.h"
+#include "err.h"
+
+struct daemon;
+struct pool;
+struct task;
+struct cgroup;
+struct cgroup_usage;
+
+enum sandbox_state {
+    SB_CREATING = 0, /* worker creating it, or init setting up */
+    SB_WARM,         /* ready, in its pool's warm set */
+    SB_BUSY,         /* running its task */
+    SB_DYING,        /* killed, waiting for init to be reaped */
+    SB_DEAD,         /* reaped; cgroup being removed, then freed */
+};
+
+struct sandbox {
+    struct daemon *d;
+    struct pool *pool;
+    char id[24];
+    enum sandbox_state state;
+    struct cgroup *cg;
+    pid_t pid;
+    int pidfd;
+    int ctl_fd;
+    uv_poll_t ctl_poll;
+    uv_poll_t pid_poll;
+    int open_handles;        /* embedded handles not yet closed */
+    uv_work_t work;
+    int work_r;
+    struct err work_err;
+    bool kill_requested;     /* kill as soon as creation finishes */
+    bool reaped;
+    bool ready_seen;
+    struct task *task;       /* the task it serves (BUSY), not owned */
+    struct sandbox *next;    /* pool's warm list */
+    uint64_t created_ns;     /* creation started */
+    uint64_t ready_ns;       /* init reported READY */
+};
+
+/* Starts creating a sandbox for pool on a worker thread. The pool is told through
+ * pool_sandbox_ready / pool_sandbox_failed / pool_sandbox_gone. Loop context. */
+void sandbox_create(struct daemon *d, struct pool *pool);
+/* Hands the task to a WARM sandbox: sends CTL_TASK with the three stdio fds (which stay
+ * owned by the caller; close them after). Returns 0 or -errno (e says why). */
+int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task *hdr,
+                       const char *data, int fds[3], struct err *e);
+/* Kills the sandbox (SIGKILL to its init through the pidfd, which ends its pid namespace).
+ * Safe to call in any state and more than once. */
+void sandbox_kill(struct sandbox *sb);
+/* Reads the cgroup's usage counters. Returns 0 or -errno. */
+int sandbox_usage(struct sandbox *sb, struct cgroup_usage *ret);
+const char *sandbox_state_name(enum sandbox_state s);
