@@ -114,7 +114,7 @@ unit-bins: $(UNIT_BINS)
 $(BUILD)/tests/test_%: tests/unit/test_%.c $$(call obj,$$(wildcard daemon/$$*.c) $$(TEST_$$*_EXTRA) $(COMMON_SRCS))
 	@mkdir -p $(dir $@)
 	@[ -n "$(Q)" ] && echo "  TEST $@" || true
-	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) $^ -o $@ $(PKG_LIBS) -lcmocka -lpthread -lm
+	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(PKG_LIBS) -lcmocka -lpthread -lm
 
 demo: all
 	$(Q)sh tests/demo.sh

@@ -354,7 +354,11 @@ static void on_connection(uv_stream_t *ls, int status)
             c->peer_pid = cr.pid;
         }
     }
-    (void)proto_reader_new(d->cfg->max_message_bytes, &c->rd);
+    if (proto_reader_new(d->cfg->max_message_bytes, &c->rd) < 0) {
+        log_error("msg=\"no memory for a connection, closing it\"");
+        conn_close(c);
+        return;
+    }
     if (s->n_conns > d->cfg->max_connections) {
         rpc_note_error(d, "limit");
         char msg[96];
