@@ -1,0 +1,761 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of config.c: defaults, every key, the embedded default, pools_dir loading, and
+ * each class of error with its exact "file:line:col: message". Files go to a mkdtemp dir. */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "alloc.h"
+#include "config.h"
+#include "embedded.h"
+#include "util.h"
+
+#define MIB (1024ULL * 1024)
+#define SEC 1000000000ULL
+
+/* ---- helpers ---- */
+
+static void pool_release(struct pool_config *p)
+{
+    free(p->name);
+    free(p->file);
+    free(p->seccomp);
+    free(p->image);
+    memset(p, 0, sizeof(*p));
+}
+
+static struct config *parse_ok(const char *text, const char *base_dir)
+{
+    struct config *c = NULL;
+    struct err e = ERR_INIT;
+    int r = config_parse("t.yaml", text, strlen(text), base_dir, &c, &e);
+    if (r < 0) {
+        fail_msg("config_parse: %s", e.msg);
+    }
+    assert_non_null(c);
+    return c;
+}
+
+static void parse_fails(const char *text, const char *base_dir, int code, const char *msg)
+{
+    struct config *c = NULL;
+    struct err e = ERR_INIT;
+    assert_int_equal(config_parse("t.yaml", text, strlen(text), base_dir, &c, &e), code);
+    assert_null(c);
+    assert_string_equal(e.msg, msg);
+}
+
+static void pool_fails(const char *name, const char *text, const char *msg)
+{
+    struct pool_config p;
+    struct err e = ERR_INIT;
+    memset(&p, 0xa5, sizeof(p));
+    assert_int_equal(config_parse_pool(name, text, strlen(text), &p, &e), -EINVAL);
+    assert_string_equal(e.msg, msg);
+    /* Not written on failure. */
+    assert_int_equal(p.warm, 0xa5a5a5a5u);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    scoped_free char *path = xasprintf("%s/%s", dir, name);
+    scoped_close int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    assert_int_equal(fd_write_all(fd, text, strlen(text)), 0);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static char *tmpdir_new(void)
+{
+    char tmpl[] = "/tmp/sbx-test-config-XXXXXX";
+    assert_non_null(mkdtemp(tmpl));
+    return xstrdup(tmpl);
+}
+
+static void tmpdir_remove(char *dir)
+{
+    assert_int_equal(nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS), 0);
+    free(dir);
+}
+
+static const char pool_a[] = "name: alpha\n";
+static const char pool_b[] = "name: beta\nwarm: 0\nmax: 1\n";
+
+/* ---- defaults ---- */
+
+static void config_parse__empty_gives_defaults(void **state)
+{
+    (void)state;
+    struct config *c = parse_ok("", NULL);
+
+    assert_string_equal(c->source, "t.yaml");
+    assert_string_equal(c->socket_path, "./var/sbxd.sock");
+    assert_string_equal(c->admin_socket_path, "./var/sbxd-admin.sock");
+    assert_string_equal(c->state_dir, "./var");
+    assert_string_equal(c->metrics_addr, "127.0.0.1:9464");
+    assert_null(c->init_path);
+    assert_string_equal(c->default_pool, "python");
+    assert_int_equal(c->log_level, LOG_INFO);
+    assert_int_equal(c->max_connections, 256);
+    assert_int_equal(c->max_requests_per_conn, 64);
+    assert_int_equal(c->max_message_bytes, MIB);
+    assert_int_equal(c->max_argv_bytes, 64 * 1024);
+    assert_int_equal(c->drain_grace_ns, 10 * SEC);
+    assert_int_equal(c->refill_parallelism, 2);
+    assert_int_equal(c->cgroup_version, 0);
+    assert_null(c->cgroup_parent);
+    assert_string_equal(c->cgroup_name, "sbxd");
+    assert_true(c->userns);
+    assert_int_equal(c->userns_base, 100000);
+    assert_int_equal(c->userns_count, 65536);
+    /* No pools_dir: the embedded pools. */
+    assert_int_equal(c->n_pools, embedded_n_pools);
+    assert_int_equal(config_validate(c, NULL), 0);
+    config_free(c);
+
+    /* Comments only, an explicit empty document and a bare null are empty configs too. */
+    config_free(parse_ok("# nothing here\n", NULL));
+    config_free(parse_ok("---\n", NULL));
+    config_free(parse_ok("~\n", NULL));
+}
+
+static void config_parse_pool__defaults(void **state)
+{
+    (void)state;
+    struct pool_config p;
+    struct err e = ERR_INIT;
+    const char *text = "name: p1\n";
+
+    assert_int_equal(config_parse_pool("p1.yaml", text, strlen(text), &p, &e), 0);
+    assert_string_equal(p.name, "p1");
+    assert_string_equal(p.file, "p1.yaml");
+    assert_int_equal(p.warm, 2);
+    assert_int_equal(p.max, 16);
+    assert_int_equal(p.queue, 64);
+    assert_int_equal(p.memory_bytes, 512 * MIB);
+    assert_true(p.cpu == 1.0);
+    assert_int_equal(p.pids, 128);
+    assert_int_equal(p.timeout_ns, 30 * SEC);
+    assert_int_equal(p.max_timeout_ns, 120 * SEC);
+    assert_int_equal(p.output_cap, 32768);
+    assert_int_equal(p.tmp_size, 64 * MIB);
+    assert_int_equal(p.uid, 10001);
+    assert_int_equal(p.gid, 10001);
+    assert_int_equal(p.nofile, 256);
+    assert_string_equal(p.seccomp, "default");
+    assert_string_equal(p.image, "host");
+    assert_false(p.dev_shm);
+    assert_int_equal(p.shm_size, 16 * MIB);
+    pool_release(&p);
+
+    /* Derived defaults follow the values given: max_timeout = 4 * timeout, gid = uid. */
+    text = "name: p2\ntimeout: 500ms\nuid: 2000\n";
+    assert_int_equal(config_parse_pool("p2.yaml", text, strlen(text), &p, &e), 0);
+    assert_int_equal(p.timeout_ns, 500000000ULL);
+    assert_int_equal(p.max_timeout_ns, 2 * SEC);
+    assert_int_equal(p.gid, 2000);
+    pool_release(&p);
+}
+
+/* ---- every key ---- */
+
+static void config_parse__every_key(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_new();
+    scoped_free char *pdir = xasprintf("%s/pools.d", dir);
+    assert_int_equal(mkdir(pdir, 0755), 0);
+    write_file(pdir, "other.yaml", "name: other\nuid: 1000\n");
+    const char *text = "socket: /run/sbx/a.sock\n"
+                       "admin_socket: '/run/sbx/admin.sock'\n"
+                       "state_dir: /var/lib/sbx\n"
+                       "metrics: \"[::1]:9000\"\n"
+                       "init_path: /usr/libexec/sbxd-init\n"
+                       "default_pool: other\n"
+                       "log_level: debug\n"
+                       "pools_dir: pools.d\n"
+                       "drain_grace: 1500ms\n"
+                       "refill_parallelism: 64\n"
+                       "limits:\n"
+                       "  max_connections: 10\n"
+                       "  max_requests_per_connection: 3\n"
+                       "  max_message_bytes: 64MiB\n"
+                       "  max_argv_bytes: 96KiB\n"
+                       "cgroup:\n"
+                       "  version: 1\n"
+                       "  parent: /system.slice/sbxd.service\n"
+                       "  name: sbx-test\n"
+                       "userns:\n"
+                       "  enabled: false\n"
+                       "  host_id_base: 200000\n"
+                       "  id_count: 1000\n";
+    struct config *c = parse_ok(text, dir);
+
+    assert_string_equal(c->socket_path, "/run/sbx/a.sock");
+    assert_string_equal(c->admin_socket_path, "/run/sbx/admin.sock");
+    assert_string_equal(c->state_dir, "/var/lib/sbx");
+    assert_string_equal(c->metrics_addr, "[::1]:9000");
+    assert_string_equal(c->init_path, "/usr/libexec/sbxd-init");
+    assert_string_equal(c->default_pool, "other");
+    assert_int_equal(c->log_level, LOG_DEBUG);
+    assert_int_equal(c->drain_grace_ns, 1500000000ULL);
+    assert_int_equal(c->refill_parallelism, 64);
+    assert_int_equal(c->max_connections, 10);
+    assert_int_equal(c->max_requests_per_conn, 3);
+    assert_int_equal(c->max_message_bytes, 64 * MIB);
+    assert_int_equal(c->max_argv_bytes, 96 * 1024);
+    assert_int_equal(c->cgroup_version, 1);
+    assert_string_equal(c->cgroup_parent, "/system.slice/sbxd.service");
+    assert_string_equal(c->cgroup_name, "sbx-test");
+    assert_false(c->userns);
+    assert_int_equal(c->userns_base, 200000);
+    assert_int_equal(c->userns_count, 1000);
+    assert_int_equal(c->n_pools, 1);
+    assert_string_equal(c->pools[0].name, "other");
+    /* userns is off, so uid 1000 need not be below id_count. */
+    assert_int_equal(c->pools[0].uid, 1000);
+    assert_int_equal(config_validate(c, NULL), 0);
+    config_free(c);
+
+    /* The other spellings: cgroup version 2 and auto, empty metrics, null init_path. */
+    c = parse_ok("cgroup: {version: 2}\nmetrics: ''\ninit_path: ~\nlog_level: error\n", NULL);
+    assert_int_equal(c->cgroup_version, 2);
+    assert_string_equal(c->metrics_addr, "");
+    assert_null(c->init_path);
+    assert_int_equal(c->log_level, LOG_ERROR);
+    config_free(c);
+    c = parse_ok("cgroup:\n  version: auto\nlimits:\nuserns: {enabled: yes}\n", NULL);
+    assert_int_equal(c->cgroup_version, 0);
+    assert_true(c->userns);
+    config_free(c);
+    tmpdir_remove(dir);
+}
+
+static void config_parse_pool__every_key(void **state)
+{
+    (void)state;
+    struct pool_config p;
+    struct err e = ERR_INIT;
+    const char *text = "name: all_keys-1\n"
+                       "warm: 3\n"
+                       "max: 5\n"
+                       "queue: 0\n"
+                       "memory: 1GiB\n"
+                       "cpu: 0.5\n"
+                       "pids: 33\n"
+                       "timeout: 2.5\n"
+                       "max_timeout: 1m\n"
+                       "output_cap: 1MiB\n"
+                       "tmp_size: 128M\n"
+                       "uid: 1234\n"
+                       "gid: 4321\n"
+                       "nofile: 1024\n"
+                       "seccomp: strict\n"
+                       "image: py312\n"
+                       "dev_shm: true\n"
+                       "shm_size: 32MiB\n";
+
+    assert_int_equal(config_parse_pool("all.yaml", text, strlen(text), &p, &e), 0);
+    assert_string_equal(p.name, "all_keys-1");
+    assert_int_equal(p.warm, 3);
+    assert_int_equal(p.max, 5);
+    assert_int_equal(p.queue, 0);
+    assert_int_equal(p.memory_bytes, 1024 * MIB);
+    assert_true(p.cpu == 0.5);
+    assert_int_equal(p.pids, 33);
+    assert_int_equal(p.timeout_ns, 2500000000ULL);
+    assert_int_equal(p.max_timeout_ns, 60 * SEC);
+    assert_int_equal(p.output_cap, MIB);
+    assert_int_equal(p.tmp_size, 128 * MIB);
+    assert_int_equal(p.uid, 1234);
+    assert_int_equal(p.gid, 4321);
+    assert_int_equal(p.nofile, 1024);
+    assert_string_equal(p.seccomp, "strict");
+    assert_string_equal(p.image, "py312");
+    assert_true(p.dev_shm);
+    assert_int_equal(p.shm_size, 32 * MIB);
+    pool_release(&p);
+}
+
+/* ---- the embedded default ---- */
+
+static void config_load__embedded_default(void **state)
+{
+    (void)state;
+    struct config *c = NULL;
+    struct err e = ERR_INIT;
+
+    assert_int_equal(config_load(NULL, &c, &e), 0);
+    assert_string_equal(c->source, "<embedded>");
+    assert_int_equal(config_validate(c, &e), 0);
+    assert_string_equal(c->socket_path, "./var/sbxd.sock");
+    assert_string_equal(c->admin_socket_path, "./var/sbxd-admin.sock");
+    assert_string_equal(c->state_dir, "./var");
+    assert_string_equal(c->metrics_addr, "127.0.0.1:9464");
+    assert_string_equal(c->default_pool, "python");
+    assert_int_equal(c->n_pools, 4);
+    /* Sorted by file name. */
+    assert_string_equal(c->pools[0].name, "heavy");
+    assert_string_equal(c->pools[1].name, "integrations");
+    assert_string_equal(c->pools[2].name, "parsing");
+    assert_string_equal(c->pools[3].name, "python");
+    assert_string_equal(c->pools[3].file, "pools/python.yaml");
+
+    const struct pool_config *p = config_find_pool(c, "python");
+    assert_ptr_equal(p, &c->pools[3]);
+    assert_int_equal(p->warm, 4);
+    assert_int_equal(p->max, 16);
+    assert_int_equal(p->queue, 64);
+    assert_int_equal(p->memory_bytes, 512 * MIB);
+    assert_true(p->cpu == 1.0);
+    assert_int_equal(p->pids, 128);
+    assert_int_equal(p->timeout_ns, 30 * SEC);
+    assert_int_equal(p->max_timeout_ns, 300 * SEC);
+    assert_int_equal(p->output_cap, 32 * 1024);
+    assert_int_equal(p->tmp_size, 64 * MIB);
+    assert_int_equal(p->uid, 10001);
+    assert_string_equal(p->seccomp, "strict");
+    assert_string_equal(p->image, "host");
+    assert_false(p->dev_shm);
+
+    p = config_find_pool(c, "parsing");
+    assert_non_null(p);
+    assert_int_equal(p->warm, 2);
+    assert_int_equal(p->memory_bytes, 256 * MIB);
+    assert_int_equal(p->pids, 64);
+    assert_int_equal(p->timeout_ns, 10 * SEC);
+    assert_string_equal(p->seccomp, "strict");
+
+    p = config_find_pool(c, "integrations");
+    assert_non_null(p);
+    assert_int_equal(p->warm, 2);
+    assert_int_equal(p->memory_bytes, 512 * MIB);
+    assert_int_equal(p->timeout_ns, 60 * SEC);
+    assert_string_equal(p->seccomp, "default");
+
+    p = config_find_pool(c, "heavy");
+    assert_non_null(p);
+    assert_int_equal(p->warm, 1);
+    assert_int_equal(p->max, 4);
+    assert_int_equal(p->memory_bytes, 2048 * MIB);
+    assert_true(p->cpu == 2.0);
+    assert_int_equal(p->pids, 512);
+    assert_int_equal(p->timeout_ns, 120 * SEC);
+    assert_int_equal(p->max_timeout_ns, 900 * SEC);
+    assert_int_equal(p->tmp_size, 512 * MIB);
+    assert_true(p->dev_shm);
+    assert_string_equal(p->seccomp, "default");
+
+    assert_null(config_find_pool(c, "nope"));
+    assert_null(config_find_pool(c, NULL));
+    assert_null(config_free(c));
+    assert_null(config_free(NULL));
+}
+
+/* ---- errors, each with its position ---- */
+
+static void config_parse__unknown_key(void **state)
+{
+    (void)state;
+    parse_fails("# sbxd\n"
+                "socket: ./a.sock\n"
+                "\n"
+                "state_dir: ./var\n"
+                "# the next key is misspelt\n"
+                "metrics: ''\n"
+                "sockett: ./b.sock\n",
+                NULL, -EINVAL, "t.yaml:7:1: unknown key 'sockett'");
+    parse_fails("limits:\n  max_connections: 5\n  max_conections: 6\n", NULL, -EINVAL,
+                "t.yaml:3:3: unknown key 'max_conections' in 'limits'");
+    pool_fails("pools/x.yaml", "name: x\nmemroy: 1GiB\n", "pools/x.yaml:2:1: unknown key 'memroy'");
+    /* Keys that are not plain strings. */
+    parse_fails("? [a, b]\n: 1\n", NULL, -EINVAL,
+                "t.yaml:1:3: keys must be strings, not a sequence");
+}
+
+static void config_parse__duplicate_key(void **state)
+{
+    (void)state;
+    parse_fails("socket: ./a.sock\nstate_dir: ./v\nsocket: ./b.sock\n", NULL, -EINVAL,
+                "t.yaml:3:1: duplicate key 'socket' (first on line 1)");
+    parse_fails("limits:\n  max_connections: 5\n\nlimits:\n  max_connections: 6\n", NULL, -EINVAL,
+                "t.yaml:4:1: duplicate key 'limits' (first on line 1)");
+    parse_fails("userns: {enabled: true, enabled: false}\n", NULL, -EINVAL,
+                "t.yaml:1:25: duplicate key 'userns.enabled' (first on line 1)");
+    pool_fails("p.yaml", "name: a\nwarm: 1\nwarm: 2\n",
+               "p.yaml:3:1: duplicate key 'warm' (first on line 2)");
+}
+
+static void config_parse_pool__bad_size(void **state)
+{
+    (void)state;
+    pool_fails("pools/python.yaml", "# python\nname: python\nwarm: 4\nmemory: 512MiX\n",
+               "pools/python.yaml:4:9: 'memory' must be a size like 512MiB");
+    pool_fails("p.yaml", "name: p\noutput_cap: -1\n",
+               "p.yaml:2:13: 'output_cap' must be a size like 512MiB");
+    pool_fails("p.yaml", "name: p\ntmp_size: 99999999999999999999G\n",
+               "p.yaml:2:11: 'tmp_size' is too large");
+    parse_fails("limits:\n  max_message_bytes: lots\n", NULL, -EINVAL,
+                "t.yaml:2:22: 'limits.max_message_bytes' must be a size like 512MiB");
+}
+
+static void config_parse_pool__bad_duration(void **state)
+{
+    (void)state;
+    pool_fails("p.yaml", "name: p\ntimeout: 30 s\n",
+               "p.yaml:2:10: 'timeout' must be a duration like 30s, 500ms or a number of seconds");
+    pool_fails(
+        "p.yaml", "name: p\nmax_timeout: -5\n",
+        "p.yaml:2:14: 'max_timeout' must be a duration like 30s, 500ms or a number of seconds");
+    parse_fails(
+        "drain_grace: 10d\n", NULL, -EINVAL,
+        "t.yaml:1:14: 'drain_grace' must be a duration like 30s, 500ms or a number of seconds");
+}
+
+static void config_parse_pool__bad_scalars(void **state)
+{
+    (void)state;
+    pool_fails("p.yaml", "name: p\nwarm: 1.5\n", "p.yaml:2:7: 'warm' must be a whole number");
+    pool_fails("p.yaml", "name: p\npids: 4294967296\n",
+               "p.yaml:2:7: 'pids' must be at most 4294967295");
+    pool_fails("p.yaml", "name: p\ncpu: 1e3\n",
+               "p.yaml:2:6: 'cpu' must be a number of CPUs like 1.5");
+    pool_fails("p.yaml", "name: p\ncpu: nan\n",
+               "p.yaml:2:6: 'cpu' must be a number of CPUs like 1.5");
+    pool_fails("p.yaml", "name: p\ndev_shm: maybe\n",
+               "p.yaml:2:10: 'dev_shm' must be true or false");
+    pool_fails("p.yaml", "name: Python\n",
+               "p.yaml:1:7: 'name' must be a name matching [a-z0-9_-]{1,32}");
+    pool_fails("p.yaml", "name: ../../etc\n",
+               "p.yaml:1:7: 'name' must be a name matching [a-z0-9_-]{1,32}");
+    pool_fails("p.yaml", "name: p\nseccomp: ../x\n",
+               "p.yaml:2:10: 'seccomp' must be a name matching [a-z0-9_-]{1,32}");
+    pool_fails("p.yaml", "name: p\nimage:\n",
+               "p.yaml:2:7: 'image' must be a name matching [a-z0-9_-]{1,32}, not empty");
+    pool_fails("p.yaml", "name: \"a\\0b\"\n", "p.yaml:1:7: 'name' must not contain NUL bytes");
+    pool_fails("p.yaml", "# no name\nwarm: 1\n", "p.yaml:2:1: missing required key 'name'");
+    pool_fails("p.yaml", "", "p.yaml:1:1: missing required key 'name'");
+    parse_fails("log_level: verbose\n", NULL, -EINVAL,
+                "t.yaml:1:12: 'log_level' must be one of error, warn, info, debug");
+    parse_fails("cgroup:\n  version: 3\n", NULL, -EINVAL,
+                "t.yaml:2:12: 'cgroup.version' must be auto, 1 or 2");
+    parse_fails("socket: ''\n", NULL, -EINVAL, "t.yaml:1:9: 'socket' must be a string, not empty");
+}
+
+static void config_parse_pool__warm_above_max(void **state)
+{
+    (void)state;
+    pool_fails("p.yaml", "name: p\nwarm: 5\nmax: 4\n",
+               "p.yaml:2:7: 'warm' (5) must not exceed 'max' (4)");
+    /* warm left at its default (2): the position is max's. */
+    pool_fails("p.yaml", "name: p\nmax: 1\n", "p.yaml:2:6: 'warm' (2) must not exceed 'max' (1)");
+}
+
+static void config_parse_pool__out_of_range(void **state)
+{
+    (void)state;
+    pool_fails("p.yaml", "name: p\nwarm: 0\nmax: 0\n", "p.yaml:3:6: 'max' must be at least 1");
+    pool_fails("p.yaml", "name: p\nmemory: 15MiB\n", "p.yaml:2:9: 'memory' must be at least 16MiB");
+    pool_fails("p.yaml", "name: p\ncpu: 0\n", "p.yaml:2:6: 'cpu' must be above 0 and at most 64");
+    pool_fails("p.yaml", "name: p\ncpu: 64.5\n",
+               "p.yaml:2:6: 'cpu' must be above 0 and at most 64");
+    pool_fails("p.yaml", "name: p\npids: 0\n", "p.yaml:2:7: 'pids' must be at least 1");
+    pool_fails("p.yaml", "name: p\ntimeout: 0s\n", "p.yaml:2:10: 'timeout' must be above 0");
+    pool_fails("p.yaml", "name: p\ntimeout: 10s\nmax_timeout: 9s\n",
+               "p.yaml:3:14: 'max_timeout' must not be shorter than 'timeout'");
+    /* max_timeout given, timeout raised past it: the position is max_timeout's. */
+    pool_fails("p.yaml", "name: p\nmax_timeout: 20s\ntimeout: 30s\n",
+               "p.yaml:2:14: 'max_timeout' must not be shorter than 'timeout'");
+    pool_fails("p.yaml", "name: p\noutput_cap: 0\n",
+               "p.yaml:2:13: 'output_cap' must be between 1 and 64MiB");
+    pool_fails("p.yaml", "name: p\noutput_cap: 65MiB\n",
+               "p.yaml:2:13: 'output_cap' must be between 1 and 64MiB");
+    pool_fails("p.yaml", "name: p\ntmp_size: 0\n", "p.yaml:2:11: 'tmp_size' must be at least 1MiB");
+    pool_fails("p.yaml", "name: p\nnofile: 2\n",
+               "p.yaml:2:9: 'nofile' must be between 16 and 1048576");
+    pool_fails("p.yaml", "name: p\nuid: 0\n", "p.yaml:2:6: 'uid' must not be 0 (root)");
+    pool_fails("p.yaml", "name: p\ngid: 0\n", "p.yaml:2:6: 'gid' must not be 0 (root)");
+}
+
+static void config_parse__global_out_of_range(void **state)
+{
+    (void)state;
+    parse_fails("refill_parallelism: 0\n", NULL, -EINVAL,
+                "t.yaml:1:21: 'refill_parallelism' must be between 1 and 64");
+    parse_fails("refill_parallelism: 65\n", NULL, -EINVAL,
+                "t.yaml:1:21: 'refill_parallelism' must be between 1 and 64");
+    parse_fails("limits:\n  max_message_bytes: 1023\n", NULL, -EINVAL,
+                "t.yaml:2:22: 'limits.max_message_bytes' must be between 1KiB and 64MiB");
+    parse_fails("limits:\n  max_message_bytes: 65MiB\n", NULL, -EINVAL,
+                "t.yaml:2:22: 'limits.max_message_bytes' must be between 1KiB and 64MiB");
+    parse_fails("limits: {max_argv_bytes: 97KiB}\n", NULL, -EINVAL,
+                "t.yaml:1:26: 'limits.max_argv_bytes' must be between 1 and 96KiB");
+    parse_fails("limits: {max_connections: 0}\n", NULL, -EINVAL,
+                "t.yaml:1:27: 'limits.max_connections' must be at least 1");
+    parse_fails("metrics: localhost\n", NULL, -EINVAL,
+                "t.yaml:1:10: 'metrics' must be ADDR:PORT like 127.0.0.1:9464, or \"\" to disable");
+    parse_fails("metrics: 127.0.0.1:0\n", NULL, -EINVAL,
+                "t.yaml:1:10: 'metrics' must be ADDR:PORT like 127.0.0.1:9464, or \"\" to disable");
+    parse_fails("socket: ./s\nadmin_socket: ./s\n", NULL, -EINVAL,
+                "t.yaml:2:15: 'socket' and 'admin_socket' must differ");
+    parse_fails("cgroup:\n  parent: /a/../b\n", NULL, -EINVAL,
+                "t.yaml:2:11: 'cgroup.parent' must be a path without '..'");
+    parse_fails("userns:\n  host_id_base: 0\n", NULL, -EINVAL,
+                "t.yaml:2:17: 'userns.host_id_base' must not be 0 (host root)");
+    parse_fails(
+        "userns:\n  host_id_base: 4294000000\n  id_count: 1000000\n", NULL, -EINVAL,
+        "t.yaml:3:13: 'userns.host_id_base' + 'userns.id_count' must not exceed 4294967295");
+}
+
+static void config_parse__wrong_type(void **state)
+{
+    (void)state;
+    parse_fails("socket:\n  path: ./a.sock\n", NULL, -EINVAL,
+                "t.yaml:2:3: 'socket' must be a string, not a mapping");
+    parse_fails("refill_parallelism: [1, 2]\n", NULL, -EINVAL,
+                "t.yaml:1:21: 'refill_parallelism' must be a whole number, not a sequence");
+    parse_fails("limits: 5\n", NULL, -EINVAL,
+                "t.yaml:1:9: 'limits' must be a mapping, not a scalar");
+    parse_fails("- socket\n", NULL, -EINVAL,
+                "t.yaml:1:1: the top level must be a mapping of keys, not a sequence");
+    parse_fails("just text\n", NULL, -EINVAL,
+                "t.yaml:1:1: the top level must be a mapping of keys, not a scalar");
+    pool_fails("p.yaml", "name: p\nmemory: {value: 1GiB}\n",
+               "p.yaml:2:9: 'memory' must be a size like 512MiB, not a mapping");
+}
+
+static void config_parse__yaml_syntax_error(void **state)
+{
+    (void)state;
+    parse_fails("socket: ./a.sock\n  state_dir: ./var\n", NULL, -EINVAL,
+                "t.yaml:2:12: mapping values are not allowed in this context");
+    parse_fails("socket: \"./a.sock\n", NULL, -EINVAL,
+                "t.yaml:2:1: found unexpected end of stream (while scanning a quoted scalar at "
+                "1:9)");
+    parse_fails("limits: {max_connections: 5\n", NULL, -EINVAL,
+                "t.yaml:2:1: did not find expected ',' or '}' (while parsing a flow mapping at "
+                "1:9)");
+    parse_fails("socket: *nowhere\n", NULL, -EINVAL, "t.yaml:1:9: found undefined alias");
+    /* Invalid UTF-8 has no libyaml mark: the position comes from the byte offset. */
+    parse_fails("socket: ./a\nstate_dir: \xff\n", NULL, -EINVAL,
+                "t.yaml:2:12: invalid leading UTF-8 octet");
+    /* One document only; a broken second document is a syntax error too. */
+    parse_fails("socket: ./a\n---\nsocket: ./b\n", NULL, -EINVAL,
+                "t.yaml:3:1: only one YAML document is allowed");
+    pool_fails("p.yaml", "name: p\n---\n[\n",
+               "p.yaml:4:1: did not find expected node content (while parsing a flow node at 4:1)");
+}
+
+static void config_parse__missing_default_pool(void **state)
+{
+    (void)state;
+    parse_fails("socket: ./a.sock\ndefault_pool: nope\n", NULL, -EINVAL,
+                "t.yaml:2:15: default_pool 'nope' is not a loaded pool (loaded: heavy, "
+                "integrations, parsing, python)");
+
+    /* Default default_pool ("python") with a pools_dir that has no python: the position is
+     * the document's. */
+    char *dir = tmpdir_new();
+    write_file(dir, "a.yaml", pool_a);
+    parse_fails("# c\nstate_dir: ./v\npools_dir: .\n", dir, -EINVAL,
+                "t.yaml:2:1: default_pool 'python' is not a loaded pool (loaded: alpha)");
+    tmpdir_remove(dir);
+}
+
+/* ---- pools_dir ---- */
+
+static void config_load__pools_dir(void **state)
+{
+    (void)state;
+    char *dir = tmpdir_new();
+    scoped_free char *pdir = xasprintf("%s/pools", dir);
+    scoped_free char *cfg = xasprintf("%s/sbxd.yaml", dir);
+    struct config *c = NULL;
+    struct err e = ERR_INIT;
+
+    assert_int_equal(mkdir(pdir, 0755), 0);
+    write_file(pdir, "b.yaml", pool_b);
+    write_file(pdir, "a.yaml", pool_a);
+    write_file(pdir, "README", "not a pool\n");
+    write_file(pdir, ".hidden.yaml", "this: is ignored\n");
+    write_file(pdir, "c.yml", "neither: is this\n");
+    write_file(dir, "sbxd.yaml", "default_pool: beta\npools_dir: pools/\n");
+
+    assert_int_equal(config_load(cfg, &c, &e), 0);
+    assert_string_equal(c->source, cfg);
+    assert_int_equal(c->n_pools, 2);
+    assert_string_equal(c->pools[0].name, "alpha");
+    assert_string_equal(c->pools[1].name, "beta");
+    scoped_free char *label = xasprintf("%s/pools/a.yaml", dir);
+    assert_string_equal(c->pools[0].file, label);
+    assert_int_equal(c->pools[1].warm, 0);
+    assert_int_equal(c->pools[1].max, 1);
+    assert_ptr_equal(config_find_pool(c, "beta"), &c->pools[1]);
+    assert_int_equal(config_validate(c, &e), 0);
+    c = config_free(c);
+
+    /* An absolute pools_dir ignores the config's directory. */
+    scoped_free char *abs = xasprintf("default_pool: alpha\npools_dir: %s\n", pdir);
+    c = parse_ok(abs, "/nonexistent");
+    assert_int_equal(c->n_pools, 2);
+    c = config_free(c);
+
+    /* An error in a pool file names that file. */
+    write_file(pdir, "b.yaml", "name: beta\nwarm: 9\nmax: 3\n");
+    scoped_free char *want =
+        xasprintf("%s/pools/b.yaml:2:7: 'warm' (9) must not exceed 'max' (3)", dir);
+    assert_int_equal(config_load(cfg, &c, &e), -EINVAL);
+    assert_null(c);
+    assert_string_equal(e.msg, want);
+
+    /* Two files with the same pool name. */
+    write_file(pdir, "b.yaml", "# again\nname: alpha\n");
+    scoped_free char *dup = xasprintf("%s/pools/b.yaml:2:7: pool name 'alpha' is already used by "
+                                      "%s/pools/a.yaml",
+                                      dir, dir);
+    assert_int_equal(config_load(cfg, &c, &e), -EINVAL);
+    assert_string_equal(e.msg, dup);
+
+    /* uid beyond the user namespace's map. */
+    write_file(pdir, "b.yaml", "name: beta\nuid: 70000\n");
+    scoped_free char *uid = xasprintf("%s/pools/b.yaml:2:6: 'uid' (70000) must be below "
+                                      "userns.id_count (65536)",
+                                      dir);
+    assert_int_equal(config_load(cfg, &c, &e), -EINVAL);
+    assert_string_equal(e.msg, uid);
+    write_file(pdir, "b.yaml", "name: beta\ngid: 65536\n");
+    scoped_free char *gid = xasprintf("%s/pools/b.yaml:2:6: 'gid' (65536) must be below "
+                                      "userns.id_count (65536)",
+                                      dir);
+    assert_int_equal(config_load(cfg, &c, &e), -EINVAL);
+    assert_string_equal(e.msg, gid);
+
+    /* A pools_dir that does not exist, or has no pool files. */
+    write_file(dir, "sbxd.yaml", "default_pool: beta\npools_dir: missing\n");
+    scoped_free char *miss =
+        xasprintf("%s:2:12: pools_dir '%s/missing': cannot open: ENOENT", cfg, dir);
+    assert_int_equal(config_load(cfg, &c, &e), -ENOENT);
+    assert_string_equal(e.msg, miss);
+    scoped_free char *edir = xasprintf("%s/empty", dir);
+    assert_int_equal(mkdir(edir, 0755), 0);
+    write_file(dir, "sbxd.yaml", "pools_dir: empty\n");
+    scoped_free char *empty =
+        xasprintf("%s:1:12: pools_dir '%s/empty' has no *.yaml pool files", cfg, dir);
+    assert_int_equal(config_load(cfg, &c, &e), -EINVAL);
+    assert_string_equal(e.msg, empty);
+
+    /* A config without pools_dir uses the embedded pools. */
+    write_file(dir, "sbxd.yaml", "metrics: ''\n");
+    assert_int_equal(config_load(cfg, &c, &e), 0);
+    assert_int_equal(c->n_pools, 4);
+    c = config_free(c);
+    tmpdir_remove(dir);
+}
+
+static void config_load__missing_file(void **state)
+{
+    (void)state;
+    struct config *c = NULL;
+    struct err e = ERR_INIT;
+
+    assert_int_equal(config_load("/nonexistent/sbxd.yaml", &c, &e), -ENOENT);
+    assert_null(c);
+    assert_string_equal(e.msg, "/nonexistent/sbxd.yaml: cannot open: ENOENT");
+    assert_int_equal(config_load("/tmp", &c, &e), -EINVAL);
+    assert_string_equal(e.msg, "/tmp: not a regular file");
+}
+
+/* ---- config_validate on a changed struct ---- */
+
+static void config_validate__changed_config(void **state)
+{
+    (void)state;
+    struct config *c = NULL;
+    struct err e = ERR_INIT;
+
+    assert_int_equal(config_load(NULL, &c, &e), 0);
+    free(c->default_pool);
+    c->default_pool = xstrdup("gone");
+    assert_int_equal(config_validate(c, &e), -EINVAL);
+    assert_string_equal(e.msg, "<embedded>: default_pool 'gone' is not a loaded pool (loaded: "
+                               "heavy, integrations, parsing, python)");
+    free(c->default_pool);
+    c->default_pool = xstrdup("python");
+
+    c->pools[1].warm = 100;
+    assert_int_equal(config_validate(c, &e), -EINVAL);
+    assert_string_equal(e.msg, "pools/integrations.yaml: 'warm' (100) must not exceed 'max' (16)");
+    c->pools[1].warm = 2;
+
+    free(c->pools[1].name);
+    c->pools[1].name = xstrdup("heavy");
+    assert_int_equal(config_validate(c, &e), -EINVAL);
+    assert_string_equal(e.msg, "pools/integrations.yaml: pool name 'heavy' is already used by "
+                               "pools/heavy.yaml");
+    free(c->pools[1].name);
+    c->pools[1].name = xstrdup("integrations");
+
+    c->userns_count = 10000;
+    assert_int_equal(config_validate(c, &e), -EINVAL);
+    assert_string_equal(e.msg,
+                        "pools/heavy.yaml: 'uid' (10001) must be below userns.id_count (10000)");
+    c->userns = false;
+    assert_int_equal(config_validate(c, &e), 0);
+
+    c->refill_parallelism = 0;
+    assert_int_equal(config_validate(c, &e), -EINVAL);
+    assert_string_equal(e.msg, "<embedded>: 'refill_parallelism' must be between 1 and 64");
+    c->refill_parallelism = 2;
+
+    size_t n = c->n_pools;
+    c->n_pools = 0;
+    assert_int_equal(config_validate(c, &e), -EINVAL);
+    assert_string_equal(e.msg, "<embedded>: at least one pool is required");
+    c->n_pools = n;
+    assert_int_equal(config_validate(c, NULL), 0);
+    config_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(config_parse__empty_gives_defaults),
+        cmocka_unit_test(config_parse_pool__defaults),
+        cmocka_unit_test(config_parse__every_key),
+        cmocka_unit_test(config_parse_pool__every_key),
+        cmocka_unit_test(config_load__embedded_default),
+        cmocka_unit_test(config_parse__unknown_key),
+        cmocka_unit_test(config_parse__duplicate_key),
+        cmocka_unit_test(config_parse_pool__bad_size),
+        cmocka_unit_test(config_parse_pool__bad_duration),
+        cmocka_unit_test(config_parse_pool__bad_scalars),
+        cmocka_unit_test(config_parse_pool__warm_above_max),
+        cmocka_unit_test(config_parse_pool__out_of_range),
+        cmocka_unit_test(config_parse__global_out_of_range),
+        cmocka_unit_test(config_parse__wrong_type),
+        cmocka_unit_test(config_parse__yaml_syntax_error),
+        cmocka_unit_test(config_parse__missing_default_pool),
+        cmocka_unit_test(config_load__pools_dir),
+        cmocka_unit_test(config_load__missing_file),
+        cmocka_unit_test(config_validate__changed_config),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
