@@ -31,7 +31,7 @@ LDFLAGS  := -pie -Wl,-z,relro,-z,now $(SANLD)
 COMMON_SRCS := daemon/util.c daemon/err.c daemon/log.c daemon/alloc.c
 CLIENT_SRCS := $(COMMON_SRCS) daemon/proto.c
 # Sources that belong to other binaries than sbxd.
-NOT_SBXD    := daemon/sbx.c daemon/init.c daemon/mount.c
+NOT_SBXD    := daemon/sbx.c daemon/sbx_json.c daemon/init.c daemon/mount.c
 SBXD_SRCS   := $(filter-out $(NOT_SBXD),$(wildcard daemon/*.c)) $(BUILD)/embedded.c
 INIT_SRCS   := daemon/init.c daemon/mount.c daemon/util.c daemon/err.c
 LOAD_SRCS   := $(wildcard loadtest/*.c)
@@ -76,7 +76,7 @@ $(BUILD)/sbxd: $(call obj,$(SBXD_SRCS))
 	@[ -n "$(Q)" ] && echo "  LD   $@" || true
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(PKG_LIBS) -lpthread -lm
 
-$(BUILD)/sbx: $(call obj,daemon/sbx.c $(CLIENT_SRCS))
+$(BUILD)/sbx: $(call obj,daemon/sbx.c daemon/sbx_json.c $(CLIENT_SRCS))
 	@[ -n "$(Q)" ] && echo "  LD   $@" || true
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(shell pkg-config --libs msgpack) -lm
 

@@ -1,0 +1,275 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""A fake sbxd for client tests: msgpack-rpc over a Unix socket with scripted answers.
+
+usage: fake_sbxd.py SOCKET [--version V]
+
+Prints "ready" on stdout once it listens. ping and pools answer fixed values; exec
+behaves according to its argv[0]:
+
+  echo [CODE]             copy stdin to stdout until EOF, then exit CODE (default 0)
+  exit CODE               exit with CODE without reading stdin
+  out HEX [HEX [CODE]]    write these bytes to stdout (and stderr), exit CODE
+  big N [CODE]            write N bytes of stdout in 64 KiB chunks, exit CODE
+  huge N                  one exec.stdout notification of N bytes, then exit 0
+  signal N                killed by signal N
+  timeout | oom           the matching status, after a little output
+  outlimit N              N bytes of stdout, then status output_limit, truncated
+  error MSG               status error with MSG
+  rpcerror CODE MSG       answer the request with an RPC error
+  params                  stdout is the JSON of the request's first parameter
+  hang MARKER             send "ready\\n" and never finish; write MARKER when the
+                          client closes the connection
+  drop                    close the connection without answering
+  garbage                 send bytes that are not msgpack
+  stdinstats              after stdin EOF, stdout is "<chunks> <max chunk> <bytes>"
+
+It checks the client's side of the protocol: stdin chunks of at most 64 KiB, nothing
+after the EOF, stdin only after exec.started, and answers violations with status error.
+"""
+
+import json
+import os
+import socket
+import socketserver
+import sys
+import threading
+import queue
+
+import msgpack
+
+VERSION = "0.0-fake"
+STDIN_MAX = 64 * 1024
+
+POOLS = [
+    {"name": "python", "warm": 4, "target": 4, "running": 1, "max": 16, "queued": 0,
+     "queue_max": 64, "created": 120, "failed": 0, "image": "python-3.11",
+     "seccomp": "default"},
+    {"name": "integrations-long", "warm": 0, "target": 2, "running": 12, "max": 12,
+     "queued": 3, "queue_max": 8, "created": 7, "failed": 1234567, "image": "integ",
+     "seccomp": None},
+]
+
+
+class Conn:
+    def __init__(self, sock):
+        self.sock = sock
+        self.lock = threading.Lock()
+        self.tasks = {}  # msgid -> queue of stdin chunks (None: connection closed)
+        self.closed_markers = []
+        self.started = set()  # msgids whose exec.started was sent
+
+    def send(self, obj):
+        data = msgpack.packb(obj, use_bin_type=True)
+        with self.lock:
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                pass
+
+    def notify(self, method, msgid, payload):
+        self.send([2, method, [msgid, payload]])
+
+    def respond(self, msgid, result, error=None):
+        self.send([1, msgid, error, result])
+
+
+def result(status, task_no, **kw):
+    r = {"status": status, "exit_code": None, "signal": None, "wall_ms": 12, "cpu_ms": 3,
+         "mem_peak_bytes": 1 << 20, "stdout_bytes": 0, "stderr_bytes": 0,
+         "truncated": False, "sandbox": "sb%04d" % task_no, "task": "t%04d" % task_no,
+         "pool": "python"}
+    r.update(kw)
+    return r
+
+
+TASK_COUNTER = [0]
+
+
+def run_exec(conn, msgid, args, stdin_q):
+    TASK_COUNTER[0] += 1
+    n = TASK_COUNTER[0]
+    argv = args.get("argv") or [""]
+    cmd, rest = argv[0], argv[1:]
+    sent = {"out": 0, "err": 0}
+
+    def out(data):
+        sent["out"] += len(data)
+        conn.notify("exec.stdout", msgid, data)
+
+    def err(data):
+        sent["err"] += len(data)
+        conn.notify("exec.stderr", msgid, data)
+
+    def finish(status, **kw):
+        conn.respond(msgid, result(status, n, stdout_bytes=sent["out"],
+                                   stderr_bytes=sent["err"], **kw))
+
+    def read_stdin(on_chunk=None):
+        """Returns (chunks, violation) once stdin reached EOF or the client broke a rule."""
+        chunks = []
+        while True:
+            c = stdin_q.get()
+            if c is None:
+                return chunks, "connection closed before stdin EOF"
+            if isinstance(c, str):
+                return chunks, c
+            if len(c) > STDIN_MAX:
+                return chunks, "stdin chunk of %d bytes" % len(c)
+            if len(c) == 0:
+                return chunks, None
+            chunks.append(c)
+            if on_chunk:
+                on_chunk(c)
+
+    if cmd == "rpcerror":
+        conn.respond(msgid, None, {"code": rest[0], "message": rest[1]})
+        return
+    if cmd == "drop":
+        conn.sock.shutdown(socket.SHUT_RDWR)
+        return
+    if cmd == "garbage":
+        with conn.lock:
+            conn.sock.sendall(b"\xc1\xc1\xc1\xc1")
+        return
+
+    conn.started.add(msgid)
+    conn.notify("exec.started", msgid, {"task": "t%04d" % n, "sandbox": "sb%04d" % n,
+                                        "pool": args.get("pool", "python")})
+    if cmd == "echo":
+        _, violation = read_stdin(out)
+        if violation:
+            finish("error", error="protocol violation: " + violation)
+            return
+        finish("exited", exit_code=int(rest[0]) if rest else 0)
+    elif cmd == "stdinstats":
+        chunks, violation = read_stdin()
+        if violation:
+            finish("error", error="protocol violation: " + violation)
+            return
+        sizes = [len(c) for c in chunks]
+        out(("%d %d %d" % (len(sizes), max(sizes or [0]), sum(sizes))).encode())
+        finish("exited", exit_code=0)
+    elif cmd == "exit":
+        finish("exited", exit_code=int(rest[0]))
+    elif cmd == "out":
+        out(bytes.fromhex(rest[0]))
+        if len(rest) > 1:
+            err(bytes.fromhex(rest[1]))
+        finish("exited", exit_code=int(rest[2]) if len(rest) > 2 else 0)
+    elif cmd == "big":
+        total = int(rest[0])
+        block = bytes(range(256)) * 256
+        while total > 0:
+            k = min(total, len(block))
+            out(block[:k])
+            total -= k
+        finish("exited", exit_code=int(rest[1]) if len(rest) > 1 else 0)
+    elif cmd == "huge":
+        out(b"h" * int(rest[0]))
+        finish("exited", exit_code=0)
+    elif cmd == "signal":
+        finish("signaled", signal=int(rest[0]))
+    elif cmd == "timeout":
+        out(b"partial\n")
+        finish("timeout", wall_ms=2000)
+    elif cmd == "oom":
+        err(b"allocating\n")
+        finish("oom", mem_peak_bytes=256 << 20)
+    elif cmd == "outlimit":
+        out(b"x" * int(rest[0]))
+        finish("output_limit", truncated=True)
+    elif cmd == "error":
+        finish("error", error=rest[0])
+    elif cmd == "params":
+        out(json.dumps(args, sort_keys=True).encode())
+        finish("exited", exit_code=0)
+    elif cmd == "hang":
+        conn.closed_markers.append(rest[0])
+        out(b"ready\n")
+    else:
+        finish("error", error="execve '%s': ENOENT" % cmd)
+
+
+class Handler(socketserver.BaseRequestHandler):
+    def handle(self):
+        conn = Conn(self.request)
+        unpacker = msgpack.Unpacker(raw=False, max_buffer_size=64 << 20)
+        try:
+            while True:
+                data = self.request.recv(1 << 16)
+                if not data:
+                    break
+                unpacker.feed(data)
+                for msg in unpacker:
+                    self.dispatch(conn, msg)
+        except (OSError, ValueError):
+            pass
+        finally:
+            for q in conn.tasks.values():
+                q.put(None)
+            for marker in conn.closed_markers:
+                with open(marker, "w") as f:
+                    f.write("closed\n")
+
+    def dispatch(self, conn, msg):
+        if msg[0] == 0:
+            _, msgid, method, params = msg
+            args = params[0] if params else {}
+            if method == "ping":
+                conn.respond(msgid, {"pong": True, "version": self.server.version})
+            elif method == "pools":
+                conn.respond(msgid, POOLS)
+            elif method == "exec":
+                if args.get("stdin") is not True:
+                    conn.respond(msgid, None, {"code": "bad_request",
+                                               "message": "stdin must be true"})
+                    return
+                q = queue.Queue()
+                conn.tasks[msgid] = q
+                threading.Thread(target=run_exec, args=(conn, msgid, args, q),
+                                 daemon=True).start()
+            else:
+                conn.respond(msgid, None, {"code": "unknown_method",
+                                           "message": "unknown method '%s'" % method})
+        elif msg[0] == 2 and msg[1] == "exec.stdin":
+            msgid, chunk = msg[2]
+            q = conn.tasks.get(msgid)
+            if q is None:
+                return
+            if msgid not in conn.started:
+                q.put("stdin before exec.started")
+                return
+            if getattr(q, "eof", False):
+                q.put("data after EOF")
+                return
+            if not isinstance(chunk, bytes):
+                q.put("stdin payload is not bin")
+                return
+            if len(chunk) == 0:
+                q.eof = True
+            q.put(chunk)
+
+
+class Server(socketserver.ThreadingUnixStreamServer):
+    daemon_threads = True
+
+
+def main():
+    path = sys.argv[1]
+    version = VERSION
+    if len(sys.argv) > 3 and sys.argv[2] == "--version":
+        version = sys.argv[3]
+    if os.path.exists(path):
+        os.unlink(path)
+    srv = Server(path, Handler)
+    srv.version = version
+    print("ready", flush=True)
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
