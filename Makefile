@@ -33,7 +33,7 @@ CLIENT_SRCS := $(COMMON_SRCS) daemon/proto.c
 # Sources that belong to other binaries than sbxd.
 NOT_SBXD    := daemon/sbx.c daemon/sbx_json.c daemon/init.c daemon/mount.c
 SBXD_SRCS   := $(filter-out $(NOT_SBXD),$(wildcard daemon/*.c)) $(BUILD)/embedded.c
-INIT_SRCS   := daemon/init.c daemon/mount.c daemon/util.c daemon/err.c
+INIT_SRCS   := daemon/init.c daemon/mount.c daemon/sys.c daemon/util.c daemon/err.c
 LOAD_SRCS   := $(wildcard loadtest/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -108,7 +108,9 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 TEST_config_EXTRA := $(BUILD)/embedded.c
 TEST_cgroup_EXTRA := daemon/cgroup_v1.c daemon/cgroup_v2.c
 TEST_outcap_EXTRA :=
+TEST_spawn_EXTRA := daemon/sys.c daemon/child.c daemon/cgroup.c daemon/cgroup_v1.c daemon/cgroup_v2.c
 unit-bins: $(UNIT_BINS)
+$(UNIT_BINS): $(BUILD)/sbxd-init $(BUILD)/probe
 
 .SECONDEXPANSION:
 $(BUILD)/tests/test_%: tests/unit/test_%.c $$(call obj,$$(wildcard daemon/$$*.c) $$(TEST_$$*_EXTRA) $(COMMON_SRCS))

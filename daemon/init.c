@@ -1,0 +1,698 @@
+/* SPDX-License-Identifier: MIT */
+/* sbxd-init: static pid 1 of every sandbox. Builds the sandbox (cgroupns, mounts, hostname,
+ * loopback) on CTL_SETUP, forks the one task on CTL_TASK with no privileges left, reaps
+ * every process of the namespace and reports. It trusts nothing it reads from CTL_FD
+ * without checking, and exits as soon as the control socket closes. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/filter.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "err.h"
+#include "mount.h"
+#include "sys.h"
+#include "util.h"
+
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47 /* linux 4.3 */
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+
+/* The largest packet we accept: a CTL_TASK, or a CTL_SETUP with the largest filter. */
+#define INIT_SETUP_MAX                                                                             \
+    (sizeof(struct ctl_setup) + CTL_SECCOMP_MAX_INSNS * sizeof(struct sock_filter))
+#define INIT_BUF_SIZE                                                                              \
+    ((CTL_TASK_DATA_MAX > INIT_SETUP_MAX ? CTL_TASK_DATA_MAX : INIT_SETUP_MAX) + 1)
+#define INIT_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+
+enum init_task_state { TASK_NONE, TASK_RUNNING, TASK_DONE };
+
+struct init {
+    int ctl;
+    int sigfd;
+    struct ctl_setup setup;
+    struct sock_filter filter[CTL_SECCOMP_MAX_INSNS];
+    unsigned short filter_len;
+    char *buf; /* INIT_BUF_SIZE bytes, 8-aligned: the packet being received */
+    enum init_task_state state;
+    pid_t task;
+    int report_rfd; /* the task child's pre-exec report pipe (CLOEXEC, non-blocking) */
+    char argv0[64]; /* for messages */
+    char cwd[CTL_PATH_MAX];
+};
+
+/* What the task child writes to the report pipe before exec fails. */
+struct init_report {
+    int32_t stage; /* enum ctl_stage */
+    int32_t err;   /* -errno */
+};
+
+/* The control socket is our only link: if it fails, the sandbox ends with us. */
+static void init_send(const struct init *in, struct ctl_event *ev)
+{
+    ev->magic = CTL_MAGIC;
+    ssize_t n = RETRY_EINTR(send(in->ctl, ev, sizeof(*ev), MSG_NOSIGNAL));
+    if (n != (ssize_t)sizeof(*ev)) {
+        _exit(1);
+    }
+}
+
+static void init_send_failure(const struct init *in, uint32_t type, uint32_t stage, int err,
+                              const char *msg)
+{
+    struct ctl_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.type = type;
+    ev.stage = stage;
+    ev.err = err < 0 ? err : -EIO;
+    (void)str_copy(ev.msg, msg, sizeof(ev.msg));
+    init_send(in, &ev);
+}
+
+/* Receives one packet into in->buf. Any fds that come with it are installed CLOEXEC into
+ * fds (up to nfds; *got says how many) or, when fds is NULL, discarded by the kernel.
+ * Returns the length, 0 on EOF, or -errno (-EMSGSIZE when truncated). */
+static ssize_t init_recv(struct init *in, int *fds, size_t nfds, size_t *got)
+{
+    union {
+        struct cmsghdr hdr;
+        char space[CMSG_SPACE(3 * sizeof(int))];
+    } cmsg;
+    struct iovec iov = {in->buf, INIT_BUF_SIZE};
+    struct msghdr msg;
+    if (nfds > 3) {
+        return -EINVAL;
+    }
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (fds) {
+        memset(&cmsg, 0, sizeof(cmsg));
+        msg.msg_control = cmsg.space;
+        msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+    }
+    if (got) {
+        *got = 0;
+    }
+    ssize_t n = RETRY_EINTR(recvmsg(in->ctl, &msg, MSG_CMSG_CLOEXEC));
+    if (n < 0) {
+        return -errno;
+    }
+    bool bad = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+    for (struct cmsghdr *c = fds ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+            bad = true;
+            continue;
+        }
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (*got < nfds) {
+                fds[(*got)++] = fd;
+            } else {
+                (void)fd_close(fd);
+                bad = true;
+            }
+        }
+    }
+    if (bad) {
+        for (size_t i = 0; got && i < *got; i++) {
+            fds[i] = fd_close(fds[i]);
+        }
+        if (got) {
+            *got = 0;
+        }
+        return -EMSGSIZE;
+    }
+    return n;
+}
+
+/* Returns the index just past the NUL of the string at data[off] within len, or 0. */
+static size_t init_str_end(const char *data, size_t off, size_t len)
+{
+    const char *nul = memchr(data + off, '\0', len - off);
+    return nul ? (size_t)(nul - data) + 1 : 0;
+}
+
+static bool init_hostname_ok(const char *h)
+{
+    size_t n = strnlen(h, CTL_HOSTNAME_MAX);
+    if (n == 0 || n >= CTL_HOSTNAME_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = h[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '.')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Receives and checks CTL_SETUP. Returns 0 or -errno with e. */
+static int init_read_setup(struct init *in, struct err *e)
+{
+    ssize_t n = init_recv(in, NULL, 0, NULL);
+    if (n == 0) {
+        _exit(0);
+    }
+    if (n < 0) {
+        return err_set(e, (int)n, "receive setup");
+    }
+    if ((size_t)n < sizeof(struct ctl_setup)) {
+        return err_setx(e, -EPROTO, "short setup packet (%zd bytes)", n);
+    }
+    struct ctl_setup *s = &in->setup;
+    memcpy(s, in->buf, sizeof(*s));
+    if (s->magic != CTL_MAGIC || s->type != CTL_SETUP) {
+        return err_setx(e, -EPROTO, "bad setup magic or type");
+    }
+    if (s->seccomp_insns > CTL_SECCOMP_MAX_INSNS ||
+        (size_t)n != sizeof(*s) + s->seccomp_insns * sizeof(struct sock_filter)) {
+        return err_setx(e, -EPROTO, "bad setup length for %u seccomp insns", s->seccomp_insns);
+    }
+    if (s->flags & ~CTL_SETUP_DEV_SHM) {
+        return err_setx(e, -EPROTO, "unknown setup flags 0x%x", s->flags);
+    }
+    /* SECURITY: the task never runs as the namespace's root. */
+    if (s->uid == 0 || s->gid == 0 || s->uid == (uint32_t)-1 || s->gid == (uint32_t)-1) {
+        return err_setx(e, -EPERM, "task uid/gid %u/%u refused", s->uid, s->gid);
+    }
+    /* SECURITY: tmpfs size=0 means unlimited. */
+    if (s->tmp_size == 0 || ((s->flags & CTL_SETUP_DEV_SHM) && s->shm_size == 0)) {
+        return err_setx(e, -EINVAL, "tmpfs sizes must be > 0");
+    }
+    if (!init_hostname_ok(s->hostname)) {
+        return err_setx(e, -EINVAL, "bad hostname");
+    }
+    if (!memchr(s->image_root, '\0', sizeof(s->image_root)) || s->image_root[0] != '/') {
+        return err_setx(e, -EINVAL, "image root must be an absolute path");
+    }
+    memcpy(in->filter, in->buf + sizeof(*s), s->seccomp_insns * sizeof(struct sock_filter));
+    in->filter_len = (unsigned short)s->seccomp_insns;
+    return 0;
+}
+
+static int init_lo_up(struct err *e)
+{
+    scoped_close int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return err_set(e, -errno, "socket");
+    }
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    (void)str_copy(ifr.ifr_name, "lo", sizeof(ifr.ifr_name));
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
+        return err_set(e, -errno, "get lo flags");
+    }
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0) {
+        return err_set(e, -errno, "bring lo up");
+    }
+    return 0;
+}
+
+/* Points fds 0-2 at the sandbox's /dev/null: the old ones are on the host's /dev, and
+ * every fd must stop referring to the detached host tree. */
+static int init_reopen_null(struct err *e)
+{
+    scoped_close int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        return err_set(e, -errno, "open /dev/null");
+    }
+    for (int i = 0; i < 3; i++) {
+        if (dup3(fd, i, O_CLOEXEC) < 0) {
+            return err_set(e, -errno, "dup3 /dev/null");
+        }
+    }
+    return 0;
+}
+
+/* Runs the setup steps; on failure sends CTL_SETUP_FAILED and exits. */
+static void init_setup(struct init *in)
+{
+    struct err e = ERR_INIT;
+    uint32_t stage = CTL_STAGE_PROTOCOL;
+    int r = init_read_setup(in, &e);
+    if (r == 0) {
+        stage = CTL_STAGE_CGROUPNS;
+        /* After sbxd placed us: the namespace's root is the sandbox's own cgroup. */
+        if (unshare(CLONE_NEWCGROUP) < 0) {
+            r = err_set(&e, -errno, "unshare cgroup namespace");
+        }
+    }
+    if (r == 0) {
+        stage = CTL_STAGE_MOUNT;
+        const struct ctl_setup *s = &in->setup;
+        struct mount_config mc = {
+            .image_root = s->image_root,
+            .hostname = s->hostname,
+            .uid = s->uid,
+            .gid = s->gid,
+            .tmp_size = s->tmp_size,
+            .shm_size = (s->flags & CTL_SETUP_DEV_SHM) ? s->shm_size : 0,
+        };
+        r = mount_setup(&mc, &e);
+        if (r == 0) {
+            r = init_reopen_null(&e);
+        }
+    }
+    if (r == 0) {
+        stage = CTL_STAGE_HOSTNAME;
+        if (sethostname(in->setup.hostname, strlen(in->setup.hostname)) < 0) {
+            r = err_set(&e, -errno, "sethostname");
+        }
+    }
+    if (r == 0) {
+        stage = CTL_STAGE_NETWORK;
+        r = init_lo_up(&e);
+    }
+    if (r < 0) {
+        init_send_failure(in, CTL_SETUP_FAILED, stage, r, err_msg(&e));
+        _exit(1);
+    }
+    struct ctl_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.type = CTL_READY;
+    init_send(in, &ev);
+}
+
+/* ---- the task child (after fork; init is single-threaded, so libc is safe here) ---- */
+
+__attribute__((noreturn)) static void init_child_fail(int report, int stage, int err)
+{
+    struct init_report rep = {stage, err};
+    (void)!write(report, &rep, sizeof(rep));
+    _exit(127);
+}
+
+static const char *init_env_get(char *const *envp, const char *name)
+{
+    size_t n = strlen(name);
+    for (; *envp; envp++) {
+        if (strncmp(*envp, name, n) == 0 && (*envp)[n] == '=') {
+            return *envp + n + 1;
+        }
+    }
+    return NULL;
+}
+
+/* execvpe along the task's own PATH (never ours). Returns -errno. */
+static int init_exec(char *const *argv, char *const *envp)
+{
+    const char *file = argv[0];
+    if (file[0] == '\0') {
+        return -ENOENT;
+    }
+    if (strchr(file, '/')) {
+        (void)execve(file, argv, envp);
+        return -errno;
+    }
+    const char *path = init_env_get(envp, "PATH");
+    if (!path) {
+        path = INIT_DEFAULT_PATH;
+    }
+    size_t flen = strlen(file);
+    char buf[4096];
+    bool eacces = false;
+    int last = -ENOENT;
+    for (const char *p = path;;) {
+        const char *end = strchrnul(p, ':');
+        size_t dlen = (size_t)(end - p);
+        if (dlen + flen + 2 <= sizeof(buf)) {
+            /* An empty element is the current directory, as in execvp. */
+            size_t o = 0;
+            if (dlen > 0) {
+                memcpy(buf, p, dlen);
+                buf[dlen] = '/';
+                o = dlen + 1;
+            }
+            memcpy(buf + o, file, flen + 1);
+            (void)execve(buf, argv, envp);
+            int err = errno;
+            if (err == EACCES) {
+                eacces = true;
+            } else if (err != ENOENT && err != ENOTDIR && err != ESTALE && err != ENODEV &&
+                       err != ETIMEDOUT) {
+                return -err;
+            }
+            last = -err;
+        } else {
+            last = -ENAMETOOLONG;
+        }
+        if (*end == '\0') {
+            break;
+        }
+        p = end + 1;
+    }
+    return eacces ? -EACCES : last;
+}
+
+/* Drops every capability from the bounding set, up to the kernel's last one. */
+static int init_drop_bounding(void)
+{
+    for (int cap = 0; cap < 64; cap++) {
+        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0) {
+            if (errno == EINVAL) {
+                return 0;
+            }
+            return -errno;
+        }
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+            return -errno;
+        }
+    }
+    return 0;
+}
+
+__attribute__((noreturn)) static void init_task_child(const struct init *in,
+                                                      const struct ctl_task *t, char *const *argv,
+                                                      char *const *envp, int *fds, int report)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) {
+        init_child_fail(report, CTL_STAGE_FORK, -errno);
+    }
+    if (setsid() < 0) {
+        init_child_fail(report, CTL_STAGE_SETSID, -errno);
+    }
+    /* Lift the fds above 2 first so that no dup2 below clobbers another one. */
+    for (int i = 0; i < 3; i++) {
+        if (fds[i] < 3) {
+            fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+            if (fds[i] < 0) {
+                init_child_fail(report, CTL_STAGE_FDS, -errno);
+            }
+        }
+    }
+    for (int i = 0; i < 3; i++) {
+        if (dup2(fds[i], i) < 0) {
+            init_child_fail(report, CTL_STAGE_FDS, -errno);
+        }
+    }
+    if (chdir(t->cwd) < 0) {
+        init_child_fail(report, CTL_STAGE_CHDIR, -errno);
+    }
+    struct rlimit nofile = {t->nofile, t->nofile};
+    struct rlimit core = {0, 0};
+    if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_CORE, &core) < 0) {
+        init_child_fail(report, CTL_STAGE_RLIMIT, -errno);
+    }
+    /* SECURITY: no capability can come back, through exec of a file or otherwise. */
+    int r = init_drop_bounding();
+    if (r < 0) {
+        init_child_fail(report, CTL_STAGE_CAPS, r);
+    }
+    if (setgroups(0, NULL) < 0 || setresgid(in->setup.gid, in->setup.gid, in->setup.gid) < 0 ||
+        setresuid(in->setup.uid, in->setup.uid, in->setup.uid) < 0) {
+        init_child_fail(report, CTL_STAGE_SETUID, -errno);
+    }
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0) {
+        init_child_fail(report, CTL_STAGE_CAPS, -errno);
+    }
+    r = sys_capset_empty();
+    if (r < 0) {
+        init_child_fail(report, CTL_STAGE_CAPS, r);
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        init_child_fail(report, CTL_STAGE_NNP, -errno);
+    }
+    if (in->filter_len > 0) {
+        r = sys_seccomp_filter(in->filter, in->filter_len);
+        if (r < 0) {
+            init_child_fail(report, CTL_STAGE_SECCOMP, r);
+        }
+    }
+    r = init_exec(argv, envp);
+    init_child_fail(report, CTL_STAGE_EXEC, r);
+}
+
+/* ---- init's side of the task ---- */
+
+/* Parses the CTL_TASK in in->buf (n bytes) into argv/envp pointing into it. */
+static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***ret_envp,
+                           struct err *e)
+{
+    const struct ctl_task *t = (const struct ctl_task *)in->buf;
+    if (n < sizeof(*t)) {
+        return err_setx(e, -EPROTO, "short task packet");
+    }
+    if (t->magic != CTL_MAGIC || t->type != CTL_TASK) {
+        return err_setx(e, -EPROTO, "bad task magic or type");
+    }
+    size_t len = n - sizeof(*t);
+    /* Every string holds at least its NUL, so the counts are bounded by len. */
+    if (t->data_len != len || t->argc == 0 || t->argc > len || t->envc > len - t->argc) {
+        return err_setx(e, -EPROTO, "bad task counts");
+    }
+    if (!memchr(t->cwd, '\0', sizeof(t->cwd)) || t->cwd[0] != '/') {
+        return err_setx(e, -EPROTO, "bad task cwd");
+    }
+    if (t->nofile == 0) {
+        return err_setx(e, -EPROTO, "bad task nofile");
+    }
+    char *data = in->buf + sizeof(*t);
+    char **ptrs = calloc((size_t)t->argc + t->envc + 2, sizeof(char *));
+    if (!ptrs) {
+        return err_set(e, -ENOMEM, "task pointers");
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < (size_t)t->argc + t->envc; i++) {
+        size_t end = off < len ? init_str_end(data, off, len) : 0;
+        if (end == 0) {
+            free(ptrs);
+            return err_setx(e, -EPROTO, "task string %zu not terminated", i);
+        }
+        /* argv then NULL, then envp then NULL. */
+        ptrs[i < t->argc ? i : i + 1] = data + off;
+        off = end;
+    }
+    if (off != len) {
+        free(ptrs);
+        return err_setx(e, -EPROTO, "trailing bytes after task strings");
+    }
+    *ret_argv = ptrs;
+    *ret_envp = ptrs + t->argc + 1;
+    return 0;
+}
+
+static void init_start_task(struct init *in)
+{
+    struct err e = ERR_INIT;
+    int fds[3] = {-1, -1, -1};
+    size_t got = 0;
+    char **argv = NULL;
+    char **envp = NULL;
+
+    in->state = TASK_DONE; /* one task per sandbox, whatever happens below */
+    ssize_t n = init_recv(in, fds, 3, &got);
+    if (n == 0) {
+        _exit(0);
+    }
+    int r = n < 0 ? err_set(&e, (int)n, "receive task") : 0;
+    if (r == 0 && got != 3) {
+        r = err_setx(&e, -EPROTO, "task needs 3 fds, got %zu", got);
+    }
+    if (r == 0) {
+        r = init_parse_task(in, (size_t)n, &argv, &envp, &e);
+    }
+    if (r < 0) {
+        for (size_t i = 0; i < got; i++) {
+            fds[i] = fd_close(fds[i]);
+        }
+        init_send_failure(in, CTL_EXEC_FAILED, CTL_STAGE_PROTOCOL, r, err_msg(&e));
+        return;
+    }
+    const struct ctl_task *t = (const struct ctl_task *)in->buf;
+    (void)str_copy(in->argv0, argv[0], sizeof(in->argv0));
+    (void)str_copy(in->cwd, t->cwd, sizeof(in->cwd));
+
+    int pipefd[2];
+    pid_t pid = -1;
+    if (pipe2(pipefd, O_CLOEXEC) < 0) {
+        r = -errno;
+    } else {
+        pid = fork();
+        if (pid == 0) {
+            init_task_child(in, t, argv, envp, fds, pipefd[1]);
+        }
+        r = pid < 0 ? -errno : 0;
+        (void)fd_close(pipefd[1]);
+    }
+    free(argv);
+    /* The task holds its stdio now: ours would keep sbxd's readers from seeing EOF. */
+    for (int i = 0; i < 3; i++) {
+        fds[i] = fd_close(fds[i]);
+    }
+    if (r < 0) {
+        init_send_failure(in, CTL_EXEC_FAILED, CTL_STAGE_FORK, r, "fork");
+        return;
+    }
+    in->task = pid;
+    in->report_rfd = pipefd[0];
+    (void)fd_set_nonblock(in->report_rfd, true);
+    in->state = TASK_RUNNING;
+
+    struct ctl_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.type = CTL_STARTED;
+    ev.pid = (uint32_t)pid;
+    init_send(in, &ev);
+}
+
+static uint64_t init_tv_us(const struct timeval *tv)
+{
+    return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
+}
+
+static void init_task_exited(struct init *in, int wstatus, const struct rusage *ru)
+{
+    struct init_report rep;
+    /* The child is gone, so the pipe holds its report or is at EOF: no wait here. */
+    ssize_t n = RETRY_EINTR(read(in->report_rfd, &rep, sizeof(rep)));
+    in->report_rfd = fd_close(in->report_rfd);
+    in->state = TASK_DONE;
+    if (n == (ssize_t)sizeof(rep)) {
+        char msg[128];
+        if (rep.stage == CTL_STAGE_EXEC) {
+            (void)snprintf(msg, sizeof(msg), "execve '%.64s': %s", in->argv0, err_name(rep.err));
+        } else if (rep.stage == CTL_STAGE_CHDIR) {
+            (void)snprintf(msg, sizeof(msg), "chdir '%.80s': %s", in->cwd, err_name(rep.err));
+        } else {
+            (void)snprintf(msg, sizeof(msg), "task setup stage %d: %s", rep.stage,
+                           err_name(rep.err));
+        }
+        init_send_failure(in, CTL_EXEC_FAILED, (uint32_t)rep.stage, rep.err, msg);
+        return;
+    }
+    struct ctl_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.type = CTL_EXITED;
+    ev.pid = (uint32_t)in->task;
+    ev.wstatus = wstatus;
+    ev.utime_us = init_tv_us(&ru->ru_utime);
+    ev.stime_us = init_tv_us(&ru->ru_stime);
+    ev.maxrss_kb = (uint64_t)ru->ru_maxrss;
+    init_send(in, &ev);
+}
+
+/* As pid 1 we reap every process of the namespace, orphans included. */
+static void init_reap(struct init *in)
+{
+    struct signalfd_siginfo si;
+    while (read(in->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+    }
+    for (;;) {
+        int st = 0;
+        struct rusage ru;
+        pid_t pid = wait4(-1, &st, WNOHANG, &ru);
+        if (pid < 0 && errno == EINTR) {
+            continue;
+        }
+        if (pid <= 0) {
+            return;
+        }
+        if (in->state == TASK_RUNNING && pid == in->task) {
+            init_task_exited(in, st, &ru);
+        }
+    }
+}
+
+static void init_loop(struct init *in)
+{
+    struct pollfd pfd[2] = {{in->ctl, POLLIN, 0}, {in->sigfd, POLLIN, 0}};
+    for (;;) {
+        if (poll(pfd, 2, -1) < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            _exit(1);
+        }
+        if (pfd[1].revents) {
+            init_reap(in);
+        }
+        if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            if (in->state != TASK_NONE) {
+                /* Only EOF is expected after the task: anything else ends the sandbox. */
+                char c;
+                ssize_t n = RETRY_EINTR(recv(in->ctl, &c, 1, MSG_DONTWAIT));
+                if (n < 0 && errno == EAGAIN) {
+                    continue;
+                }
+                _exit(n == 0 ? 0 : 1);
+            }
+            init_start_task(in);
+        }
+    }
+}
+
+/* fds 0-2 are closed when we start; anything we open must not land there. */
+static void init_fill_std_fds(void)
+{
+    for (;;) {
+        int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (fd < 0) {
+            _exit(2);
+        }
+        if (fd > 2) {
+            (void)fd_close(fd);
+            return;
+        }
+    }
+}
+
+int main(void)
+{
+    static struct init in;
+    int type = 0;
+    socklen_t tlen = sizeof(type);
+
+    /* SECURITY: the task must never inherit the control socket. */
+    if (fcntl(CTL_FD, F_SETFD, FD_CLOEXEC) < 0 ||
+        getsockopt(CTL_FD, SOL_SOCKET, SO_TYPE, &type, &tlen) < 0 || type != SOCK_SEQPACKET) {
+        return 2;
+    }
+    init_fill_std_fds();
+    (void)umask(022);
+    /* Neither the task nor anything else in the sandbox may ptrace or peek into init. */
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    in.ctl = CTL_FD;
+    in.report_rfd = -1;
+    in.buf = aligned_alloc(8, (INIT_BUF_SIZE + 7) & ~(size_t)7);
+    if (!in.buf) {
+        return 2;
+    }
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
+        return 2;
+    }
+    in.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (in.sigfd < 0) {
+        return 2;
+    }
+    init_setup(&in);
+    init_loop(&in);
+    return 0;
+}

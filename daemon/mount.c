@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: MIT */
+/* The sandbox's root filesystem, built by sbxd-init in its private mount namespace: a tmpfs
+ * assembled on the namespace's /tmp, read-only clones of the image, generated /etc, own
+ * /proc and /dev, then pivot_root. It must never let a mount propagate back to the host
+ * or expose anything of the host beyond the image and six device nodes. */
+#include "mount.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sys.h"
+#include "util.h"
+
+/* Where the new root is assembled. The host's /tmp is hidden only in this namespace, and
+ * every image path is reached through an fd opened before, so an image under /tmp works. */
+#define STAGE "/tmp"
+
+#define ATTR_IMAGE (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+#define ATTR_PROC_RO (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)
+#define ATTR_DEVNODE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC)
+
+static const char *const mount_lib_dirs[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+static const char *const mount_etc_files[] = {
+    "etc/ld.so.cache", "etc/ld.so.conf", "etc/ld.so.conf.d", "etc/alternatives", "etc/localtime"};
+static const char *const mount_dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+static const char *const mount_proc_ro[] = {"sys", "sysrq-trigger", "irq", "bus"};
+
+/* Clones the mount tree at src (any fd; "" path) and attaches it at dst with attr set on
+ * every mount of the clone. mount_setattr only adds flags, so the flags the kernel locks
+ * on mounts inherited from a more privileged namespace (nosuid, nodev, noexec, ro, atime)
+ * are kept, and submounts of the source become read-only too. */
+static int mount_attach(int src, const char *dst, uint64_t attr, struct err *e)
+{
+    scoped_close int tree =
+        sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+    if (tree < 0) {
+        return err_set(e, tree, "open_tree for %s", dst);
+    }
+    int r = sys_mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, attr, 0);
+    if (r < 0) {
+        return err_set(e, r, "mount_setattr %s", dst);
+    }
+    r = sys_move_mount(tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+    if (r < 0) {
+        return err_set(e, r, "move_mount %s", dst);
+    }
+    return 0;
+}
+
+/* Creates an empty regular file to bind a file onto. */
+static int mount_make_file(const char *path, mode_t mode, struct err *e)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd < 0) {
+        return err_set(e, -errno, "create %s", path);
+    }
+    (void)fd_close(fd);
+    return 0;
+}
+
+static int mount_write_file(const char *path, const char *text, struct err *e)
+{
+    scoped_close int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        return err_set(e, -errno, "create %s", path);
+    }
+    int r = fd_write_all(fd, text, strlen(text));
+    if (r < 0) {
+        return err_set(e, r, "write %s", path);
+    }
+    return 0;
+}
+
+/* Makes dst (below STAGE) what src is: the same symlink, or a read-only clone of the
+ * directory or regular file. src is an O_PATH|O_NOFOLLOW fd. Other types are refused. */
+static int mount_replicate(int src, const char *what, const char *dst, struct err *e)
+{
+    struct stat st;
+    if (fstat(src, &st) < 0) {
+        return err_set(e, -errno, "stat %s", what);
+    }
+    if (S_ISLNK(st.st_mode)) {
+        char target[4096];
+        ssize_t n = readlinkat(src, "", target, sizeof(target));
+        if (n < 0 || (size_t)n >= sizeof(target)) {
+            return err_set(e, n < 0 ? -errno : -ENAMETOOLONG, "readlink %s", what);
+        }
+        target[n] = '\0';
+        if (symlink(target, dst) < 0) {
+            return err_set(e, -errno, "symlink %s", dst);
+        }
+        return 0;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if (mkdir(dst, 0755) < 0) {
+            return err_set(e, -errno, "mkdir %s", dst);
+        }
+    } else if (S_ISREG(st.st_mode)) {
+        int r = mount_make_file(dst, 0644, e);
+        if (r < 0) {
+            return r;
+        }
+    } else {
+        return err_setx(e, -EINVAL, "%s: not a directory, file or symlink", what);
+    }
+    return mount_attach(src, dst, ATTR_IMAGE, e);
+}
+
+/* Imports image path rel (resolved inside the image: no symlink or ".." can leave it) at
+ * STAGE/<dst>. A missing optional path is skipped. */
+static int mount_import(int imgfd, const char *rel, const char *dst, bool required, struct err *e)
+{
+    char path[256];
+    (void)snprintf(path, sizeof(path), STAGE "/%s", dst);
+    /* SECURITY: RESOLVE_IN_ROOT keeps an image's absolute symlinks inside the image. */
+    scoped_close int fd = sys_openat2(imgfd, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0,
+                                      RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+    if (fd == -ENOENT && !required) {
+        return 0;
+    }
+    if (fd < 0) {
+        return err_set(e, fd, "image %s", rel);
+    }
+    return mount_replicate(fd, rel, path, e);
+}
+
+static int mount_tmpfs(const char *path, unsigned long flags, const char *mode, uint64_t size,
+                       struct err *e)
+{
+    char opts[96];
+    (void)snprintf(opts, sizeof(opts), "mode=%s,size=%llu", mode, (unsigned long long)size);
+    if (mount("tmpfs", path, "tmpfs", flags, opts) < 0) {
+        return err_set(e, -errno, "mount tmpfs on %s", path);
+    }
+    return 0;
+}
+
+static int mount_etc(int imgfd, const struct mount_config *cfg, struct err *e)
+{
+    char buf[1024];
+    int r;
+
+    if (mkdir(STAGE "/etc", 0755) < 0) {
+        return err_set(e, -errno, "mkdir /etc");
+    }
+    (void)snprintf(buf, sizeof(buf),
+                   "root:x:0:0:root:/tmp:/bin/sh\n"
+                   "sandbox:x:%u:%u:sandbox:/tmp:/bin/sh\n"
+                   "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                   cfg->uid, cfg->gid);
+    r = mount_write_file(STAGE "/etc/passwd", buf, e);
+    if (r < 0) {
+        return r;
+    }
+    (void)snprintf(buf, sizeof(buf), "root:x:0:\nsandbox:x:%u:\nnogroup:x:65534:\n", cfg->gid);
+    r = mount_write_file(STAGE "/etc/group", buf, e);
+    if (r < 0) {
+        return r;
+    }
+    (void)snprintf(buf, sizeof(buf),
+                   "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                   "127.0.1.1\t%s\n",
+                   cfg->hostname);
+    r = mount_write_file(STAGE "/etc/hosts", buf, e);
+    if (r < 0) {
+        return r;
+    }
+    r = mount_write_file(STAGE "/etc/nsswitch.conf",
+                         "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
+                         "networks: files\nprotocols: files\nservices: files\n",
+                         e);
+    if (r < 0) {
+        return r;
+    }
+    (void)snprintf(buf, sizeof(buf), "%s\n", cfg->hostname);
+    r = mount_write_file(STAGE "/etc/hostname", buf, e);
+    if (r < 0) {
+        return r;
+    }
+    /* The loader's cache and the alternatives links: without them many tools break. */
+    for (size_t i = 0; i < ARRAY_SIZE(mount_etc_files); i++) {
+        r = mount_import(imgfd, mount_etc_files[i], mount_etc_files[i], false, e);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+static int mount_proc(struct err *e)
+{
+    if (mkdir(STAGE "/proc", 0555) < 0) {
+        return err_set(e, -errno, "mkdir /proc");
+    }
+    /* A proc of our own pid namespace: only the sandbox's processes are visible. */
+    if (mount("proc", STAGE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+        return err_set(e, -errno, "mount proc");
+    }
+    /* SECURITY: kernel knobs stay read-only even for the namespace's root (init). */
+    for (size_t i = 0; i < ARRAY_SIZE(mount_proc_ro); i++) {
+        char path[64];
+        (void)snprintf(path, sizeof(path), STAGE "/proc/%s", mount_proc_ro[i]);
+        scoped_close int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) {
+            continue;
+        }
+        if (fd < 0) {
+            return err_set(e, -errno, "open %s", path);
+        }
+        int r = mount_attach(fd, path, ATTR_PROC_RO, e);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+static int mount_dev(const int *nodes, uint64_t shm_size, struct err *e)
+{
+    static const char *const links[][2] = {{"fd", "/proc/self/fd"},
+                                           {"stdin", "/proc/self/fd/0"},
+                                           {"stdout", "/proc/self/fd/1"},
+                                           {"stderr", "/proc/self/fd/2"}};
+    char path[64];
+    int r;
+
+    if (mkdir(STAGE "/dev", 0755) < 0) {
+        return err_set(e, -errno, "mkdir /dev");
+    }
+    /* nodev on the tmpfs itself: only the bound host nodes below are devices. */
+    r = mount_tmpfs(STAGE "/dev", MS_NOSUID | MS_NODEV | MS_NOEXEC, "0755", 64 * 1024, e);
+    if (r < 0) {
+        return r;
+    }
+    /* In a user namespace mknod is refused: bind the host's nodes onto empty files. */
+    for (size_t i = 0; i < ARRAY_SIZE(mount_dev_nodes); i++) {
+        (void)snprintf(path, sizeof(path), STAGE "/dev/%s", mount_dev_nodes[i]);
+        r = mount_make_file(path, 0666, e);
+        if (r == 0) {
+            r = mount_attach(nodes[i], path, ATTR_DEVNODE, e);
+        }
+        if (r < 0) {
+            return r;
+        }
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+        (void)snprintf(path, sizeof(path), STAGE "/dev/%s", links[i][0]);
+        if (symlink(links[i][1], path) < 0) {
+            return err_set(e, -errno, "symlink %s", path);
+        }
+    }
+    if (shm_size > 0) {
+        if (mkdir(STAGE "/dev/shm", 01777) < 0) {
+            return err_set(e, -errno, "mkdir /dev/shm");
+        }
+        r = mount_tmpfs(STAGE "/dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", shm_size, e);
+        if (r < 0) {
+            return r;
+        }
+    }
+    /* Not recursive: /dev/shm stays writable. */
+    r = sys_mount_setattr(AT_FDCWD, STAGE "/dev", 0, MOUNT_ATTR_RDONLY, 0);
+    if (r < 0) {
+        return err_set(e, r, "read-only /dev");
+    }
+    return 0;
+}
+
+/* Opens the host device nodes we bind, and checks they are character devices. */
+static int mount_open_dev_nodes(int *nodes, struct err *e)
+{
+    for (size_t i = 0; i < ARRAY_SIZE(mount_dev_nodes); i++) {
+        char path[32];
+        struct stat st;
+        (void)snprintf(path, sizeof(path), "/dev/%s", mount_dev_nodes[i]);
+        nodes[i] = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (nodes[i] < 0) {
+            return err_set(e, -errno, "open host %s", path);
+        }
+        if (fstat(nodes[i], &st) < 0) {
+            return err_set(e, -errno, "stat host %s", path);
+        }
+        if (!S_ISCHR(st.st_mode)) {
+            return err_setx(e, -EINVAL, "host %s is not a character device", path);
+        }
+    }
+    return 0;
+}
+
+static int mount_pivot(struct err *e)
+{
+    if (chdir(STAGE) < 0) {
+        return err_set(e, -errno, "chdir %s", STAGE);
+    }
+    /* The old root is stacked on "." and then detached: no path leads back to the host. */
+    int r = sys_pivot_root(".", ".");
+    if (r < 0) {
+        return err_set(e, r, "pivot_root");
+    }
+    if (umount2(".", MNT_DETACH) < 0) {
+        return err_set(e, -errno, "detach old root");
+    }
+    if (chdir("/") < 0) {
+        return err_set(e, -errno, "chdir /");
+    }
+    r = sys_mount_setattr(AT_FDCWD, "/", 0, MOUNT_ATTR_RDONLY, 0);
+    if (r < 0) {
+        return err_set(e, r, "read-only root");
+    }
+    return 0;
+}
+
+static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e)
+{
+    int r;
+
+    /* Opened before anything is mounted over STAGE, which may contain the image. */
+    scoped_close int imgfd = open(cfg->image_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (imgfd < 0) {
+        return err_set(e, -errno, "image root '%s'", cfg->image_root);
+    }
+    /* SECURITY: without a user namespace our copies of the host's mounts are still in its
+     * peer groups; nothing mounted below may propagate back. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+        return err_set(e, -errno, "make / private");
+    }
+    r = mount_open_dev_nodes(nodes, e);
+    if (r < 0) {
+        return r;
+    }
+    r = mount_tmpfs(STAGE, MS_NOSUID | MS_NODEV | MS_NOEXEC, "0755", 1024 * 1024, e);
+    if (r < 0) {
+        return err_prefix(e, r, "new root");
+    }
+    r = mount_import(imgfd, "usr", "usr", true, e);
+    if (r < 0) {
+        return r;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(mount_lib_dirs); i++) {
+        r = mount_import(imgfd, mount_lib_dirs[i], mount_lib_dirs[i], false, e);
+        if (r < 0) {
+            return r;
+        }
+    }
+    r = mount_etc(imgfd, cfg, e);
+    if (r < 0) {
+        return r;
+    }
+    if (mkdir(STAGE "/tmp", 01777) < 0) {
+        return err_set(e, -errno, "mkdir /tmp");
+    }
+    r = mount_tmpfs(STAGE "/tmp", MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", cfg->tmp_size, e);
+    if (r < 0) {
+        return r;
+    }
+    r = mount_proc(e);
+    if (r < 0) {
+        return r;
+    }
+    r = mount_dev(nodes, cfg->shm_size, e);
+    if (r < 0) {
+        return r;
+    }
+    return mount_pivot(e);
+}
+
+int mount_setup(const struct mount_config *cfg, struct err *e)
+{
+    int nodes[ARRAY_SIZE(mount_dev_nodes)];
+    for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
+        nodes[i] = -1;
+    }
+    if (cfg->image_root[0] != '/' || cfg->tmp_size == 0) {
+        return err_setx(e, -EINVAL, "bad mount config");
+    }
+    /* Modes below are exact, whatever umask sbxd passed down. */
+    mode_t old = umask(0);
+    int r = mount_build(cfg, nodes, e);
+    (void)umask(old);
+    for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
+        nodes[i] = fd_close(nodes[i]);
+    }
+    return r;
+}

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* Raw system calls that glibc 2.36 lacks or that must not touch errno, with the constants
+ * they need. Every function returns >= 0 or -errno and leaves errno alone: a child cloned
+ * with CLONE_VM shares the parent thread's TLS (and so its errno), so it may make syscalls
+ * only through these. (Where there is no CLONE_VM trampoline, children are copies and these
+ * wrappers fall back to libc's syscall(), whose errno is then private.) All CHILD-SAFE.
+ * Needs linux >= 5.12 (mount_setattr); each constant below names the version it needs. */
+#include <signal.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct sock_filter;
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000 /* linux 5.2 */
+#endif
+#ifndef CLONE_NEWCGROUP
+#define CLONE_NEWCGROUP 0x02000000 /* linux 4.6 */
+#endif
+#ifndef CLONE_INTO_CGROUP
+#define CLONE_INTO_CGROUP 0x200000000ULL /* linux 5.7 */
+#endif
+#ifndef OPEN_TREE_CLONE
+#define OPEN_TREE_CLONE 1 /* linux 5.2 */
+#endif
+#ifndef OPEN_TREE_CLOEXEC
+#define OPEN_TREE_CLOEXEC 02000000 /* linux 5.2: O_CLOEXEC */
+#endif
+#ifndef MOVE_MOUNT_F_EMPTY_PATH
+#define MOVE_MOUNT_F_EMPTY_PATH 0x00000004 /* linux 5.2 */
+#endif
+#ifndef AT_RECURSIVE
+#define AT_RECURSIVE 0x8000 /* linux 5.2 */
+#endif
+#ifndef MOUNT_ATTR_RDONLY
+#define MOUNT_ATTR_RDONLY 0x00000001 /* linux 5.12 */
+#define MOUNT_ATTR_NOSUID 0x00000002
+#define MOUNT_ATTR_NODEV 0x00000004
+#define MOUNT_ATTR_NOEXEC 0x00000008
+#endif
+#ifndef RESOLVE_NO_MAGICLINKS
+#define RESOLVE_NO_MAGICLINKS 0x02 /* linux 5.6 */
+#endif
+#ifndef RESOLVE_IN_ROOT
+#define RESOLVE_IN_ROOT 0x10 /* linux 5.6 */
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2) /* linux 5.11 */
+#endif
+
+/* struct clone_args of linux 5.7 (the version with `cgroup`). */
+struct sys_clone_args {
+    uint64_t flags;
+    uint64_t pidfd; /* int * for CLONE_PIDFD */
+    uint64_t child_tid;
+    uint64_t parent_tid;
+    uint64_t exit_signal;
+    uint64_t stack; /* lowest address of the child's stack (CLONE_VM) */
+    uint64_t stack_size;
+    uint64_t tls;
+    uint64_t set_tid;
+    uint64_t set_tid_size;
+    uint64_t cgroup; /* fd for CLONE_INTO_CGROUP */
+};
+
+/* Creates a process with clone3(args) that runs fn(arg) and exits with its return value;
+ * returns the child's pid in the parent or -errno. With CLONE_VM the child runs on
+ * args->stack, shares the caller's memory and TLS, and fn must be CHILD-SAFE: it may touch
+ * only its stack and memory the caller keeps alive (and mapped) until the child has exec'd
+ * or been reaped, and make syscalls only through this header. Where no CLONE_VM trampoline
+ * exists for the architecture (anything but x86_64), CLONE_VM and the stack are dropped
+ * and the child is a copy of the caller (fork semantics): slower, same behaviour. */
+pid_t sys_clone3_run(struct sys_clone_args *args, int (*fn)(void *), void *arg);
+/* Whether sys_clone3_run honours CLONE_VM on this build. */
+int sys_clone_vm_supported(void);
+
+int sys_pidfd_open(pid_t pid, unsigned flags);
+int sys_pidfd_send_signal(int pidfd, int sig);
+/* waitid(P_PIDFD, pidfd, info, options), retrying EINTR. Returns 0 or -errno. */
+int sys_pidfd_wait(int pidfd, siginfo_t *info, int options);
+
+ssize_t sys_read(int fd, void *buf, size_t len);
+ssize_t sys_write(int fd, const void *buf, size_t len);
+int sys_close(int fd);
+int sys_dup3(int oldfd, int newfd, int flags);
+int sys_fcntl(int fd, int cmd, long arg);
+int sys_close_range(unsigned first, unsigned last, unsigned flags);
+/* Sets sig's disposition to SIG_DFL. */
+int sys_signal_default(int sig);
+/* rt_sigprocmask with the kernel's sigset size. */
+int sys_sigprocmask(int how, const sigset_t *set, sigset_t *old);
+/* Credentials of the calling task only (glibc's versions signal every thread). */
+int sys_setgroups_empty(void);
+int sys_setresuid(uid_t r, uid_t e, uid_t s);
+int sys_setresgid(gid_t r, gid_t e, gid_t s);
+/* Returns only on failure. */
+int sys_execve(const char *path, char *const argv[], char *const envp[]);
+/* exit_group(code): never returns. */
+__attribute__((noreturn)) void sys_exit(int code);
+
+int sys_pivot_root(const char *new_root, const char *put_old);
+/* open_tree(2): with OPEN_TREE_CLONE an fd of a detached copy of the mount tree. */
+int sys_open_tree(int dfd, const char *path, unsigned flags);
+int sys_move_mount(int from_dfd, const char *from_path, int to_dfd, const char *to_path,
+                   unsigned flags);
+/* mount_setattr(2) setting attr_set and clearing attr_clr (MOUNT_ATTR_*). */
+int sys_mount_setattr(int dfd, const char *path, unsigned flags, uint64_t attr_set,
+                      uint64_t attr_clr);
+/* openat2(2) with struct open_how {flags, mode, resolve}. */
+int sys_openat2(int dfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve);
+
+/* seccomp(SECCOMP_SET_MODE_FILTER, 0, {count, insns}); needs no_new_privs or CAP_SYS_ADMIN. */
+int sys_seccomp_filter(const struct sock_filter *insns, unsigned short count);
+/* capset(2) with effective, permitted and inheritable all empty (both 32-bit words). */
+int sys_capset_empty(void);
