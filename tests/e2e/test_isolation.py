@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: MIT
+"""Every isolation property of a sandbox, asserted from inside a live sbxd's task."""
+import os
+import re
+import unittest
+
+from harness import DaemonTest, pool_yaml
+
+PY = "python3"
+
+
+class Isolation(DaemonTest):
+    pools = [pool_yaml("python", warm=2, max=8), pool_yaml("parsing", warm=1, max=4,
+                                                           extra="dev_shm: true\n")]
+
+    def run_sh(self, script, **kw):
+        with self.d.client() as c:
+            res, out, err = c.exec(["sh", "-c", script], **kw)
+        return res, out.decode(), err.decode()
+
+    def test_ping_and_pools(self):
+        with self.d.client() as c:
+            self.assertEqual(c.call("ping")["pong"], True)
+            pools = {p["name"]: p for p in c.call("pools")}
+        self.assertEqual(set(pools), {"python", "parsing"})
+        for key in ("warm", "target", "running", "max", "queued", "created", "failed"):
+            self.assertIn(key, pools["python"])
+        self.assertEqual(pools["python"]["max"], 8)
+
+    def test_user_caps_and_no_new_privs(self):
+        res, out, _ = self.run_sh("id -u; id -g; id -G; grep -E '^(Cap|NoNewPrivs)' /proc/self/status")
+        self.assertEqual(res["status"], "exited", res)
+        lines = out.split("\n")
+        self.assertEqual(lines[0:3], ["10001", "10001", "10001"])
+        caps = dict(re.findall(r"^(\w+):\s+(\S+)$", out, re.M))
+        for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+            self.assertEqual(int(caps[cap], 16), 0, cap)
+        self.assertEqual(caps["NoNewPrivs"], "1")
+
+    def test_new_session_and_pid_namespace(self):
+        res, out, _ = self.run_sh("echo $$; ps -o pid= -e 2>/dev/null | wc -l; "
+                                  "ls /proc | grep -c '^[0-9]'; "
+                                  "python3 -c 'import os; print(os.getsid(0) == os.getpid() or os.getsid(0))'")
+        lines = out.split()
+        # The task is pid 2 (init is 1); only the sandbox's few processes are visible.
+        self.assertEqual(lines[0], "2")
+        self.assertLessEqual(int(lines[2]), 6)
+
+    def test_read_only_root_and_scratch_tmp(self):
+        script = ("for p in / /usr /etc /bin/x /usr/bin/x /dev/x; do "
+                  "  touch $p/probe 2>/dev/null && echo WROTE $p; done; "
+                  "echo data > /tmp/f && cat /tmp/f; "
+                  "cp /bin/true /tmp/t && chmod +x /tmp/t; /tmp/t 2>/dev/null && echo EXEC_TMP; "
+                  "grep ' /tmp ' /proc/mounts; grep ' / ' /proc/mounts")
+        res, out, _ = self.run_sh(script)
+        self.assertNotIn("WROTE", out)
+        self.assertIn("data\n", out)
+        self.assertNotIn("EXEC_TMP", out)
+        tmp = [l for l in out.split("\n") if " /tmp " in l][0]
+        for flag in ("nosuid", "nodev", "noexec"):
+            self.assertIn(flag, tmp)
+        root = [l for l in out.split("\n") if re.match(r"\S+ / ", l)][-1]
+        self.assertIn("ro", root.split()[3].split(","))
+
+    def test_tmp_is_size_limited(self):
+        res, out, _ = self.run_sh("dd if=/dev/zero of=/tmp/big bs=1M count=64 2>&1; "
+                                  "du -m /tmp/big | cut -f1")
+        # tmp_size is 16 MiB in this test's pool.
+        self.assertIn("No space left", out)
+        self.assertLessEqual(int(out.strip().split("\n")[-1]), 16)
+
+    def test_no_host_paths_visible(self):
+        res, out, _ = self.run_sh("ls -a / ; ls /home /root /var /run /sys 2>&1; "
+                                  "cat /etc/shadow 2>&1; ls /etc")
+        top = set(out.split("\n")[0:20])
+        for path in ("home", "root", "var", "run", "sys", "work", "srv", "mnt", "opt"):
+            self.assertNotIn(path, top)
+        self.assertNotIn(self.d.dir, out)
+        self.assertIn("No such file", out)
+        etc = out.split("\n")
+        self.assertNotIn("shadow", etc)
+        self.assertNotIn("ssh", etc)
+
+    def test_state_dir_and_sockets_invisible(self):
+        res, out, _ = self.run_sh("ls %s 2>&1; ls %s 2>&1" % (self.d.state, self.d.sock))
+        self.assertEqual(out.count("No such file"), 2, out)
+
+    def test_etc_names_sandbox_user_and_tools_work(self):
+        res, out, _ = self.run_sh("grep sandbox /etc/passwd; awk 'BEGIN{print 6*7}'; "
+                                  "echo abc | sed s/b/X/; whoami")
+        self.assertIn(":10001:10001:", out)
+        self.assertIn("42\n", out)
+        self.assertIn("aXc\n", out)
+        self.assertTrue(out.strip().endswith("sandbox"))
+
+    def test_minimal_dev(self):
+        res, out, _ = self.run_sh("ls /dev | sort | tr '\\n' ' '; echo; head -c 8 /dev/urandom | wc -c; "
+                                  "echo x > /dev/null && echo NULL_OK; echo x > /dev/full 2>/dev/null || echo FULL_OK")
+        names = out.split("\n")[0].split()
+        for n in ("null", "zero", "full", "random", "urandom"):
+            self.assertIn(n, names)
+        for n in ("sda", "vda", "mem", "kmsg", "shm"):
+            self.assertNotIn(n, names)
+        self.assertIn("NULL_OK", out)
+        self.assertIn("FULL_OK", out)
+
+    def test_dev_shm_only_when_the_pool_asks(self):
+        res, out, _ = self.run_sh("ls -d /dev/shm 2>&1", pool="parsing")
+        self.assertEqual(out.strip(), "/dev/shm")
+        res, out, _ = self.run_sh("ls -d /dev/shm 2>&1", pool="python")
+        self.assertIn("No such file", out)
+
+    def test_network_is_loopback_only(self):
+        script = ("import socket\n"
+                  "print(sorted(n for _, n in socket.if_nameindex()))\n"
+                  "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+                  "c = socket.create_connection(s.getsockname(), timeout=2); print('LOOPBACK_OK')\n")
+        with self.d.client() as c:
+            res, out, err = c.exec([PY, "-c", script])
+        self.assertEqual(res["status"], "exited", err)
+        self.assertIn("['lo']", out.decode())
+        self.assertIn("LOOPBACK_OK", out.decode())
+
+    def test_host_loopback_unreachable(self):
+        import socket
+        ls = socket.socket()
+        ls.bind(("127.0.0.1", 0))
+        ls.listen()
+        port = ls.getsockname()[1]
+        try:
+            with self.d.client() as c:
+                res, out, _ = c.exec([PY, "-c",
+                                      "import socket\ntry:\n socket.create_connection(('127.0.0.1', %d), timeout=2); print('CONNECTED')\n"
+                                      "except OSError as e: print('REFUSED', e.errno)" % port])
+            self.assertIn("REFUSED", out.decode())
+        finally:
+            ls.close()
+
+    def test_hostname_is_the_sandbox_id(self):
+        with self.d.client() as c:
+            res, out, _ = c.exec(["hostname"])
+        self.assertEqual(out.decode().strip(), "sbx-" + res["sandbox"])
+
+    def test_environment_is_only_what_the_daemon_sets(self):
+        os.environ["SBX_LEAK_CHECK"] = "leaked"
+        with self.d.client() as c:
+            res, out, _ = c.exec(["env"], env={"FOO": "bar"})
+        env = dict(l.split("=", 1) for l in out.decode().strip().split("\n"))
+        self.assertEqual(set(env), {"PATH", "HOME", "LANG", "TMPDIR", "FOO"})
+        self.assertEqual(env["HOME"], "/tmp")
+        self.assertEqual(env["FOO"], "bar")
+
+    def test_cwd(self):
+        with self.d.client() as c:
+            res, out, _ = c.exec(["pwd"], cwd="/usr")
+            self.assertEqual(out.decode().strip(), "/usr")
+            res, out, _ = c.exec(["pwd"])
+            self.assertEqual(out.decode().strip(), "/tmp")
+            res, out, err = c.exec(["pwd"], cwd="/nonexistent")
+            self.assertEqual(res["status"], "error")
+
+    def test_each_task_gets_a_fresh_sandbox(self):
+        with self.d.client() as c:
+            r1, _, _ = c.exec(["sh", "-c", "echo secret > /tmp/left-behind"])
+            seen = set([r1["sandbox"]])
+            for _ in range(6):
+                r, out, _ = c.exec(["sh", "-c", "cat /tmp/left-behind 2>&1"])
+                self.assertNotIn(r["sandbox"], seen)
+                seen.add(r["sandbox"])
+                self.assertIn("No such file", out.decode())
+
+    def test_python_stdlib_works(self):
+        script = ("import json, hashlib, subprocess, threading\n"
+                  "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+                  "print(json.dumps({'h': hashlib.sha256(b'x').hexdigest()[:8],"
+                  " 'sub': subprocess.run(['echo', 'hi'], capture_output=True).stdout.decode().strip()}))\n")
+        with self.d.client() as c:
+            res, out, err = c.exec([PY, "-c", script])
+        self.assertEqual(res["status"], "exited", err)
+        self.assertEqual(out.decode().strip(), '{"h": "2d711642", "sub": "hi"}')
+
+
+if __name__ == "__main__":
+    unittest.main()
