@@ -22,7 +22,7 @@ else
 OPT      := -O2 -g -D_FORTIFY_SOURCE=2
 SANLD    :=
 endif
-CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE $(WARN) $(OPT) -fstack-protector-strong -MMD -MP -Idaemon -I$(BUILD)
+CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE $(WARN) $(OPT) -fstack-protector-strong -MMD -MP -iquote daemon -iquote $(BUILD)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS   := $(CFLAGS_BASE) -fPIE
@@ -86,7 +86,7 @@ $(BUILD)/sbx-load: $(call obj,$(LOAD_SRCS) $(CLIENT_SRCS))
 
 # sbxd-init is pid 1 of every sandbox: static, no sanitizers (it outlives pivot_root and
 # must not need the image's libraries).
-INIT_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -g -D_FORTIFY_SOURCE=2 -MMD -MP -Idaemon
+INIT_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(WARN) -O2 -g -D_FORTIFY_SOURCE=2 -MMD -MP -iquote daemon
 $(BUILD)/init-obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@[ -n "$(Q)" ] && echo "  CC   $< (static)" || true
@@ -106,6 +106,8 @@ $(BUILD)/probe: tests/helpers/probe.c
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 TEST_config_EXTRA := $(BUILD)/embedded.c
+TEST_seccomp_EXTRA := $(BUILD)/embedded.c
+TEST_hist_EXTRA := loadtest/hist.c
 TEST_cgroup_EXTRA := daemon/cgroup_v1.c daemon/cgroup_v2.c
 TEST_outcap_EXTRA :=
 TEST_spawn_EXTRA := daemon/sys.c daemon/child.c daemon/cgroup.c daemon/cgroup_v1.c daemon/cgroup_v2.c

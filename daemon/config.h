@@ -67,7 +67,8 @@ struct config {
  * "file:line:col: message". */
 int config_load(const char *path, struct config **ret, struct err *e);
 /* Parses config text from memory; `name` is used in messages and `base_dir` resolves a
- * relative pools_dir (NULL: embedded pools). For tests and config_load. */
+ * relative pools_dir (NULL: the current directory); text without pools_dir uses the
+ * embedded pool files. For tests and config_load. */
 int config_parse(const char *name, const char *text, size_t len, const char *base_dir,
                  struct config **ret, struct err *e);
 /* Parses one pool file's text into *ret (fields defaulted first). */

@@ -1,0 +1,234 @@
+# SPDX-License-Identifier: MIT
+"""Limits and faults against a live sbxd: fork and memory bombs, output floods, timeouts,
+daemonized children, clients that vanish, bursts, backpressure and stdin streaming."""
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+from harness import DaemonTest, pool_yaml, TOP
+import sbx_client
+
+PY = "python3"
+
+
+def procs_with(marker):
+    """Live processes whose command line contains marker."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            with open("/proc/%s/stat" % pid) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z" and "sbx" not in cmd.split()[0]:
+            found.append((int(pid), cmd))
+    return found
+
+
+def wait_gone(marker, timeout=5.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if not procs_with(marker):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Limits(DaemonTest):
+    pools = [pool_yaml("python", warm=2, max=8, pids=64, memory="128MiB", output_cap=32768),
+             pool_yaml("tiny", warm=0, max=1, queue=2),
+             pool_yaml("big", warm=1, max=2, output_cap=64 << 20)]
+
+    def test_fork_bomb_hits_pids_max(self):
+        script = ("import os, time\nn = 0\ntry:\n    while True:\n        pid = os.fork()\n"
+                  "        if pid == 0:\n            time.sleep(60); os._exit(0)\n        n += 1\n"
+                  "except OSError as e:\n    print('FORKS', n, e.errno)\n")
+        with self.d.client() as c:
+            res, out, err = c.exec([PY, "-c", script], timeout=20)
+        self.assertEqual(res["status"], "exited", (res, err))
+        words = out.decode().split()
+        self.assertEqual(words[0], "FORKS")
+        self.assertEqual(int(words[2]), 11)  # EAGAIN from pids.max
+        self.assertLess(int(words[1]), 64)  # pool pids = 64, sh + init included
+        self.assertGreater(int(words[1]), 30)
+        self.assertTrue(wait_gone("time.sleep(60)"))
+
+    def test_memory_bomb_is_oom_killed(self):
+        script = "x = []\nwhile True: x.append(bytearray(8 << 20))\n"
+        with self.d.client() as c:
+            res, out, err = c.exec([PY, "-c", script], timeout=30)
+        self.assertEqual(res["status"], "oom", res)
+        self.assertEqual(res["signal"], 9)
+        self.assertIsNone(res["exit_code"])
+        self.assertGreater(res["mem_peak_bytes"], 100 << 20)
+        self.assertLessEqual(res["mem_peak_bytes"], 128 << 20)
+
+    def test_output_flood_on_both_streams_is_capped_exactly(self):
+        with self.d.client() as c:
+            res, out, err = c.exec(["sh", "-c", "yes out & yes err >&2; wait"], timeout=20)
+        self.assertEqual(res["status"], "output_limit", res)
+        self.assertTrue(res["truncated"])
+        self.assertEqual(len(out) + len(err), 32768)
+        self.assertEqual(res["stdout_bytes"], len(out))
+        self.assertEqual(res["stderr_bytes"], len(err))
+        self.assertTrue(set(out.split(b"\n")) <= {b"out", b""})
+        self.assertTrue(set(err.split(b"\n")) <= {b"err", b""})
+        self.assertTrue(wait_gone("yes out"))
+
+    def test_output_at_exactly_the_cap_is_not_truncated(self):
+        with self.d.client() as c:
+            res, out, _ = c.exec(["head", "-c", "32768", "/dev/zero"])
+        self.assertEqual(res["status"], "exited", res)
+        self.assertFalse(res["truncated"])
+        self.assertEqual(len(out), 32768)
+
+    def test_daemonized_child_dies_with_its_task(self):
+        with self.d.client() as c:
+            res, out, _ = c.exec(["sh", "-c", "setsid sh -c 'sleep 4321' </dev/null >/dev/null 2>&1 & echo started"])
+        self.assertEqual(out, b"started\n")
+        self.assertEqual(res["status"], "exited")
+        self.assertTrue(wait_gone("sleep 4321"), procs_with("sleep 4321"))
+
+    def test_timeout_kills_every_process(self):
+        t0 = time.time()
+        with self.d.client() as c:
+            res, out, _ = c.exec(["sh", "-c", "setsid sleep 4322 & echo begun; sleep 100"], timeout=1)
+        self.assertEqual(res["status"], "timeout", res)
+        self.assertEqual(out, b"begun\n")
+        self.assertLess(time.time() - t0, 10)
+        self.assertGreaterEqual(res["wall_ms"], 1000)
+        self.assertTrue(wait_gone("sleep 4322"), procs_with("sleep 4322"))
+
+    def test_timeout_above_pool_maximum_is_refused(self):
+        with self.d.client() as c:
+            with self.assertRaises(sbx_client.RpcError) as cm:
+                c.exec(["true"], timeout=10000)
+        self.assertEqual(cm.exception.code, "bad_request")
+
+    def test_client_killed_mid_task_ends_the_task(self):
+        code = ("import sys; sys.path.insert(0, %r)\n"
+                "import sbx_client\n"
+                "c = sbx_client.Client(%r)\n"
+                "c.exec_start(['sh', '-c', 'exec sleep 4323'], on_started=lambda x: print('STARTED', flush=True))\n"
+                "c.wait(1)\n" % (os.path.join(TOP, "tests", "helpers"), self.d.sock))
+        p = subprocess.Popen(["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE)
+        self.assertEqual(p.stdout.readline().strip(), b"STARTED")
+        deadline = time.time() + 5
+        while not procs_with("sleep 4323") and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertTrue(procs_with("sleep 4323"))
+        p.kill()
+        p.wait()
+        self.assertTrue(wait_gone("sleep 4323"), procs_with("sleep 4323"))
+        with self.d.client() as c:  # the daemon carries on
+            res, out, _ = c.exec(["echo", "alive"])
+        self.assertEqual(out, b"alive\n")
+
+    def test_forty_tasks_at_once_without_cross_talk(self):
+        results = {}
+        with self.d.client() as c:
+            ids = {}
+            for i in range(40):
+                token = ("task-%02d-" % i) * 50
+                ids[i] = (c.exec_start(["sh", "-c", "cat; echo \"$T\"; echo \"$T\" >&2"],
+                                       env={"T": token}, stdin=token.encode()), token)
+            for i, ((msgid, out, err), token) in ids.items():
+                res = c.wait(msgid, timeout=60)
+                results[i] = res
+                self.assertEqual(res["status"], "exited", res)
+                self.assertEqual(b"".join(out).decode(), token + token + "\n")
+                self.assertEqual(b"".join(err).decode(), token + "\n")
+        self.assertEqual(len({r["sandbox"] for r in results.values()}), 40)
+        self.assertEqual(len({r["task"] for r in results.values()}), 40)
+
+    def test_queue_bound_gives_busy(self):
+        # tiny: max 1 sandbox, queue 2. With one task running, of 4 more at once, 2 wait
+        # in the queue and 2 are refused.
+        with self.d.client() as c:
+            running = threading.Event()
+            first = c.exec_start(["sleep", "1"], pool="tiny", on_started=lambda x: running.set())[0]
+            while not running.is_set():
+                try:
+                    c.wait(first, timeout=0.05)
+                except TimeoutError:
+                    pass
+            started = [first] + [c.start("exec", {"argv": ["sleep", "0.2"], "pool": "tiny"})
+                                 for _ in range(4)]
+            outcomes = []
+            for m in started:
+                try:
+                    outcomes.append(c.wait(m, timeout=60)["status"])
+                except sbx_client.RpcError as e:
+                    outcomes.append(e.code)
+        self.assertEqual(sorted(outcomes), ["busy", "busy", "exited", "exited", "exited"])
+
+    def test_burst_queues_and_creates_on_demand(self):
+        # python: warm 2, max 8; 24 tasks at once must all succeed (queue 64).
+        with self.d.client() as c:
+            ms = [c.start("exec", {"argv": ["sleep", "0.2"]}) for _ in range(24)]
+            res = [c.wait(m, timeout=120) for m in ms]
+        self.assertTrue(all(r["status"] == "exited" for r in res))
+        self.assertTrue(any(r["cold"] for r in res))
+
+    def test_stdin_is_streamed(self):
+        data = os.urandom(3 << 20)
+        with self.d.client() as c:
+            res, out, _ = c.exec(["sha256sum"], stdin=data, pool="big")
+        self.assertEqual(out.decode().split()[0], hashlib.sha256(data).hexdigest())
+
+    def test_stdin_chunks_arrive_while_task_runs(self):
+        def chunks():
+            for i in range(5):
+                yield b"line %d\n" % i
+                time.sleep(0.05)
+        with self.d.client() as c:
+            res, out, _ = c.exec(["cat"], stdin=chunks())
+        self.assertEqual(out, b"".join(b"line %d\n" % i for i in range(5)))
+
+    def test_output_streams_before_the_task_ends(self):
+        arrivals = []
+        with self.d.client() as c:
+            t0 = time.time()
+            res, out, _ = c.exec(["sh", "-c", "echo first; sleep 1; echo second"],
+                                 on_stdout=lambda b: arrivals.append((time.time() - t0, b)))
+            t_end = time.time() - t0
+        self.assertEqual(out, b"first\nsecond\n")
+        self.assertLess(arrivals[0][0], t_end - 0.5)
+
+    def test_slow_client_backpressure_bounds_daemon_memory(self):
+        # 'big' has a 64 MiB cap: a task writing flat out to a client that does not read
+        # must be slowed down, not buffered in sbxd.
+        pid = self.d.proc.pid
+        before = rss_kib(pid)
+        c = sbx_client.Client(self.d.sock)
+        try:
+            msgid, out, err = c.exec_start(["sh", "-c", "head -c 60000000 /dev/zero"], pool="big")
+            time.sleep(2.0)  # not reading
+            grown = rss_kib(pid) - before
+            self.assertLess(grown, 16 * 1024, "sbxd grew by %d KiB" % grown)
+            res = c.wait(msgid, timeout=60)
+            self.assertEqual(res["status"], "exited")
+            self.assertEqual(sum(len(b) for b in out), 60000000)
+        finally:
+            c.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
