@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define CTL_FD 3
-#define CTL_MAGIC 0x53425802u
+#define CTL_MAGIC 0x53425803u
 
 enum ctl_type {
     CTL_SETUP = 1,
@@ -46,6 +46,7 @@ enum ctl_stage {
 };
 
 #define CTL_SETUP_DEV_SHM 0x1u
+#define CTL_DENIALS_UNKNOWN 0xffffffffu
 
 #define CTL_PATH_MAX 256
 #define CTL_HOSTNAME_MAX 64
@@ -89,5 +90,8 @@ struct ctl_event {
     uint64_t utime_us; /* CTL_EXITED: rusage of the task and its reaped descendants */
     uint64_t stime_us;
     uint64_t maxrss_kb;
+    uint32_t seccomp_denials; /* CTL_EXITED: denied syscalls answered by init, or
+                                 CTL_DENIALS_UNKNOWN when the kernel could not count */
+    uint32_t reserved;
     char msg[128];    /* a short human note for failures */
 };

@@ -303,6 +303,7 @@ void exec_sandbox_event(struct task *t, const struct ctl_event *ev)
         t->exited = true;
         t->wstatus = ev->wstatus;
         t->rusage_cpu_us = ev->utime_us + ev->stime_us;
+        t->seccomp_denials = ev->seccomp_denials;
         t->t_exit_ns = now_ns();
         uv_timer_stop(&t->timer);
         /* Whatever the task left running dies with its sandbox. */
@@ -394,7 +395,7 @@ static void send_result(struct task *t)
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_response_ok(&pk, t->msgid);
-    msgpack_pack_map(&pk, is_error ? 14 : 13);
+    msgpack_pack_map(&pk, is_error ? 15 : 14);
     proto_pack_kv_str(&pk, "status", status);
     if (exited) {
         proto_pack_kv_i64(&pk, "exit_code", WEXITSTATUS(t->wstatus));
@@ -416,6 +417,11 @@ static void send_result(struct task *t)
     proto_pack_kv_str(&pk, "task", t->id);
     proto_pack_kv_str(&pk, "pool", t->pool->pc->name);
     proto_pack_kv_bool(&pk, "cold", t->cold);
+    if (t->seccomp_denials == CTL_DENIALS_UNKNOWN) {
+        proto_pack_kv_nil(&pk, "seccomp_denials");
+    } else {
+        proto_pack_kv_u64(&pk, "seccomp_denials", t->seccomp_denials);
+    }
     if (is_error) {
         proto_pack_kv_str(&pk, "error", err_msg(&t->error));
     }

@@ -71,6 +71,7 @@ struct task {
     uint64_t t_start_ns;
     uint64_t t_exit_ns;
     uint64_t rusage_cpu_us;
+    uint32_t seccomp_denials;   /* CTL_DENIALS_UNKNOWN when not counted */
     struct cgroup_usage usage;  /* last snapshot of the sandbox's cgroup */
     bool have_usage;
     struct task *qnext;         /* pool queue */
