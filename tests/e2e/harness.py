@@ -83,8 +83,9 @@ class Daemon:
         self.config = os.path.join(self.dir, "sbxd.yaml")
         with open(self.config, "w") as f:
             f.write("socket: %s\nadmin_socket: %s\nstate_dir: %s\npools_dir: pools\n"
-                    "default_pool: %s\nlog_level: %s\ndrain_grace: 5s\n%s" %
-                    (self.sock, self.admin, self.state, first, log_level, config_extra))
+                    "default_pool: %s\nlog_level: %s\n%s%s" %
+                    (self.sock, self.admin, self.state, first, log_level,
+                     "" if "drain_grace:" in config_extra else "drain_grace: 5s\n", config_extra))
         self.log_path = os.path.join(self.dir, "sbxd.log")
         self.log = open(self.log_path, "w+")
         self.proc = subprocess.Popen([SBXD, "--config", self.config] + (args or []),

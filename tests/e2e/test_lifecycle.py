@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: MIT
+"""Start-up and shutdown: config errors, the embedded default, SIGTERM drains (tasks
+finish within the grace, the rest is killed), and nothing is left behind."""
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from harness import Daemon, pool_yaml, SBXD, sandbox_processes
+import sbx_client
+
+
+class Config(unittest.TestCase):
+    def run_sbxd(self, *args):
+        return subprocess.run([SBXD] + list(args), capture_output=True, timeout=30)
+
+    def test_embedded_default_checks(self):
+        r = self.run_sbxd("--check-config")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"<embedded>: ok (4 pools)", r.stdout)
+
+    def test_bad_config_names_file_line_and_column(self):
+        d = tempfile.mkdtemp(prefix="sbx-cfg-")
+        path = os.path.join(d, "bad.yaml")
+        with open(path, "w") as f:
+            f.write("socket: /tmp/x.sock\nlimits:\n  max_conections: 5\n")
+        r = self.run_sbxd("--config", path, "--check-config")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(("%s:3:3: unknown key 'max_conections'" % path).encode(), r.stderr)
+        with open(path, "w") as f:
+            f.write("socket: [unclosed\n")
+        r = self.run_sbxd("--config", path)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(path.encode() + b":", r.stderr)
+
+    def test_bad_pool_file_is_refused(self):
+        d = tempfile.mkdtemp(prefix="sbx-cfg-")
+        os.mkdir(os.path.join(d, "pools"))
+        with open(os.path.join(d, "pools", "python.yaml"), "w") as f:
+            f.write("name: python\nwarm: 9\nmax: 2\n")
+        with open(os.path.join(d, "sbxd.yaml"), "w") as f:
+            f.write("pools_dir: pools\n")
+        r = self.run_sbxd("--config", os.path.join(d, "sbxd.yaml"), "--check-config")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(b"python.yaml:", r.stderr)
+        self.assertIn(b"warm", r.stderr)
+
+    def test_unknown_flag_is_a_usage_error(self):
+        r = self.run_sbxd("--no-such-flag")
+        self.assertEqual(r.returncode, 64)
+
+
+class Lifecycle(unittest.TestCase):
+    def test_embedded_default_serves_its_four_pools(self):
+        d = tempfile.mkdtemp(prefix="sbx-emb-")
+        sock, admin = os.path.join(d, "a.sock"), os.path.join(d, "b.sock")
+        log = open(os.path.join(d, "log"), "w+")
+        p = subprocess.Popen([SBXD, "--state-dir", os.path.join(d, "state"), "--socket", sock,
+                              "--admin-socket", admin, "--metrics", ""], stdout=log, stderr=log)
+        try:
+            deadline = time.time() + 20
+            while not os.path.exists(sock) and time.time() < deadline:
+                time.sleep(0.05)
+            with sbx_client.Client(sock) as c:
+                names = sorted(x["name"] for x in c.call("pools"))
+                self.assertEqual(names, ["heavy", "integrations", "parsing", "python"])
+                res, out, _ = c.exec(["echo", "default"])
+                self.assertEqual((res["pool"], out), ("python", b"default\n"))
+        finally:
+            p.send_signal(signal.SIGTERM)
+            self.assertEqual(p.wait(timeout=30), 0)
+        self.assertFalse(os.path.exists(sock))
+
+    def test_second_daemon_does_not_steal_a_live_socket(self):
+        d = Daemon(pools=[pool_yaml(warm=1)])
+        try:
+            r = subprocess.run([SBXD, "--config", d.config], capture_output=True, timeout=30)
+            self.assertNotEqual(r.returncode, 0)
+            self.assertIn(b"in use", r.stderr)
+            with d.client() as c:
+                self.assertTrue(c.call("ping")["pong"])
+        finally:
+            d.stop()
+
+    def test_sigterm_lets_running_tasks_finish(self):
+        d = Daemon(pools=[pool_yaml(warm=2)], config_extra="")
+        c = d.client()
+        started = threading.Event()
+        msgid = c.exec_start(["sh", "-c", "sleep 1; echo finished"],
+                             on_started=lambda x: started.set())[0]
+        while not started.is_set():
+            try:
+                c.wait(msgid, timeout=0.05)
+            except TimeoutError:
+                pass
+        d.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        self.assertFalse(os.path.exists(d.sock))  # no new connections
+        with self.assertRaises(sbx_client.RpcError) as cm:  # no new tasks
+            c.call("exec", {"argv": ["true"]}, timeout=10)
+        self.assertEqual(cm.exception.code, "shutting_down")
+        res = c.wait(msgid, timeout=30)
+        self.assertEqual(res["status"], "exited")
+        c.close()
+        d.stop()
+
+    def test_grace_over_kills_the_rest(self):
+        d = Daemon(pools=[pool_yaml(warm=1)], config_extra="drain_grace: 1s\n")
+        c = d.client()
+        started = threading.Event()
+        msgid = c.exec_start(["sh", "-c", "setsid sleep 4401 & sleep 4402"],
+                             on_started=lambda x: started.set())[0]
+        while not started.is_set():
+            try:
+                c.wait(msgid, timeout=0.05)
+            except TimeoutError:
+                pass
+        t0 = time.time()
+        d.proc.send_signal(signal.SIGTERM)
+        res = c.wait(msgid, timeout=30)
+        self.assertEqual(res["status"], "error")
+        self.assertIn("shut down", res["error"])
+        c.close()
+        d.stop(timeout=30)
+        self.assertLess(time.time() - t0, 15)
+
+    def test_second_sigterm_kills_at_once(self):
+        d = Daemon(pools=[pool_yaml(warm=1)], config_extra="drain_grace: 60s\n")
+        c = d.client()
+        started = threading.Event()
+        msgid = c.exec_start(["sleep", "4403"], on_started=lambda x: started.set())[0]
+        while not started.is_set():
+            try:
+                c.wait(msgid, timeout=0.05)
+            except TimeoutError:
+                pass
+        d.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        t0 = time.time()
+        d.proc.send_signal(signal.SIGTERM)
+        res = c.wait(msgid, timeout=30)
+        self.assertEqual(res["status"], "error")
+        c.close()
+        d.stop(timeout=30)
+        self.assertLess(time.time() - t0, 10)
+        self.assertEqual(sandbox_processes(), [])
+
+
+if __name__ == "__main__":
+    unittest.main()

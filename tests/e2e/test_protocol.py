@@ -1,0 +1,176 @@
+# SPDX-License-Identifier: MIT
+"""Bad input on the sockets: garbage, oversize messages, wrong types, unknown methods and
+pools, bounds on connections and in-flight requests. Each gets a clear error or a closed
+connection, and nothing else is disturbed."""
+import os
+import socket
+import subprocess
+import time
+import unittest
+
+import msgpack
+
+from harness import DaemonTest, pool_yaml, TOP
+import sbx_client
+
+
+def raw(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.settimeout(10)
+    return s
+
+
+def read_msgs(s, want=1):
+    up = msgpack.Unpacker(raw=False)
+    msgs = []
+    while len(msgs) < want:
+        data = s.recv(65536)
+        if not data:
+            break
+        up.feed(data)
+        msgs.extend(up)
+    return msgs
+
+
+class Protocol(DaemonTest):
+    pools = [pool_yaml("python", warm=2, max=4)]
+    config_extra = ("limits:\n  max_connections: 20\n  max_requests_per_connection: 4\n"
+                    "  max_message_bytes: 64KiB\n  max_argv_bytes: 16KiB\n")
+
+    def assert_daemon_fine(self):
+        with self.d.client() as c:
+            res, out, _ = c.exec(["echo", "still fine"])
+        self.assertEqual(out, b"still fine\n")
+
+    def test_garbage_bytes_close_the_connection_with_an_error(self):
+        with self.d.client() as bystander:
+            s = raw(self.d.sock)
+            s.sendall(bytes([0xc1]) * 16 + os.urandom(256))
+            msgs = read_msgs(s)
+            self.assertEqual(msgs[0][0:2], [2, "error"])
+            self.assertEqual(msgs[0][2][0]["code"], "bad_request")
+            self.assertEqual(s.recv(10), b"")  # closed
+            s.close()
+            self.assertTrue(bystander.call("ping")["pong"])
+        self.assert_daemon_fine()
+
+    def test_oversize_message_is_refused(self):
+        s = raw(self.d.sock)
+        big = msgpack.packb([0, 1, "exec", [{"argv": ["echo", "x" * (100 << 10)]}]])
+        try:
+            s.sendall(big)
+        except BrokenPipeError:
+            pass
+        msgs = read_msgs(s)
+        self.assertEqual(msgs[0][2][0]["code"], "too_large")
+        s.close()
+        self.assert_daemon_fine()
+
+    def test_a_valid_value_that_is_not_rpc_gets_bad_request(self):
+        s = raw(self.d.sock)
+        s.sendall(msgpack.packb([0, 7, 42, []]) + msgpack.packb({"hello": 1}) +
+                  msgpack.packb([0, 8, "ping", []]))
+        msgs = read_msgs(s, 2)
+        self.assertEqual(msgs[0][0:2], [1, 7])
+        self.assertEqual(msgs[0][2]["code"], "bad_request")
+        self.assertEqual(msgs[1], [1, 8, None, msgs[1][3]])
+        self.assertTrue(msgs[1][3]["pong"])
+        s.close()
+
+    def test_unknown_method(self):
+        with self.d.client() as c:
+            with self.assertRaises(sbx_client.RpcError) as cm:
+                c.call("rm_rf", {})
+        self.assertEqual(cm.exception.code, "unknown_method")
+
+    def test_admin_methods_are_not_on_the_agents_socket_and_vice_versa(self):
+        with sbx_client.Client(self.d.admin) as a:
+            self.assertTrue(a.call("ping")["pong"])
+            with self.assertRaises(sbx_client.RpcError) as cm:
+                a.call("exec", {"argv": ["true"]})
+            self.assertEqual(cm.exception.code, "unknown_method")
+        self.assertEqual(os.stat(self.d.admin).st_mode & 0o777, 0o600)
+
+    def test_wrong_types_and_values(self):
+        bad = [
+            {},
+            {"argv": "echo hi"},
+            {"argv": []},
+            {"argv": [1, 2]},
+            {"argv": [""]},
+            {"argv": ["echo"], "timeout": "5"},
+            {"argv": ["echo"], "timeout": -1},
+            {"argv": ["echo"], "timeout": float("nan")},
+            {"argv": ["echo"], "env": {"A=B": "c"}},
+            {"argv": ["echo"], "env": ["A"]},
+            {"argv": ["echo"], "env": {"A": 1}},
+            {"argv": ["echo"], "cwd": "relative"},
+            {"argv": ["echo"], "stdin": "yes"},
+            {"argv": ["echo\0x"]},
+            {"argv": ["echo"], "surprise": True},
+        ]
+        with self.d.client() as c:
+            for args in bad:
+                with self.assertRaises(sbx_client.RpcError, msg=repr(args)) as cm:
+                    c.call("exec", args)
+                self.assertEqual(cm.exception.code, "bad_request", args)
+                self.assertTrue(cm.exception.message)
+            with self.assertRaises(sbx_client.RpcError) as cm:
+                c.call("exec", {"argv": ["true"], "pool": "nope"})
+            self.assertEqual(cm.exception.code, "unknown_pool")
+            with self.assertRaises(sbx_client.RpcError) as cm:
+                c.call("exec", {"argv": ["x" * 10000, "y" * 10000]})
+            self.assertIn(cm.exception.code, ("too_large",))
+        self.assert_daemon_fine()
+
+    def test_in_flight_requests_are_bounded_per_connection(self):
+        with self.d.client() as c:
+            ids = [c.start("exec", {"argv": ["sleep", "0.3"]}) for _ in range(6)]
+            outcomes = []
+            for m in ids:
+                try:
+                    outcomes.append(c.wait(m, timeout=60)["status"])
+                except sbx_client.RpcError as e:
+                    outcomes.append(e.code)
+        self.assertEqual(outcomes.count("exited"), 4)
+        self.assertEqual(outcomes.count("limit"), 2)
+
+    def test_connections_are_bounded(self):
+        held = [raw(self.d.sock) for _ in range(20)]
+        try:
+            time.sleep(0.2)
+            extra = raw(self.d.sock)
+            msgs = read_msgs(extra)
+            self.assertEqual(msgs[0][2][0]["code"], "limit")
+            extra.close()
+        finally:
+            for s in held:
+                s.close()
+        time.sleep(0.2)
+        self.assert_daemon_fine()
+
+    def test_half_message_then_disconnect(self):
+        s = raw(self.d.sock)
+        s.sendall(msgpack.packb([0, 1, "exec", [{"argv": ["echo", "hi"]}]])[:10])
+        s.close()
+        self.assert_daemon_fine()
+
+    def test_stdin_for_unknown_task_is_ignored(self):
+        with self.d.client() as c:
+            c.notify("exec.stdin", [999, b"data"])
+            c.notify("exec.stdin", ["x", 1])
+            c.notify("no.such.thing", [])
+            self.assertTrue(c.call("ping")["pong"])
+
+    def test_example_client_script(self):
+        r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "tests", "helpers", "sbx_client.py"),
+                            "--socket", self.d.sock, "--", "sh", "-c", "echo via-python"],
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"via-python", r.stdout)
+        self.assertIn(b'"status": "exited"', r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
