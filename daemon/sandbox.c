@@ -232,7 +232,7 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         }
         sb->ready_seen = true;
         sb->ready_ns = now_ns();
-        if (sb->kill_requested) {
+        if (sb->kill_requested || sb->d->draining) {
             sandbox_kill(sb);
             break;
         }

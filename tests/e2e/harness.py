@@ -106,7 +106,8 @@ class Daemon:
             self.cgroup_paths = re.findall(r"(/sys/fs/cgroup/\S+)", m.group(1))
 
     def logtext(self):
-        self.log.flush()
+        if not self.log.closed:
+            self.log.flush()
         with open(self.log_path) as f:
             return f.read()
 

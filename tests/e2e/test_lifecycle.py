@@ -71,7 +71,13 @@ class Lifecycle(unittest.TestCase):
                 self.assertEqual((res["pool"], out), ("python", b"default\n"))
         finally:
             p.send_signal(signal.SIGTERM)
-            self.assertEqual(p.wait(timeout=30), 0)
+            try:
+                code = p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+                code = "hung"
+            self.assertEqual(code, 0)
         self.assertFalse(os.path.exists(sock))
 
     def test_second_daemon_does_not_steal_a_live_socket(self):
