@@ -1,7 +1,11 @@
 # sbx: one Makefile. `make demo` and `make test` do every step on a fresh Debian 12.
 # Out-of-tree into build/, -MMD dependencies, quiet unless V=1, SAN=1 for ASan+UBSan.
 
+ifeq ($(SAN),1)
+BUILD    ?= build-san
+else
 BUILD    ?= build
+endif
 CC       ?= cc
 DEB_PKGS := build-essential pkg-config libuv1-dev libmsgpack-dev libyaml-dev libseccomp-dev \
             libsqlite3-dev libjemalloc-dev libcmocka-dev libsodium-dev python3 python3-msgpack \
@@ -121,16 +125,16 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $$(call obj,$$(wildcard daemon/$$*.c)
 	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(PKG_LIBS) -lcmocka -lpthread -lm
 
 demo: all
-	$(Q)sh tests/demo.sh
+	$(Q)BUILD=$(BUILD) sh tests/demo.sh
 
 test: all
-	$(Q)sh tests/run.sh
+	$(Q)sh tests/run.sh all $(BUILD)
 
 unit: all
-	$(Q)sh tests/run.sh unit
+	$(Q)sh tests/run.sh unit $(BUILD)
 
 e2e: all
-	$(Q)sh tests/run.sh e2e
+	$(Q)sh tests/run.sh e2e $(BUILD)
 
 bench: all
 	$(Q)sh loadtest/bench.sh
