@@ -71,6 +71,7 @@ static void conn_closed(uv_handle_t *h)
 {
     struct conn *c = h->data;
     struct server *s = c->srv;
+    struct daemon *d = s->d;
     if (c->prev) {
         c->prev->next = c->next;
     } else {
@@ -82,8 +83,8 @@ static void conn_closed(uv_handle_t *h)
     s->n_conns--;
     c->rd = proto_reader_free(c->rd);
     free(c);
-    maybe_free_server(s);
-    daemon_drain_progress(s->d);
+    maybe_free_server(s); /* may free s */
+    daemon_drain_progress(d);
 }
 
 void conn_close(struct conn *c)

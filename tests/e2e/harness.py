@@ -169,7 +169,14 @@ class Daemon:
             time.sleep(0.05)
             left = sandbox_processes()
         if left:
-            problems.append("sandbox processes left: %s" % left)
+            desc = []
+            for pid in left:
+                try:
+                    with open("/proc/%d/stat" % pid) as f:
+                        desc.append("%d %s" % (pid, f.read()[:80]))
+                except OSError:
+                    desc.append("%d (gone)" % pid)
+            problems.append("sandbox processes left: %s" % desc)
         for p in self.cgroup_paths:
             if os.path.exists(p):
                 problems.append("cgroup left: %s (%s)" % (p, os.listdir(p)[:5]))
