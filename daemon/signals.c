@@ -40,4 +40,9 @@ void signals_stop(struct daemon *d)
     uv_close((uv_handle_t *)&d->sig_term, NULL);
     uv_close((uv_handle_t *)&d->sig_int, NULL);
     uv_close((uv_handle_t *)&d->sig_hup, NULL);
+    /* libuv restored the default actions; the drain is done, so a late signal must not
+     * turn the clean exit into a death by signal. */
+    (void)signal(SIGTERM, SIG_IGN);
+    (void)signal(SIGINT, SIG_IGN);
+    (void)signal(SIGHUP, SIG_IGN);
 }

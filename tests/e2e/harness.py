@@ -46,8 +46,9 @@ def pool_yaml(name="python", warm=2, max=8, queue=64, memory="256MiB", pids=64,
                                seccomp=seccomp) + extra
 
 
-def sandbox_processes():
-    """Live (non-zombie) processes running as a sandbox's host ids."""
+def sandbox_processes(subtree=None):
+    """Live (non-zombie) processes running as a sandbox's host ids; with subtree, only those
+    in that cgroup subtree (other daemons may run on this machine at the same time)."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -62,8 +63,16 @@ def sandbox_processes():
         if not m or not s or s.group(1) == "Z":
             continue
         uid = int(m.group(1))
-        if ID_BASE <= uid < ID_BASE + ID_COUNT:
-            found.append(int(pid))
+        if not ID_BASE <= uid < ID_BASE + ID_COUNT:
+            continue
+        if subtree:
+            try:
+                with open("/proc/%s/cgroup" % pid) as f:
+                    if "/%s/" % subtree not in f.read():
+                        continue
+            except OSError:
+                continue
+        found.append(int(pid))
     return found
 
 
@@ -91,6 +100,7 @@ class Daemon:
         self.proc = subprocess.Popen([SBXD, "--config", self.config] + (args or []),
                                      stdout=self.log, stderr=subprocess.STDOUT)
         self.cgroup_paths = []
+        self.subtree = None
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -104,6 +114,8 @@ class Daemon:
         m = re.search(r'cgroup="([^"]*)"', self.logtext())
         if m:
             self.cgroup_paths = re.findall(r"(/sys/fs/cgroup/\S+)", m.group(1))
+            if self.cgroup_paths:
+                self.subtree = os.path.basename(self.cgroup_paths[0])
 
     def logtext(self):
         if not self.log.closed:
@@ -164,10 +176,10 @@ class Daemon:
         if code != expect_code:
             problems.append("exit code %d, expected %d" % (code, expect_code))
         deadline = time.time() + 5
-        left = sandbox_processes()
+        left = sandbox_processes(self.subtree)
         while left and time.time() < deadline:
             time.sleep(0.05)
-            left = sandbox_processes()
+            left = sandbox_processes(self.subtree)
         if left:
             desc = []
             for pid in left:

@@ -152,7 +152,7 @@ class Lifecycle(unittest.TestCase):
         c.close()
         d.stop(timeout=30)
         self.assertLess(time.time() - t0, 10)
-        self.assertEqual(sandbox_processes(), [])
+        self.assertEqual(sandbox_processes(d.subtree), [])
 
 
 if __name__ == "__main__":
