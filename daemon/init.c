@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* sbxd-init: static pid 1 of every sandbox. Builds the sandbox (cgroupns, mounts, hostname,
- * loopback) on CTL_SETUP, forks the one task on CTL_TASK with no privileges left, reaps
- * every process of the namespace and reports. It trusts nothing it reads from CTL_FD
- * without checking, and exits as soon as the control socket closes. */
+ * loopback) on CTL_SETUP, forks the one task on CTL_TASK with no privileges left, answers
+ * and counts its seccomp denials (docs/SECCOMP.md, "Counting denials"), reaps every process
+ * of the namespace and reports. It trusts nothing it reads from CTL_FD without checking,
+ * and exits as soon as the control socket closes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -27,6 +29,7 @@
 #include "ctl.h"
 #include "err.h"
 #include "mount.h"
+#include "seccomp.h"
 #include "sys.h"
 #include "util.h"
 
@@ -41,6 +44,14 @@
 #define INIT_BUF_SIZE                                                                              \
     ((CTL_TASK_DATA_MAX > INIT_SETUP_MAX ? CTL_TASK_DATA_MAX : INIT_SETUP_MAX) + 1)
 #define INIT_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+/* Notifications answered per poll round at most: a task that spams denied calls must not
+ * keep init from its control socket and from reaping. */
+#define INIT_NOTIF_BATCH 64
+
+#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
+#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64) /* linux 6.6 */
+#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
+#endif
 
 enum init_task_state { TASK_NONE, TASK_RUNNING, TASK_DONE };
 
@@ -53,15 +64,23 @@ struct init {
     char *buf; /* INIT_BUF_SIZE bytes, 8-aligned: the packet being received */
     enum init_task_state state;
     pid_t task;
-    int report_rfd; /* the task child's pre-exec report pipe (CLOEXEC, non-blocking) */
+    /* Our end of the task child's report socket (SOCK_SEQPACKET, CLOEXEC, non-blocking) until
+     * EOF: the child's end closes on execve. */
+    int report;
+    bool failed; /* the child sent a failure record: `failure` */
+    struct init_report {
+        int32_t stage; /* enum ctl_stage; CTL_STAGE_NONE with the listener attached */
+        int32_t err;   /* -errno */
+    } failure;
+    int listener;                /* the task's seccomp listener, or -1 */
+    bool counting;               /* a listener came, and answering never failed */
+    uint32_t denials;            /* notifications answered */
+    struct seccomp_notif *notif; /* notif_size bytes (the kernel's size, maybe > ours) */
+    struct seccomp_notif_resp *resp;
+    size_t notif_size;
+    size_t resp_size;
     char argv0[64]; /* for messages */
     char cwd[CTL_PATH_MAX];
-};
-
-/* What the task child writes to the report pipe before exec fails. */
-struct init_report {
-    int32_t stage; /* enum ctl_stage */
-    int32_t err;   /* -errno */
 };
 
 /* The control socket is our only link: if it fails, the sandbox ends with us. */
@@ -298,11 +317,66 @@ static void init_setup(struct init *in)
 
 /* ---- the task child (after fork; init is single-threaded, so libc is safe here) ---- */
 
+/* write(), not send(): after the filter is on, write is the call every profile allows. */
 __attribute__((noreturn)) static void init_child_fail(int report, int stage, int err)
 {
     struct init_report rep = {stage, err};
     (void)!write(report, &rep, sizeof(rep));
     _exit(127);
+}
+
+/* Sends {CTL_STAGE_NONE, 0} with fd attached. sendmsg with flags 0 is the one call a counting
+ * program must allow (seccomp.c checks it at load). Returns 0 or -errno. */
+static int init_child_send_fd(int report, int fd)
+{
+    struct init_report rep = {CTL_STAGE_NONE, 0};
+    union {
+        struct cmsghdr hdr;
+        char space[CMSG_SPACE(sizeof(int))];
+    } cmsg;
+    struct iovec iov = {&rep, sizeof(rep)};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    memset(&cmsg, 0, sizeof(cmsg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.space;
+    msg.msg_controllen = sizeof(cmsg.space);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    ssize_t n = RETRY_EINTR(sendmsg(report, &msg, 0));
+    if (n < 0) {
+        return -errno;
+    }
+    return n == (ssize_t)sizeof(rep) ? 0 : -EIO;
+}
+
+/* Installs the pool's program. A counting program (one with USER_NOTIF returns) gets a
+ * listener, handed to init over the report socket before execve; the listener is CLOEXEC,
+ * so the task never holds it. Where the kernel gives none (EBUSY: an outer filter already
+ * has a listener; EINVAL: no NEW_LISTENER), the program is turned into its plain form and
+ * installed without one: the same denials, not counted (init sees no listener). in is this
+ * child's private copy of init's state (fork), so stripping it changes nothing in init.
+ * Returns 0 or -errno. */
+static int init_child_seccomp(struct init *in, int report)
+{
+    if (!seccomp_prog_notifies(in->filter, in->filter_len)) {
+        return sys_seccomp_filter(in->filter, in->filter_len);
+    }
+    int fd = sys_seccomp_filter_flags(in->filter, in->filter_len, SECCOMP_FILTER_FLAG_NEW_LISTENER);
+    if (fd == -EBUSY || fd == -EINVAL) {
+        seccomp_prog_strip_notify(in->filter, in->filter_len);
+        return sys_seccomp_filter(in->filter, in->filter_len);
+    }
+    if (fd < 0) {
+        return fd;
+    }
+    /* SECURITY: without init holding the listener, counted denials would fail with ENOSYS
+     * instead of their errno once exec closes ours: the task must not run. */
+    return init_child_send_fd(report, fd);
 }
 
 static const char *init_env_get(char *const *envp, const char *name)
@@ -384,9 +458,9 @@ static int init_drop_bounding(void)
     return 0;
 }
 
-__attribute__((noreturn)) static void init_task_child(const struct init *in,
-                                                      const struct ctl_task *t, char *const *argv,
-                                                      char *const *envp, int *fds, int report)
+__attribute__((noreturn)) static void init_task_child(struct init *in, const struct ctl_task *t,
+                                                      char *const *argv, char *const *envp,
+                                                      int *fds, int report)
 {
     sigset_t none;
     sigemptyset(&none);
@@ -438,7 +512,7 @@ __attribute__((noreturn)) static void init_task_child(const struct init *in,
         init_child_fail(report, CTL_STAGE_NNP, -errno);
     }
     if (in->filter_len > 0) {
-        r = sys_seccomp_filter(in->filter, in->filter_len);
+        r = init_child_seccomp(in, report);
         if (r < 0) {
             init_child_fail(report, CTL_STAGE_SECCOMP, r);
         }
@@ -527,17 +601,20 @@ static void init_start_task(struct init *in)
     (void)str_copy(in->argv0, argv[0], sizeof(in->argv0));
     (void)str_copy(in->cwd, t->cwd, sizeof(in->cwd));
 
-    int pipefd[2];
+    int sp[2] = {-1, -1};
     pid_t pid = -1;
-    if (pipe2(pipefd, O_CLOEXEC) < 0) {
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
         r = -errno;
     } else {
         pid = fork();
         if (pid == 0) {
-            init_task_child(in, t, argv, envp, fds, pipefd[1]);
+            init_task_child(in, t, argv, envp, fds, sp[1]);
         }
         r = pid < 0 ? -errno : 0;
-        (void)fd_close(pipefd[1]);
+        (void)fd_close(sp[1]);
+        if (r < 0) {
+            sp[0] = fd_close(sp[0]);
+        }
     }
     free(argv);
     /* The task holds its stdio now: ours would keep sbxd's readers from seeing EOF. */
@@ -549,8 +626,8 @@ static void init_start_task(struct init *in)
         return;
     }
     in->task = pid;
-    in->report_rfd = pipefd[0];
-    (void)fd_set_nonblock(in->report_rfd, true);
+    in->report = sp[0];
+    (void)fd_set_nonblock(in->report, true);
     in->state = TASK_RUNNING;
 
     struct ctl_event ev;
@@ -565,14 +642,172 @@ static uint64_t init_tv_us(const struct timeval *tv)
     return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
 }
 
+/* Receives one record from the report socket into *rep, and the fd that came with it into
+ * *fd (-1 when none, or when anything about the fds was off). Returns the record's length,
+ * 0 on EOF or -errno (-EAGAIN when nothing is queued). */
+static ssize_t init_recv_report(int report, struct init_report *rep, int *fd)
+{
+    union {
+        struct cmsghdr hdr;
+        char space[CMSG_SPACE(sizeof(int))];
+    } cmsg;
+    struct iovec iov = {rep, sizeof(*rep)};
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    memset(&cmsg, 0, sizeof(cmsg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.space;
+    msg.msg_controllen = sizeof(cmsg.space);
+    *fd = -1;
+    ssize_t n = RETRY_EINTR(recvmsg(report, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC));
+    if (n < 0) {
+        return -errno;
+    }
+    bool bad = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+            bad = true;
+            continue;
+        }
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (*fd < 0) {
+                *fd = got;
+            } else {
+                (void)fd_close(got);
+                bad = true;
+            }
+        }
+    }
+    if (bad) {
+        *fd = fd_close(*fd);
+    }
+    return n;
+}
+
+/* Reads everything the task child has sent so far: the listener, then at most one failure
+ * record; closes the socket at EOF (the child exec'd or died). Never blocks. */
+static void init_read_reports(struct init *in)
+{
+    while (in->report >= 0) {
+        struct init_report rep;
+        int fd = -1;
+        ssize_t n = init_recv_report(in->report, &rep, &fd);
+        if (n == -EAGAIN) {
+            return;
+        }
+        if (n <= 0) {
+            in->report = fd_close(in->report);
+            return;
+        }
+        if (n != (ssize_t)sizeof(rep)) {
+            (void)fd_close(fd);
+            continue;
+        }
+        if (rep.stage == CTL_STAGE_NONE) {
+            if (fd >= 0 && in->listener < 0) {
+                in->listener = take_fd(&fd);
+                in->counting = true;
+                /* Task and init take turns on one CPU instead of waking each other across
+                 * CPUs: a denial costs several times less. Older kernels lack it: no matter. */
+                (void)ioctl(in->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS,
+                            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
+            }
+            (void)fd_close(fd);
+        } else {
+            (void)fd_close(fd);
+            if (!in->failed) {
+                in->failed = true;
+                in->failure = rep;
+            }
+        }
+    }
+}
+
+/* Closes the listener: the kernel then fails whatever is still waiting, and every later
+ * counted call, with ENOSYS. */
+static void init_close_listener(struct init *in, bool still_counting)
+{
+    in->listener = fd_close(in->listener);
+    in->counting = in->counting && still_counting;
+}
+
+/* Answers the oldest pending notification, if there is one, with the errno the program
+ * itself gives the call, and counts it. Returns 1 when one was taken (answered, or its
+ * caller had died meanwhile), 0 when none was pending, -errno when the listener failed. */
+static int init_answer_one(struct init *in)
+{
+    struct pollfd p = {in->listener, POLLIN, 0};
+    int k = RETRY_EINTR(poll(&p, 1, 0));
+    if (k < 0) {
+        return -errno;
+    }
+    /* RECV blocks when nothing is pending: never call it without POLLIN. */
+    if (k == 0 || !(p.revents & POLLIN)) {
+        return 0;
+    }
+    for (;;) {
+        /* The kernel refuses a buffer that is not all zeroes. */
+        memset(in->notif, 0, in->notif_size);
+        if (ioctl(in->listener, SECCOMP_IOCTL_NOTIF_RECV, in->notif) == 0) {
+            break;
+        }
+        if (errno == ENOENT) {
+            return 1; /* the caller died (or was interrupted) before we got to it */
+        }
+        if (errno != EINTR) {
+            return -errno;
+        }
+    }
+    memset(in->resp, 0, in->resp_size);
+    in->resp->id = in->notif->id;
+    in->resp->val = 0;
+    in->resp->error = -seccomp_prog_notify_errno(in->filter, in->filter_len, &in->notif->data);
+    in->resp->flags = 0;
+    if (RETRY_EINTR(ioctl(in->listener, SECCOMP_IOCTL_NOTIF_SEND, in->resp)) < 0 &&
+        errno != ENOENT) {
+        return -errno;
+    }
+    /* ENOENT: the caller was killed or interrupted after making the call; it still did. */
+    if (in->denials < CTL_DENIALS_UNKNOWN - 1) {
+        in->denials++;
+    }
+    return 1;
+}
+
+/* Serves the listener for one poll round: at most INIT_NOTIF_BATCH answers. */
+static void init_serve_listener(struct init *in, short revents)
+{
+    if (revents & POLLIN) {
+        for (int i = 0; i < INIT_NOTIF_BATCH; i++) {
+            int r = init_answer_one(in);
+            if (r < 0) {
+                init_close_listener(in, false);
+                return;
+            }
+            if (r == 0) {
+                break;
+            }
+        }
+    }
+    /* POLLHUP: no process uses the filter any more, so nothing can be pending. */
+    if (revents & (POLLHUP | POLLERR | POLLNVAL)) {
+        init_close_listener(in, (revents & (POLLERR | POLLNVAL)) == 0);
+    }
+}
+
 static void init_task_exited(struct init *in, int wstatus, const struct rusage *ru)
 {
-    struct init_report rep;
-    /* The child is gone, so the pipe holds its report or is at EOF: no wait here. */
-    ssize_t n = RETRY_EINTR(read(in->report_rfd, &rep, sizeof(rep)));
-    in->report_rfd = fd_close(in->report_rfd);
+    /* The child is gone, so the socket holds its records and then EOF: no wait here. (A
+     * listener still queued here was never needed: nothing could have been denied.) */
+    init_read_reports(in);
+    in->report = fd_close(in->report);
     in->state = TASK_DONE;
-    if (n == (ssize_t)sizeof(rep)) {
+    if (in->failed) {
+        const struct init_report rep = in->failure;
         char msg[128];
         if (rep.stage == CTL_STAGE_EXEC) {
             (void)snprintf(msg, sizeof(msg), "execve '%.64s': %s", in->argv0, err_name(rep.err));
@@ -593,6 +828,7 @@ static void init_task_exited(struct init *in, int wstatus, const struct rusage *
     ev.utime_us = init_tv_us(&ru->ru_utime);
     ev.stime_us = init_tv_us(&ru->ru_stime);
     ev.maxrss_kb = (uint64_t)ru->ru_maxrss;
+    ev.seccomp_denials = in->counting ? in->denials : CTL_DENIALS_UNKNOWN;
     init_send(in, &ev);
 }
 
@@ -618,32 +854,64 @@ static void init_reap(struct init *in)
     }
 }
 
+/* The control socket is readable: the task, before it starts; only EOF after. */
+static void init_ctl_ready(struct init *in)
+{
+    if (in->state == TASK_NONE) {
+        init_start_task(in);
+        return;
+    }
+    /* Only EOF is expected after the task: anything else ends the sandbox. */
+    char c;
+    ssize_t n = RETRY_EINTR(recv(in->ctl, &c, 1, MSG_DONTWAIT));
+    if (n < 0 && errno == EAGAIN) {
+        return;
+    }
+    _exit(n == 0 ? 0 : 1);
+}
+
 static void init_loop(struct init *in)
 {
-    struct pollfd pfd[2] = {{in->ctl, POLLIN, 0}, {in->sigfd, POLLIN, 0}};
     for (;;) {
-        if (poll(pfd, 2, -1) < 0) {
+        /* poll ignores negative fds: the report socket and listener come and go. */
+        struct pollfd pfd[4] = {{in->ctl, POLLIN, 0},
+                                {in->sigfd, POLLIN, 0},
+                                {in->report, POLLIN, 0},
+                                {in->listener, POLLIN, 0}};
+        if (poll(pfd, 4, -1) < 0) {
             if (errno == EINTR) {
                 continue;
             }
             _exit(1);
         }
+        /* Reports and denials before exits, so that an exit reports an up-to-date count. */
+        if (pfd[2].revents) {
+            init_read_reports(in);
+        }
+        if (pfd[3].revents && in->listener >= 0) {
+            init_serve_listener(in, pfd[3].revents);
+        }
         if (pfd[1].revents) {
             init_reap(in);
         }
         if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            if (in->state != TASK_NONE) {
-                /* Only EOF is expected after the task: anything else ends the sandbox. */
-                char c;
-                ssize_t n = RETRY_EINTR(recv(in->ctl, &c, 1, MSG_DONTWAIT));
-                if (n < 0 && errno == EAGAIN) {
-                    continue;
-                }
-                _exit(n == 0 ? 0 : 1);
-            }
-            init_start_task(in);
+            init_ctl_ready(in);
         }
     }
+}
+
+/* Buffers for the listener, as large as the kernel reads and writes. */
+static int init_notif_buffers(struct init *in)
+{
+    struct seccomp_notif_sizes sz = {0, 0, 0};
+    /* Without the call (an old kernel, or an outer filter), our own sizes are the kernel's. */
+    (void)sys_seccomp_notif_sizes(&sz);
+    in->notif_size = sz.seccomp_notif > sizeof(*in->notif) ? sz.seccomp_notif : sizeof(*in->notif);
+    in->resp_size =
+        sz.seccomp_notif_resp > sizeof(*in->resp) ? sz.seccomp_notif_resp : sizeof(*in->resp);
+    in->notif = calloc(1, in->notif_size);
+    in->resp = calloc(1, in->resp_size);
+    return in->notif && in->resp ? 0 : -ENOMEM;
 }
 
 /* fds 0-2 are closed when we start; anything we open must not land there. */
@@ -677,7 +945,11 @@ int main(void)
     /* Neither the task nor anything else in the sandbox may ptrace or peek into init. */
     (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     in.ctl = CTL_FD;
-    in.report_rfd = -1;
+    in.report = -1;
+    in.listener = -1;
+    if (init_notif_buffers(&in) < 0) {
+        return 2;
+    }
     in.buf = aligned_alloc(8, (INIT_BUF_SIZE + 7) & ~(size_t)7);
     if (!in.buf) {
         return 2;

@@ -265,8 +265,19 @@ int sys_openat2(int dfd, const char *path, uint64_t flags, uint64_t mode, uint64
 
 int sys_seccomp_filter(const struct sock_filter *insns, unsigned short count)
 {
+    return sys_seccomp_filter_flags(insns, count, 0);
+}
+
+int sys_seccomp_filter_flags(const struct sock_filter *insns, unsigned short count,
+                             unsigned long flags)
+{
     struct sock_fprog prog = {.len = count, .filter = (struct sock_filter *)insns};
-    return (int)raw3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog);
+    return (int)raw3(__NR_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+}
+
+int sys_seccomp_notif_sizes(struct seccomp_notif_sizes *ret)
+{
+    return (int)raw3(__NR_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, ret);
 }
 
 int sys_capset_empty(void)

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 struct sock_filter;
+struct seccomp_notif_sizes;
 
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000 /* linux 5.2 */
@@ -112,5 +113,14 @@ int sys_openat2(int dfd, const char *path, uint64_t flags, uint64_t mode, uint64
 
 /* seccomp(SECCOMP_SET_MODE_FILTER, 0, {count, insns}); needs no_new_privs or CAP_SYS_ADMIN. */
 int sys_seccomp_filter(const struct sock_filter *insns, unsigned short count);
+/* seccomp(SECCOMP_SET_MODE_FILTER, flags, {count, insns}), flags SECCOMP_FILTER_FLAG_* of
+ * <linux/seccomp.h>. With SECCOMP_FILTER_FLAG_NEW_LISTENER (linux 5.0) returns the new
+ * listener fd (CLOEXEC), else 0; -EBUSY when an installed filter already has a listener,
+ * -EINVAL when the kernel does not know a flag. */
+int sys_seccomp_filter_flags(const struct sock_filter *insns, unsigned short count,
+                             unsigned long flags);
+/* seccomp(SECCOMP_GET_NOTIF_SIZES, 0, ret): the sizes the kernel reads and writes for
+ * SECCOMP_IOCTL_NOTIF_RECV/SEND, which may exceed this build's structs. 0 or -errno. */
+int sys_seccomp_notif_sizes(struct seccomp_notif_sizes *ret);
 /* capset(2) with effective, permitted and inheritable all empty (both 32-bit words). */
 int sys_capset_empty(void);

@@ -53,7 +53,8 @@ struct run {
     int32_t err;
     uint32_t stage;
     int wstatus;
-    uint32_t pid; /* from CTL_STARTED */
+    uint32_t pid;     /* from CTL_STARTED */
+    uint32_t denials; /* CTL_EXITED's seccomp_denials */
     char out[16384];
     size_t out_len;
 };
@@ -309,6 +310,7 @@ static void box_run_full(struct box *b, const char *const *argv, const char *con
                 ret->err = ev.err;
                 ret->stage = ev.stage;
                 ret->wstatus = ev.wstatus;
+                ret->denials = ev.seccomp_denials;
                 p[0].fd = -1;
             }
         }
@@ -721,39 +723,199 @@ static void spawn_sandbox__malformed_task_is_refused(void **state)
     expect_task_refused(buf, sizeof(*t) + 6, 3);
 }
 
+/* A program that allows everything but openat, which gets `deny` | EPERM; other arches are
+ * killed. */
+#define OPENAT_FILTER(deny)                                                                        \
+    {                                                                                              \
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),                   \
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),                          \
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),                                   \
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),                 \
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 1),                                 \
+            BPF_STMT(BPF_RET | BPF_K, (deny) | EPERM),                                             \
+            BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                                          \
+    }
+
+/* Spawns a sandbox whose setup carries prog (n insns) and expects CTL_READY. */
+static void box_start_filtered(struct box *b, const struct sock_filter *prog, size_t n)
+{
+    static char
+        packet[sizeof(struct ctl_setup) + CTL_SECCOMP_MAX_INSNS * sizeof(struct sock_filter)];
+    struct ctl_setup *s = (struct ctl_setup *)packet;
+    struct ctl_event ev;
+    assert_true(n <= CTL_SECCOMP_MAX_INSNS);
+    setup_init(s, fx.image);
+    s->seccomp_insns = (uint32_t)n;
+    memcpy(packet + sizeof(*s), prog, n * sizeof(*prog));
+    box_spawn(b, true, packet, sizeof(*s) + n * sizeof(*prog));
+    assert_int_equal(recv_event(b->ctl, &ev, WAIT_MS), 0);
+    assert_int_equal(ev.type, CTL_READY);
+}
+
+static bool need_x86_64(void)
+{
+#if defined(__x86_64__)
+    return true;
+#else
+    print_message("skipping: the filter is written for x86_64\n");
+    skip();
+    return false;
+#endif
+}
+
 static void spawn_sandbox__seccomp_filter_is_applied(void **state)
 {
     (void)state;
-    /* Allow everything but openat, which fails with EPERM; other arches are killed. */
-    struct sock_filter prog[] = {
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
-        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 0, 1),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-    };
+    struct sock_filter prog[] = OPENAT_FILTER(SECCOMP_RET_ERRNO);
     static const char *const argv[] = {"probe", "write", "/tmp/x", NULL};
-    char packet[sizeof(struct ctl_setup) + sizeof(prog)];
-    struct ctl_setup *s = (struct ctl_setup *)packet;
-    struct ctl_event ev;
     struct box b;
     struct run r;
     need_prereqs();
-#if !defined(__x86_64__)
-    print_message("skipping: the filter is written for x86_64\n");
-    skip();
-#endif
+    if (!need_x86_64()) {
+        return;
+    }
+    box_start_filtered(&b, prog, ARRAY_SIZE(prog));
+    box_run(&b, argv, &r);
+    box_stop(&b);
+    assert_string_equal(r.out, "write /tmp/x: EPERM\n");
+    /* A plain program counts nothing. */
+    assert_int_equal(r.type, CTL_EXITED);
+    assert_int_equal(r.denials, CTL_DENIALS_UNKNOWN);
+}
+
+static void spawn_sandbox__no_filter_counts_nothing(void **state)
+{
+    (void)state;
+    static const char *const args[] = {"true", NULL};
+    struct run r;
+    need_prereqs();
+    probe_once(true, args, &r);
+    assert_exit(&r, 0);
+    assert_int_equal(r.denials, CTL_DENIALS_UNKNOWN);
+}
+
+/* USER_NOTIF | EPERM: init answers with EPERM (not the ENOSYS of an unanswered
+ * notification) and counts the call. */
+static void spawn_sandbox__counted_denials_get_their_errno(void **state)
+{
+    (void)state;
+    struct sock_filter prog[] = OPENAT_FILTER(SECCOMP_RET_USER_NOTIF);
+    static const char *const write_argv[] = {"probe", "write", "/tmp/x", NULL};
+    static const char *const true_argv[] = {"probe", "true", NULL};
+    struct box b;
+    struct run r;
+    need_prereqs();
+    if (!need_x86_64()) {
+        return;
+    }
+    box_start_filtered(&b, prog, ARRAY_SIZE(prog));
+    box_run(&b, write_argv, &r);
+    box_stop(&b);
+    assert_string_equal(r.out, "write /tmp/x: EPERM\n");
+    assert_int_equal(r.type, CTL_EXITED);
+    assert_int_equal(r.denials, 1);
+
+    box_start_filtered(&b, prog, ARRAY_SIZE(prog));
+    box_run(&b, true_argv, &r);
+    box_stop(&b);
+    assert_exit(&r, 0);
+    assert_int_equal(r.denials, 0);
+}
+
+/* The listener record comes first, then the failure: the failure is what is reported. */
+static void spawn_sandbox__counting_filter_reports_exec_failure(void **state)
+{
+    (void)state;
+    struct sock_filter prog[] = OPENAT_FILTER(SECCOMP_RET_USER_NOTIF);
+    static const char *const argv[] = {"no-such-command", NULL};
+    struct box b;
+    struct run r;
+    need_prereqs();
+    if (!need_x86_64()) {
+        return;
+    }
+    box_start_filtered(&b, prog, ARRAY_SIZE(prog));
+    box_run(&b, argv, &r);
+    box_stop(&b);
+    assert_int_equal(r.type, CTL_EXEC_FAILED);
+    assert_int_equal(r.stage, CTL_STAGE_EXEC);
+    assert_int_equal(r.err, -ENOENT);
+}
+
+struct outer_spawn {
+    struct spawn_plan plan;
+    struct spawn_result res;
+    int listener; /* the outer filter's listener */
+    int r;
+};
+
+/* Puts this thread (and so the sandbox it spawns) under an outer filter that has a
+ * listener, as a container manager's would, then spawns. */
+static void *outer_spawn_main(void *arg)
+{
+    struct outer_spawn *o = arg;
+    struct err e = ERR_INIT;
+    /* Notifies only for sysfs(2), which nothing here calls. */
+    struct sock_filter prog[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_sysfs, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    o->listener =
+        sys_seccomp_filter_flags(prog, ARRAY_SIZE(prog), SECCOMP_FILTER_FLAG_NEW_LISTENER);
+    if (o->listener < 0) {
+        o->r = o->listener;
+        return NULL;
+    }
+    o->r = spawn_sandbox(&o->plan, &o->res, &e);
+    return NULL;
+}
+
+/* Where the task cannot get a listener (EBUSY), the program runs in its plain form: the
+ * same errno, nothing counted. */
+static void spawn_sandbox__counting_falls_back_under_a_listener(void **state)
+{
+    (void)state;
+    struct sock_filter prog[] = OPENAT_FILTER(SECCOMP_RET_USER_NOTIF);
+    static const char *const argv[] = {"probe", "write", "/tmp/x", NULL};
+    static char packet[sizeof(struct ctl_setup) + sizeof(prog)];
+    struct ctl_setup *s = (struct ctl_setup *)packet;
+    struct outer_spawn o;
+    struct ctl_event ev;
+    struct box b;
+    struct run r;
+    pthread_t th;
+    int sp[2];
+    need_prereqs();
+    if (!need_x86_64()) {
+        return;
+    }
+    assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+    memset(&o, 0, sizeof(o));
+    o.plan = (struct spawn_plan){.init_path = fx.init_path,
+                                 .userns = true,
+                                 .host_id_base = 100000,
+                                 .id_count = 65536,
+                                 .ctl_fd = sp[1]};
+    assert_int_equal(pthread_create(&th, NULL, outer_spawn_main, &o), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    (void)fd_close(sp[1]);
+    assert_int_equal(o.r, 0);
+    b.res = o.res;
+    b.ctl = sp[0];
     setup_init(s, fx.image);
     s->seccomp_insns = ARRAY_SIZE(prog);
     memcpy(packet + sizeof(*s), prog, sizeof(prog));
-    box_spawn(&b, true, packet, sizeof(packet));
+    assert_int_equal(send(b.ctl, packet, sizeof(packet), MSG_NOSIGNAL), (ssize_t)sizeof(packet));
     assert_int_equal(recv_event(b.ctl, &ev, WAIT_MS), 0);
     assert_int_equal(ev.type, CTL_READY);
     box_run(&b, argv, &r);
     box_stop(&b);
+    (void)fd_close(o.listener);
     assert_string_equal(r.out, "write /tmp/x: EPERM\n");
+    assert_int_equal(r.type, CTL_EXITED);
+    assert_int_equal(r.denials, CTL_DENIALS_UNKNOWN);
 }
 
 static void spawn_sandbox__init_exits_when_ctl_closes(void **state)
@@ -981,6 +1143,10 @@ int main(void)
         cmocka_unit_test(spawn_sandbox__bad_cwd_fails_exec),
         cmocka_unit_test(spawn_sandbox__malformed_task_is_refused),
         cmocka_unit_test(spawn_sandbox__seccomp_filter_is_applied),
+        cmocka_unit_test(spawn_sandbox__no_filter_counts_nothing),
+        cmocka_unit_test(spawn_sandbox__counted_denials_get_their_errno),
+        cmocka_unit_test(spawn_sandbox__counting_filter_reports_exec_failure),
+        cmocka_unit_test(spawn_sandbox__counting_falls_back_under_a_listener),
         cmocka_unit_test(spawn_sandbox__init_exits_when_ctl_closes),
         cmocka_unit_test(spawn_sandbox__kill_ends_daemonized_children),
         cmocka_unit_test(spawn_sandbox__concurrent_spawns_in_threads),
