@@ -17,6 +17,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "log.h"
+#include "metrics.h"
 #include "pool.h"
 #include "proto.h"
 #include "sandbox.h"
@@ -42,6 +43,14 @@ static void handle_closed(uv_handle_t *h)
     if (--t->open_handles > 0) {
         return;
     }
+    for (size_t i = 0; i < t->n_mounts; i++) {
+        t->mount_fds[i] = fd_close(t->mount_fds[i]);
+        free(t->mount_dst[i]);
+    }
+    free(t->mount_fds);
+    free(t->mount_dst);
+    free(t->token_id);
+    free(t->net_profile);
     free(t->data);
     free(t);
 }
@@ -256,6 +265,7 @@ void exec_start(struct task *t, struct sandbox *sb)
     str_copy(t->sb_id, sb->id, sizeof(t->sb_id));
     t->state = TASK_RUNNING;
     t->t_start_ns = now_ns();
+    metrics_task_start(t);
     t->d->running_tasks++;
     int r = sandbox_start_task(sb, t, &t->hdr, t->data, t->child_fds, &e);
     /* Our copies of the child's ends must go, or EOF never comes. */
@@ -295,6 +305,7 @@ void exec_sandbox_event(struct task *t, const struct ctl_event *ev)
 {
     switch (ev->type) {
     case CTL_STARTED:
+        metrics_task_running(t);
         break;
     case CTL_EXITED:
         if (t->exited) {
@@ -460,6 +471,7 @@ static void maybe_finish(struct task *t)
     t->state = TASK_DONE;
     uv_timer_stop(&t->timer);
     t->d->running_tasks--;
+    metrics_task_done(t, task_status(t));
     log_debug("task=%s pool=%s status=%s out=%llu err=%llu", t->id, t->pool->pc->name,
               task_status(t), (unsigned long long)t->out_bytes, (unsigned long long)t->err_bytes);
     struct conn *c = t->conn;

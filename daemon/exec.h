@@ -46,6 +46,13 @@ struct task {
     char *data;                 /* argv and env strings for CTL_TASK */
     uint64_t timeout_ns;
     bool cold;                  /* waited in the queue */
+    /* Grants from the capability token (token.c fills them before pool_submit; all NULL/0
+     * without a token). The task owns these strings and fds. */
+    char *token_id;             /* the token's public id (never the token itself) */
+    char *net_profile;          /* egress profile name, NULL = loopback only */
+    int *mount_fds;             /* detached read-only mounts (open_tree), one per mount_dst */
+    char **mount_dst;
+    size_t n_mounts;
     /* stdio: child ends are sent to the sandbox, ours are libuv pipes */
     int child_fds[3];
     uv_pipe_t in;
