@@ -9,7 +9,7 @@ endif
 CC       ?= cc
 DEB_PKGS := build-essential pkg-config libuv1-dev libmsgpack-dev libyaml-dev libseccomp-dev \
             libsqlite3-dev libjemalloc-dev libcmocka-dev libsodium-dev python3 python3-msgpack \
-            bubblewrap iproute2 procps sqlite3
+            bubblewrap iproute2 procps sqlite3 libhttp-parser-dev prometheus
 PKGS     := libuv msgpack yaml-0.1 libseccomp sqlite3 jemalloc libsodium
 
 Q := @
@@ -29,6 +29,8 @@ endif
 CFLAGS_BASE := -std=gnu11 -D_GNU_SOURCE $(WARN) $(OPT) -fstack-protector-strong -MMD -MP -iquote daemon -iquote $(BUILD)
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+# Debian's libhttp-parser-dev ships no pkg-config file.
+HTTP_PARSER_LIBS := -lhttp_parser
 CFLAGS   := $(CFLAGS_BASE) -fPIE
 LDFLAGS  := -pie -Wl,-z,relro,-z,now $(SANLD)
 
@@ -44,10 +46,10 @@ obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 BINS := $(BUILD)/sbxd $(BUILD)/sbxd-init $(BUILD)/sbx $(BUILD)/probe
 ifneq ($(LOAD_SRCS),)
-BINS += $(BUILD)/sbx-load
+BINS += $(BUILD)/sbx-load $(BUILD)/spawnbench
 endif
 
-.PHONY: all deps demo test unit e2e bench fmt lint clean
+.PHONY: all deps demo test unit e2e bench fmt lint clean images image-deps
 all: deps
 	$(Q)$(MAKE) --no-print-directory binaries
 
@@ -61,6 +63,22 @@ deps:
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } || { echo "deps: apt-get failed"; exit 1; }; \
 	fi
+
+# Pool images (images/, docs/IMAGES.md): only `make images` (and the image tests) need
+# these; plain `make` never builds an image. IMAGES names some (default: every recipe).
+IMAGE_PKGS := mmdebstrap
+IMAGES_DIR ?= ./var/images
+IMAGES     ?=
+image-deps:
+	@missing=""; for p in $(IMAGE_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "image-deps: installing$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } || { echo "image-deps: apt-get failed"; exit 1; }; \
+	fi
+
+images: image-deps $(BUILD)/sbxd
+	$(Q)sh images/build.sh --out $(IMAGES_DIR) --sbxd $(BUILD)/sbxd $(IMAGES)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -78,11 +96,17 @@ $(BUILD)/obj/$(BUILD)/embedded.o: $(BUILD)/embedded.c
 
 $(BUILD)/sbxd: $(call obj,$(SBXD_SRCS))
 	@[ -n "$(Q)" ] && echo "  LD   $@" || true
-	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(PKG_LIBS) -lpthread -lm
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(PKG_LIBS) $(HTTP_PARSER_LIBS) -lpthread -lm
 
 $(BUILD)/sbx: $(call obj,daemon/sbx.c daemon/sbx_json.c $(CLIENT_SRCS))
 	@[ -n "$(Q)" ] && echo "  LD   $@" || true
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(shell pkg-config --libs msgpack) -lm
+
+# spawnbench is plain libc (the unisolated floor and per-task bwrap in make bench); it is
+# built without -iquote daemon so that <spawn.h> is the system's.
+$(BUILD)/spawnbench: loadtest/spawnbench/spawnbench.c
+	@mkdir -p $(BUILD)
+	$(Q)$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) $(OPT) -fstack-protector-strong -fPIE $(LDFLAGS) $< -o $@
 
 $(BUILD)/sbx-load: $(call obj,$(LOAD_SRCS) $(CLIENT_SRCS))
 	@[ -n "$(Q)" ] && echo "  LD   $@" || true
@@ -114,6 +138,10 @@ TEST_seccomp_EXTRA := $(BUILD)/embedded.c
 TEST_hist_EXTRA := loadtest/hist.c
 TEST_cgroup_EXTRA := daemon/cgroup_v1.c daemon/cgroup_v2.c
 TEST_outcap_EXTRA :=
+TEST_audit_EXTRA := daemon/audit_writer.c daemon/scrub.c daemon/audit_query.c daemon/proto.c
+TEST_scrub_EXTRA :=
+TEST_image_EXTRA := daemon/sys.c
+TEST_token_EXTRA := daemon/token_db.c daemon/sys.c daemon/scrub.c
 TEST_spawn_EXTRA := daemon/sys.c daemon/child.c daemon/cgroup.c daemon/cgroup_v1.c daemon/cgroup_v2.c
 unit-bins: $(UNIT_BINS)
 $(UNIT_BINS): $(BUILD)/sbxd-init $(BUILD)/probe
@@ -148,4 +176,4 @@ lint:
 clean:
 	rm -rf $(BUILD)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

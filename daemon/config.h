@@ -32,6 +32,43 @@ struct pool_config {
     uint64_t shm_size;        /* default 16 MiB */
 };
 
+/* Egress (docs/EGRESS.md). Methods a route may allow, as bits. */
+#define EGRESS_METHOD_GET 0x01u
+#define EGRESS_METHOD_HEAD 0x02u
+#define EGRESS_METHOD_POST 0x04u
+#define EGRESS_METHOD_PUT 0x08u
+#define EGRESS_METHOD_PATCH 0x10u
+#define EGRESS_METHOD_DELETE 0x20u
+#define EGRESS_METHOD_OPTIONS 0x40u
+#define EGRESS_METHODS_ALL 0x7fu
+/* What a read_only profile allows. */
+#define EGRESS_METHODS_READ_ONLY (EGRESS_METHOD_GET | EGRESS_METHOD_HEAD | EGRESS_METHOD_OPTIONS)
+
+/* A plain-HTTP route: a task's `METHOD http://NAME/PATH` under path_prefix goes to
+ * upstream + PATH, with the credential header added by sbxd. */
+struct egress_route_config {
+    char *name;            /* host name the task uses; [a-z0-9-] labels */
+    uint32_t methods;      /* EGRESS_METHOD_* bits; default all (read_only: GET HEAD OPTIONS) */
+    char *path_prefix;     /* default "/"; matches whole segments */
+    char *upstream;        /* "http://HOST[:PORT][/BASE]" */
+    char *credential_file; /* NULL: none; else read once at start-up, mode 0600 */
+    char *header;          /* the credential's header name; default "Authorization" */
+};
+
+struct egress_profile_config {
+    char *name;               /* [a-z0-9_-]{1,32}, not "none" */
+    char **allow;             /* CONNECT destinations: "host:port" or "*.suffix:port" */
+    size_t n_allow;
+    char **allow_addresses;   /* CIDRs that may be dialed although not public */
+    size_t n_allow_addresses;
+    struct egress_route_config *routes;
+    size_t n_routes;
+    bool read_only;           /* GET, HEAD, OPTIONS only; no CONNECT; default false */
+    uint64_t max_request_bytes; /* one request and its response (a tunnel); default 8 MiB */
+    uint64_t max_task_bytes;  /* everything through the proxy for one task; default 64 MiB */
+    uint32_t max_connections; /* open at once for one task; default 16 */
+};
+
 struct config {
     char *source;             /* file path, or "<embedded>" */
     char *socket_path;        /* agents' socket; default "./var/sbxd.sock" */
@@ -39,6 +76,7 @@ struct config {
     char *state_dir;          /* default "./var" */
     char *metrics_addr;       /* "ADDR:PORT"; default "127.0.0.1:9464"; "" disables */
     char *init_path;          /* sbxd-init; default NULL = next to the sbxd executable */
+    char *images_dir;         /* built pool images; default NULL = <state_dir>/images */
     char *default_pool;       /* default "python"; must name a loaded pool */
     enum log_level log_level; /* default info */
 
@@ -59,6 +97,24 @@ struct config {
 
     struct pool_config *pools;
     size_t n_pools;
+
+    /* Audit trail (audit.c, <state_dir>/audit.db). */
+    bool audit_enabled;         /* default true; false writes nothing (benchmarks only) */
+    uint64_t audit_max_age_ns;  /* older rows are pruned; default 720 h; 0 keeps them */
+    uint32_t audit_max_rows;    /* rows beyond are pruned, oldest first; default 2000000;
+                                   0: no limit, else at least 1000 */
+
+    /* Capability tokens (docs/TOKENS.md). */
+    char **token_mount_roots;      /* host dirs tokens may expose (absolute); default none */
+    size_t n_token_mount_roots;    /* (must follow token_mount_roots: a T_STRLIST) */
+    uint64_t token_max_ttl_ns;     /* longest ttl a token may get; default 1 h */
+    uint64_t token_default_ttl_ns; /* ttl of a token issued without one; default 15 min */
+    uint32_t token_max_tokens;     /* tokens kept in memory and in the database; default 10000 */
+    bool token_required;           /* exec without a token is denied; default false */
+
+    uint32_t egress_port;     /* the proxy's port on 127.0.0.1 in each sandbox; default 3128 */
+    struct egress_profile_config *egress_profiles;
+    size_t n_egress_profiles;
 };
 
 /* Loads a config file (path) or, when path is NULL, the embedded default (deploy/sbxd.yaml
@@ -78,3 +134,6 @@ int config_parse_pool(const char *name, const char *text, size_t len, struct poo
 int config_validate(const struct config *c, struct err *e);
 struct config *config_free(struct config *c);
 const struct pool_config *config_find_pool(const struct config *c, const char *name);
+/* The egress profile of that name, or NULL. */
+const struct egress_profile_config *config_find_egress_profile(const struct config *c,
+                                                                const char *name);

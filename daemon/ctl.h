@@ -5,15 +5,17 @@
  * both ends are built from this tree, and `magic` changes whenever a layout does.
  *
  *   sbxd -> init: CTL_SETUP (once, right after spawn) -> init builds the sandbox
- *   init -> sbxd: CTL_READY | CTL_SETUP_FAILED
- *   sbxd -> init: CTL_TASK + SCM_RIGHTS {stdin, stdout, stderr} (once)
+ *   init -> sbxd: CTL_READY (+ SCM_RIGHTS {egress proxy listener} when proxy_port != 0)
+ *                 | CTL_SETUP_FAILED
+ *   sbxd -> init: CTL_TASK + SCM_RIGHTS {stdin, stdout, stderr, n_mounts mount fds} (once)
  *   init -> sbxd: CTL_STARTED (task forked) then CTL_EXITED | CTL_EXEC_FAILED
  * After CTL_EXITED sbxd kills init (SIGKILL through its pidfd), which ends every process
  * of the sandbox's pid namespace. If sbxd's end closes, init exits and so does the sandbox. */
+#include <stddef.h>
 #include <stdint.h>
 
 #define CTL_FD 3
-#define CTL_MAGIC 0x53425803u
+#define CTL_MAGIC 0x53425805u
 
 enum ctl_type {
     CTL_SETUP = 1,
@@ -43,15 +45,22 @@ enum ctl_stage {
     CTL_STAGE_NNP,
     CTL_STAGE_SECCOMP,
     CTL_STAGE_EXEC,
+    CTL_STAGE_TASK_MOUNT, /* attaching a token's mounts before the fork */
 };
 
 #define CTL_SETUP_DEV_SHM 0x1u
+/* A detached mount tree of the image's root (open_tree clone) comes with CTL_SETUP
+ * (SCM_RIGHTS): init attaches it rather than opening image_root, which then only names the
+ * image in messages. */
+#define CTL_SETUP_IMAGE_FD 0x2u
 #define CTL_DENIALS_UNKNOWN 0xffffffffu
 
 #define CTL_PATH_MAX 256
 #define CTL_HOSTNAME_MAX 64
 /* The largest CTL_TASK packet (header + argv + env). Requests above it are refused by rpc.c. */
 #define CTL_TASK_DATA_MAX (96 * 1024)
+/* Read-only mounts one task may receive from its capability token (detached mount fds). */
+#define CTL_MOUNTS_MAX 8
 /* The largest seccomp program, in instructions (BPF_MAXINSNS). */
 #define CTL_SECCOMP_MAX_INSNS 4096
 
@@ -68,6 +77,11 @@ struct ctl_setup {
     /* Root of the pool's image as seen by init before pivot_root; "/" is the host image
      * (read-only binds of /usr, and /bin /lib /lib64 /sbin as on the host). */
     char image_root[CTL_PATH_MAX];
+    /* Egress proxy (docs/EGRESS.md): when not 0, init listens on 127.0.0.1:proxy_port in the
+     * sandbox's network namespace after bringing up lo, and hands the listening socket to
+     * sbxd with CTL_READY, keeping no copy. sbxd serves it for a task with a network
+     * profile and closes it otherwise, so nothing listens there for the task. */
+    uint32_t proxy_port;
 };
 
 struct ctl_task {
@@ -78,6 +92,12 @@ struct ctl_task {
     uint32_t nofile;   /* RLIMIT_NOFILE for the task */
     uint32_t data_len; /* bytes of data that follow: argc then envc NUL-terminated strings */
     char cwd[CTL_PATH_MAX];
+    /* Token mounts: the fds after stdio are detached, read-only, private mount trees
+     * (open_tree clones made by sbxd); init attaches fd i at mount_dst[i] before the fork.
+     * Bit i of mount_files: fd i is a regular file (else a directory). */
+    uint32_t n_mounts; /* <= CTL_MOUNTS_MAX */
+    uint32_t mount_files;
+    char mount_dst[CTL_MOUNTS_MAX][CTL_PATH_MAX];
 };
 
 struct ctl_event {
@@ -95,3 +115,68 @@ struct ctl_event {
     uint32_t reserved;
     char msg[128];    /* a short human note for failures */
 };
+
+/* Where a token mount may appear inside a sandbox: the one rule both sbxd (when a token is
+ * issued) and init (before attaching) apply. Returns NULL when dst is acceptable, else why
+ * not. Acceptable: absolute, shorter than CTL_PATH_MAX, normalized (no empty, "." or ".."
+ * component, no trailing "/"), no control characters, and not on or under a system
+ * directory of the image ("/", /usr, /bin, /sbin, /lib*, /etc, /proc, /dev, /sys, /run,
+ * /boot, /var, /root) nor /tmp itself (below /tmp is fine). New top-level directories
+ * such as /data, /mnt, /srv, /opt, /work or /home are created by init. CHILD-SAFE. */
+static inline const char *ctl_mount_dst_check(const char *dst)
+{
+    static const char *const system_dirs[] = {"usr", "bin", "sbin", "etc", "proc", "dev",
+                                              "sys", "run", "boot", "var", "root"};
+    size_t len = 0;
+    while (len < CTL_PATH_MAX && dst[len] != '\0') {
+        len++;
+    }
+    if (len == CTL_PATH_MAX) {
+        return "too long";
+    }
+    if (dst[0] != '/') {
+        return "not an absolute path";
+    }
+    if (len == 1) {
+        return "'/' would hide the whole image";
+    }
+    size_t first_len = 0;
+    for (size_t i = 1, start = 1; i <= len; i++) {
+        unsigned char c = (unsigned char)dst[i];
+        if (c != '\0' && c != '/') {
+            if (c < 0x20 || c == 0x7f) {
+                return "control character in path";
+            }
+            continue;
+        }
+        size_t n = i - start;
+        if (n == 0) {
+            return "empty path component (\"//\" or trailing \"/\")";
+        }
+        if ((n == 1 && dst[start] == '.') ||
+            (n == 2 && dst[start] == '.' && dst[start + 1] == '.')) {
+            return "\".\" or \"..\" component";
+        }
+        if (start == 1) {
+            first_len = n;
+        }
+        start = i + 1;
+    }
+    const char *first = dst + 1;
+    if (first_len >= 3 && first[0] == 'l' && first[1] == 'i' && first[2] == 'b') {
+        return "a system directory of the image";
+    }
+    for (size_t i = 0; i < sizeof(system_dirs) / sizeof(system_dirs[0]); i++) {
+        size_t n = 0;
+        while (system_dirs[i][n] != '\0') {
+            n++;
+        }
+        if (n == first_len && __builtin_memcmp(first, system_dirs[i], n) == 0) {
+            return "a system directory of the image";
+        }
+    }
+    if (first_len == 3 && __builtin_memcmp(first, "tmp", 3) == 0 && len == 4) {
+        return "/tmp itself would hide the task's scratch space";
+    }
+    return NULL;
+}

@@ -11,17 +11,33 @@ struct cgroup_root;
 struct pool;
 struct server;
 struct seccomp_set;
+struct netns_pool;
+struct audit;
+struct egress;
+struct scrub;
+struct token_store;
+struct reaper;
+struct metrics;
+struct http_server;
 
 struct daemon {
     uv_loop_t *loop;
     const struct config *cfg;
     struct cgroup_root *cg_root;
     struct seccomp_set *seccomp;
+    struct netns_pool *netns;    /* recycled network namespaces (NULL: one per sandbox) */
     char *init_path;
     struct pool **pools;
     size_t n_pools;
     struct server *agents;
     struct server *admin;
+    struct audit *audit;        /* the audit trail (audit.c) */
+    struct scrub *scrub;        /* secret scrubbing for the trail and the log (scrub.c) */
+    struct token_store *tokens; /* capability tokens (token.c) */
+    struct egress *egress;      /* egress profiles and credentials (egress.c) */
+    struct reaper *reaper;      /* leftovers and leaks (reaper.c) */
+    struct metrics *metrics;    /* sbxd's series (metrics.c); NULL before start-up ends */
+    struct http_server *http;   /* the metrics listener; NULL when disabled or closed */
     uint32_t instance;       /* random, prefixes sandbox and task ids */
     uint64_t next_sandbox;
     uint64_t next_task;

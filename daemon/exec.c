@@ -13,9 +13,12 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "audit.h"
+#include "audit_task.h"
 #include "cgroup.h"
 #include "config.h"
 #include "daemon.h"
+#include "egress.h"
 #include "log.h"
 #include "metrics.h"
 #include "pool.h"
@@ -37,9 +40,8 @@ struct stdin_req {
 
 static void maybe_finish(struct task *t);
 
-static void handle_closed(uv_handle_t *h)
+static void task_unref(struct task *t)
 {
-    struct task *t = h->data;
     if (--t->open_handles > 0) {
         return;
     }
@@ -55,6 +57,11 @@ static void handle_closed(uv_handle_t *h)
     free(t);
 }
 
+static void handle_closed(uv_handle_t *h)
+{
+    task_unref(h->data);
+}
+
 static void close_handle(struct task *t, uv_handle_t *h)
 {
     (void)t;
@@ -65,6 +72,7 @@ static void close_handle(struct task *t, uv_handle_t *h)
 
 static void task_release(struct task *t)
 {
+    token_detach(&t->tlink); /* done: neither expiry nor revocation concerns it any more */
     for (int i = 0; i < 3; i++) {
         t->child_fds[i] = fd_close(t->child_fds[i]);
     }
@@ -73,6 +81,20 @@ static void task_release(struct task *t)
     close_handle(t, (uv_handle_t *)&t->out);
     close_handle(t, (uv_handle_t *)&t->err);
     close_handle(t, (uv_handle_t *)&t->timer);
+}
+
+void exec_task_id(struct daemon *d, char *buf, size_t size)
+{
+    (void)snprintf(buf, size, "%08x%08llx", d->instance,
+                   (unsigned long long)(++d->next_task & 0xffffffff));
+}
+
+void exec_admit(struct task *t)
+{
+    if (!t->admitted) {
+        t->admitted = true;
+        audit_task_decision(t->d, t->id, true, NULL, NULL);
+    }
 }
 
 int exec_new(struct daemon *d, struct conn *c, uint32_t msgid, struct pool *p,
@@ -109,8 +131,7 @@ int exec_new(struct daemon *d, struct conn *c, uint32_t msgid, struct pool *p,
     t->child_fds[0] = pin[0];
     t->child_fds[1] = pout[1];
     t->child_fds[2] = perr[1];
-    (void)snprintf(t->id, sizeof(t->id), "%08x%08llx", d->instance,
-                   (unsigned long long)(++d->next_task & 0xffffffff));
+    exec_task_id(d, t->id, sizeof(t->id));
     outcap_init(&t->cap, p->pc->output_cap);
     uv_pipe_init(d->loop, &t->in, 0);
     uv_pipe_init(d->loop, &t->out, 0);
@@ -267,10 +288,20 @@ void exec_start(struct task *t, struct sandbox *sb)
     t->t_start_ns = now_ns();
     metrics_task_start(t);
     t->d->running_tasks++;
-    int r = sandbox_start_task(sb, t, &t->hdr, t->data, t->child_fds, &e);
+    exec_admit(t);
+    audit_task_assigned(t);
+    /* The proxy serves the task's network profile, or its listener closes (egress.c). */
+    int r = egress_task_start(t, sb, &e);
+    if (r == 0) {
+        r = sandbox_start_task(sb, t, &t->hdr, t->data, t->child_fds, &e);
+    }
     /* Our copies of the child's ends must go, or EOF never comes. */
     for (int i = 0; i < 3; i++) {
         t->child_fds[i] = fd_close(t->child_fds[i]);
+    }
+    /* The token's mounts are the sandbox's now (or never will be). */
+    for (size_t i = 0; i < t->n_mounts; i++) {
+        t->mount_fds[i] = fd_close(t->mount_fds[i]);
     }
     free(t->data);
     t->data = NULL;
@@ -305,6 +336,10 @@ void exec_sandbox_event(struct task *t, const struct ctl_event *ev)
 {
     switch (ev->type) {
     case CTL_STARTED:
+        if (!t->start_audited) {
+            t->start_audited = true;
+            audit_task_started(t, ev->pid);
+        }
         metrics_task_running(t);
         break;
     case CTL_EXITED:
@@ -367,6 +402,10 @@ static const char *task_status(const struct task *t)
     case KILL_SHUTDOWN:
     case KILL_CLIENT:
         return "error";
+    case KILL_TOKEN_EXPIRED:
+        return "token_expired";
+    case KILL_TOKEN_REVOKED:
+        return "token_revoked";
     case KILL_NONE:
         break;
     }
@@ -383,10 +422,11 @@ static const char *task_status(const struct task *t)
     return "signaled";
 }
 
-static void send_result(struct task *t)
+static void outcome_of(struct task *t, struct exec_outcome *o)
 {
-    const char *status = task_status(t);
-    bool is_error = strcmp(status, "error") == 0;
+    memset(o, 0, sizeof(*o));
+    o->status = task_status(t);
+    bool is_error = strcmp(o->status, "error") == 0;
     if (is_error && t->error.msg[0] == '\0') {
         if (t->kill == KILL_SHUTDOWN) {
             err_setx(&t->error, -ESHUTDOWN, "sbxd shut down before the task finished");
@@ -395,32 +435,41 @@ static void send_result(struct task *t)
         }
     }
     uint64_t end = t->t_exit_ns ? t->t_exit_ns : now_ns();
-    uint64_t wall_ms = t->t_start_ns && end > t->t_start_ns ? (end - t->t_start_ns) / 1000000 : 0;
-    uint64_t cpu_ms = t->have_usage && t->usage.cpu_ns ? t->usage.cpu_ns / 1000000
-                                                        : t->rusage_cpu_us / 1000;
-    bool exited = !t->exec_failed && t->kill == KILL_NONE && WIFEXITED(t->wstatus);
-    bool signaled = !t->exec_failed && t->exited && WIFSIGNALED(t->wstatus);
+    o->wall_ms = t->t_start_ns && end > t->t_start_ns ? (end - t->t_start_ns) / 1000000 : 0;
+    o->cpu_ms = t->have_usage && t->usage.cpu_ns ? t->usage.cpu_ns / 1000000
+                                                  : t->rusage_cpu_us / 1000;
+    o->mem_peak_bytes = t->have_usage ? t->usage.mem_peak_bytes : 0;
+    o->has_exit_code = !t->exec_failed && t->kill == KILL_NONE && WIFEXITED(t->wstatus);
+    o->exit_code = o->has_exit_code ? WEXITSTATUS(t->wstatus) : 0;
+    o->has_signal = !t->exec_failed && t->exited && WIFSIGNALED(t->wstatus);
+    o->signal = o->has_signal ? WTERMSIG(t->wstatus) : 0;
+    o->error = is_error ? err_msg(&t->error) : NULL;
+}
+
+static void send_result(struct task *t, const struct exec_outcome *o)
+{
+    bool is_error = o->error != NULL;
 
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_response_ok(&pk, t->msgid);
-    msgpack_pack_map(&pk, is_error ? 15 : 14);
-    proto_pack_kv_str(&pk, "status", status);
-    if (exited) {
-        proto_pack_kv_i64(&pk, "exit_code", WEXITSTATUS(t->wstatus));
+    msgpack_pack_map(&pk, is_error ? 16 : 15);
+    proto_pack_kv_str(&pk, "status", o->status);
+    if (o->has_exit_code) {
+        proto_pack_kv_i64(&pk, "exit_code", o->exit_code);
     } else {
         proto_pack_kv_nil(&pk, "exit_code");
     }
-    if (signaled) {
-        proto_pack_kv_i64(&pk, "signal", WTERMSIG(t->wstatus));
+    if (o->has_signal) {
+        proto_pack_kv_i64(&pk, "signal", o->signal);
     } else {
         proto_pack_kv_nil(&pk, "signal");
     }
-    proto_pack_kv_u64(&pk, "wall_ms", wall_ms);
-    proto_pack_kv_u64(&pk, "cpu_ms", cpu_ms);
-    proto_pack_kv_u64(&pk, "mem_peak_bytes", t->have_usage ? t->usage.mem_peak_bytes : 0);
+    proto_pack_kv_u64(&pk, "wall_ms", o->wall_ms);
+    proto_pack_kv_u64(&pk, "cpu_ms", o->cpu_ms);
+    proto_pack_kv_u64(&pk, "mem_peak_bytes", o->mem_peak_bytes);
     proto_pack_kv_u64(&pk, "stdout_bytes", t->out_bytes);
     proto_pack_kv_u64(&pk, "stderr_bytes", t->err_bytes);
     proto_pack_kv_bool(&pk, "truncated", t->cap.tripped);
@@ -433,8 +482,9 @@ static void send_result(struct task *t)
     } else {
         proto_pack_kv_u64(&pk, "seccomp_denials", t->seccomp_denials);
     }
+    egress_pack_result(&pk, t);
     if (is_error) {
-        proto_pack_kv_str(&pk, "error", err_msg(&t->error));
+        proto_pack_kv_str(&pk, "error", o->error);
     }
     conn_send(t->conn, &sb);
     msgpack_sbuffer_destroy(&sb);
@@ -454,14 +504,39 @@ static void detach_conn(struct task *t)
     t->conn = NULL;
 }
 
+/* The task's chain is committed (or the trail cannot be written): answer, then let go. */
+static void task_committed(void *arg, bool committed)
+{
+    struct task *t = arg;
+    struct daemon *d = t->d;
+    if (t->conn) {
+        if (committed) {
+            struct exec_outcome o;
+            outcome_of(t, &o);
+            send_result(t, &o);
+        } else {
+            conn_send_error(t->conn, t->msgid, "internal",
+                            "the audit trail cannot be written: the result is withheld");
+        }
+        detach_conn(t);
+    }
+    d->running_tasks--;
+    task_unref(t);
+    daemon_drain_progress(d);
+}
+
 static void maybe_finish(struct task *t)
 {
+    if (t->exited) {
+        egress_task_end(t); /* the proxy stops with the task, not with its output */
+    }
     if (t->state == TASK_DONE || !t->exited || !t->out_eof || !t->err_eof) {
         if (t->exited && t->state == TASK_RUNNING) {
             t->state = TASK_FINISHING;
         }
         return;
     }
+    bool reaped = t->sb == NULL;
     if (t->sb) {
         snapshot_usage(t);
         sandbox_kill(t->sb);
@@ -470,21 +545,33 @@ static void maybe_finish(struct task *t)
     }
     t->state = TASK_DONE;
     uv_timer_stop(&t->timer);
-    t->d->running_tasks--;
+    if (!t->t_exit_ns) {
+        t->t_exit_ns = now_ns();
+    }
     metrics_task_done(t, task_status(t));
     log_debug("task=%s pool=%s status=%s out=%llu err=%llu", t->id, t->pool->pc->name,
               task_status(t), (unsigned long long)t->out_bytes, (unsigned long long)t->err_bytes);
-    struct conn *c = t->conn;
-    if (c) {
-        send_result(t);
-        detach_conn(t);
+    /* The result is sent only once its chain is committed (task_committed), so a result a
+     * client saw is in the trail even if sbxd is killed right after. The sandbox is dead
+     * already (SIGKILL reached its init): that is recorded before the result. */
+    struct exec_outcome o;
+    outcome_of(t, &o);
+    audit_task_finished(t, &o);
+    if (t->sb_id[0]) {
+        audit_task_destroyed(t, reaped);
     }
+    uint64_t ticket = audit_task_result(t, o.status, NULL, NULL, &o);
+    t->open_handles++; /* the wait holds the task */
     task_release(t);
-    daemon_drain_progress(t->d);
+    audit_when_committed(t->d->audit, ticket, task_committed, t);
 }
 
 void exec_fail(struct task *t, const char *code, const char *message)
 {
+    if (!t->admitted) {
+        audit_task_decision(t->d, t->id, false, code, message);
+    }
+    (void)audit_task_result(t, t->admitted ? "error" : "denied", code, message, NULL);
     if (t->conn) {
         conn_send_error(t->conn, t->msgid, code, message);
         detach_conn(t);
@@ -507,11 +594,28 @@ void exec_kill(struct task *t, enum task_kill why)
     }
 }
 
+void exec_token_kill(struct token_link *l, enum token_state why, void *arg)
+{
+    struct task *t = container_of(l, struct task, tlink);
+    bool revoked = why == TOKEN_REVOKED;
+    (void)arg;
+    if (t->state == TASK_QUEUED) {
+        pool_cancel(t->pool, t);
+        exec_fail(t, "denied",
+                  revoked ? "the token was revoked before the task started"
+                          : "the token expired before the task started");
+        return;
+    }
+    exec_kill(t, revoked ? KILL_TOKEN_REVOKED : KILL_TOKEN_EXPIRED);
+}
+
 void exec_client_gone(struct task *t)
 {
     detach_conn(t);
     if (t->state == TASK_QUEUED) {
         pool_cancel(t->pool, t);
+        (void)audit_task_result(t, "cancelled", NULL,
+                                "the client left before a sandbox was free", NULL);
         t->state = TASK_DONE;
         task_release(t);
         return;
@@ -547,7 +651,8 @@ static void stdin_written(uv_write_t *req, int status)
 
 void exec_stdin(struct task *t, const char *data, size_t len)
 {
-    if (!t->in_open || t->in_eof_requested) {
+    /* A finished task waiting for its audit commit is still the connection's: drop. */
+    if (!t->in_open || t->in_eof_requested || t->state == TASK_DONE) {
         return;
     }
     if (len == 0) {

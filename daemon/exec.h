@@ -9,8 +9,10 @@
 
 #include "cgroup.h"
 #include "ctl.h"
+#include "egress.h"
 #include "err.h"
 #include "outcap.h"
+#include "token.h"
 
 struct daemon;
 struct pool;
@@ -30,6 +32,8 @@ enum task_kill {
     KILL_OUTPUT,
     KILL_CLIENT,   /* the client disconnected */
     KILL_SHUTDOWN, /* the daemon's drain grace ran out */
+    KILL_TOKEN_EXPIRED, /* the capability token it ran under expired: status token_expired */
+    KILL_TOKEN_REVOKED, /* ... or was revoked: status token_revoked */
 };
 
 struct task {
@@ -50,9 +54,12 @@ struct task {
      * without a token). The task owns these strings and fds. */
     char *token_id;             /* the token's public id (never the token itself) */
     char *net_profile;          /* egress profile name, NULL = loopback only */
+    struct egress_session *egress; /* the proxy serving net_profile while it runs (egress.c) */
+    struct egress_stats egress_stats; /* what it did through the proxy, for its result */
     int *mount_fds;             /* detached read-only mounts (open_tree), one per mount_dst */
     char **mount_dst;
     size_t n_mounts;
+    struct token_link tlink;    /* the token's task list (token.c); tlink.tok NULL without */
     /* stdio: child ends are sent to the sandbox, ours are libuv pipes */
     int child_fds[3];
     uv_pipe_t in;
@@ -81,10 +88,32 @@ struct task {
     uint32_t seccomp_denials;   /* CTL_DENIALS_UNKNOWN when not counted */
     struct cgroup_usage usage;  /* last snapshot of the sandbox's cgroup */
     bool have_usage;
+    bool admitted;              /* policy.decision (allowed) is in the audit trail */
+    bool start_audited;         /* task.started is in the audit trail */
     struct task *qnext;         /* pool queue */
     struct task *cprev;         /* connection's task list */
     struct task *cnext;
 };
+
+/* What a finished task came to: computed once for its result and its audit events. */
+struct exec_outcome {
+    const char *status;       /* exited, signaled, timeout, output_limit, oom, error */
+    bool has_exit_code;
+    int exit_code;
+    bool has_signal;
+    int signal;
+    uint64_t wall_ms;
+    uint64_t cpu_ms;
+    uint64_t mem_peak_bytes;
+    const char *error;        /* status "error": why (points into the task), else NULL */
+};
+
+/* Writes a fresh task id (d->instance and a counter) into buf (>= 24 bytes): for
+ * exec_new, and for requests refused before they became a task (their audit chain). */
+void exec_task_id(struct daemon *d, char *buf, size_t size);
+/* Records that the task was admitted (policy.decision, once): rpc.c calls it when the task
+ * was queued, exec_start when it got a sandbox at once. */
+void exec_admit(struct task *t);
 
 /* Builds a task from a validated request (argv/env already packed into hdr and data, which
  * the task takes over). Creates its pipes. Returns 0 or -errno. */
@@ -105,5 +134,9 @@ void exec_stdin(struct task *t, const char *data, size_t len);
 void exec_client_gone(struct task *t);
 /* Kills a running task for the given reason. */
 void exec_kill(struct task *t, enum task_kill why);
+/* token.c's kill callback (token_kill_cb): the token of the task linked by l expired or was
+ * revoked. A running task is killed (status token_expired / token_revoked); a queued one
+ * is refused with error "denied" and freed. */
+void exec_token_kill(struct token_link *l, enum token_state why, void *arg);
 /* The connection's write queue drained: resume reading output. */
 void exec_resume(struct task *t);

@@ -10,6 +10,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -38,11 +39,14 @@
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
 #endif
 
-/* The largest packet we accept: a CTL_TASK, or a CTL_SETUP with the largest filter. */
+/* The largest packet we accept: a CTL_TASK (its header and up to CTL_TASK_DATA_MAX bytes of
+ * strings), or a CTL_SETUP with the largest filter. */
 #define INIT_SETUP_MAX                                                                             \
     (sizeof(struct ctl_setup) + CTL_SECCOMP_MAX_INSNS * sizeof(struct sock_filter))
-#define INIT_BUF_SIZE                                                                              \
-    ((CTL_TASK_DATA_MAX > INIT_SETUP_MAX ? CTL_TASK_DATA_MAX : INIT_SETUP_MAX) + 1)
+#define INIT_TASK_MAX (sizeof(struct ctl_task) + CTL_TASK_DATA_MAX)
+#define INIT_BUF_SIZE ((INIT_TASK_MAX > INIT_SETUP_MAX ? INIT_TASK_MAX : INIT_SETUP_MAX) + 1)
+/* The fds that may come with one packet: a task's stdio and its token mounts. */
+#define INIT_FDS_MAX (3 + CTL_MOUNTS_MAX)
 #define INIT_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 /* Notifications answered per poll round at most: a task that spams denied calls must not
  * keep init from its control socket and from reaping. */
@@ -57,6 +61,7 @@ enum init_task_state { TASK_NONE, TASK_RUNNING, TASK_DONE };
 
 struct init {
     int ctl;
+    int image_fd; /* CTL_SETUP_IMAGE_FD: the image's root until the mounts are built, else -1 */
     int sigfd;
     struct ctl_setup setup;
     struct sock_filter filter[CTL_SECCOMP_MAX_INSNS];
@@ -112,11 +117,11 @@ static ssize_t init_recv(struct init *in, int *fds, size_t nfds, size_t *got)
 {
     union {
         struct cmsghdr hdr;
-        char space[CMSG_SPACE(3 * sizeof(int))];
+        char space[CMSG_SPACE(INIT_FDS_MAX * sizeof(int))];
     } cmsg;
     struct iovec iov = {in->buf, INIT_BUF_SIZE};
     struct msghdr msg;
-    if (nfds > 3) {
+    if (nfds > INIT_FDS_MAX) {
         return -EINVAL;
     }
     memset(&msg, 0, sizeof(msg));
@@ -190,7 +195,8 @@ static bool init_hostname_ok(const char *h)
 /* Receives and checks CTL_SETUP. Returns 0 or -errno with e. */
 static int init_read_setup(struct init *in, struct err *e)
 {
-    ssize_t n = init_recv(in, NULL, 0, NULL);
+    size_t got = 0;
+    ssize_t n = init_recv(in, &in->image_fd, 1, &got);
     if (n == 0) {
         _exit(0);
     }
@@ -209,8 +215,11 @@ static int init_read_setup(struct init *in, struct err *e)
         (size_t)n != sizeof(*s) + s->seccomp_insns * sizeof(struct sock_filter)) {
         return err_setx(e, -EPROTO, "bad setup length for %u seccomp insns", s->seccomp_insns);
     }
-    if (s->flags & ~CTL_SETUP_DEV_SHM) {
+    if (s->flags & ~(CTL_SETUP_DEV_SHM | CTL_SETUP_IMAGE_FD)) {
         return err_setx(e, -EPROTO, "unknown setup flags 0x%x", s->flags);
+    }
+    if (((s->flags & CTL_SETUP_IMAGE_FD) != 0) != (got == 1)) {
+        return err_setx(e, -EPROTO, "image fd and CTL_SETUP_IMAGE_FD disagree");
     }
     /* SECURITY: the task never runs as the namespace's root. */
     if (s->uid == 0 || s->gid == 0 || s->uid == (uint32_t)-1 || s->gid == (uint32_t)-1) {
@@ -222,6 +231,9 @@ static int init_read_setup(struct init *in, struct err *e)
     }
     if (!init_hostname_ok(s->hostname)) {
         return err_setx(e, -EINVAL, "bad hostname");
+    }
+    if (s->proxy_port > 65535) {
+        return err_setx(e, -EINVAL, "bad proxy port %u", s->proxy_port);
     }
     if (!memchr(s->image_root, '\0', sizeof(s->image_root)) || s->image_root[0] != '/') {
         return err_setx(e, -EINVAL, "image root must be an absolute path");
@@ -243,11 +255,68 @@ static int init_lo_up(struct err *e)
     if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
         return err_set(e, -errno, "get lo flags");
     }
+    if (ifr.ifr_flags & IFF_UP) {
+        /* A recycled namespace (netns.c): sbxd brought lo up and owns the namespace, so
+         * this init has no CAP_NET_ADMIN over it, and needs none. */
+        return 0;
+    }
     ifr.ifr_flags |= IFF_UP;
     if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0) {
         return err_set(e, -errno, "bring lo up");
     }
     return 0;
+}
+
+/* The egress proxy's listening socket on 127.0.0.1:port of this network namespace, for
+ * sbxd to serve (docs/EGRESS.md). Returns the fd or -errno. */
+static int init_proxy_listen(uint16_t port, struct err *e)
+{
+    scoped_close int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return err_set(e, -errno, "proxy socket");
+    }
+    /* A recycled namespace may hold the port's TIME_WAIT entries of an earlier proxy. */
+    int one = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_port = htons(port);
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) < 0) {
+        return err_set(e, -errno, "bind proxy 127.0.0.1:%u", port);
+    }
+    if (listen(fd, 64) < 0) {
+        return err_set(e, -errno, "listen proxy");
+    }
+    return take_fd(&fd);
+}
+
+/* Sends an event with one fd attached (SCM_RIGHTS). */
+static void init_send_with_fd(const struct init *in, struct ctl_event *ev, int fd)
+{
+    union {
+        struct cmsghdr hdr;
+        char space[CMSG_SPACE(sizeof(int))];
+    } cmsg;
+    struct iovec iov = {ev, sizeof(*ev)};
+    struct msghdr msg;
+    ev->magic = CTL_MAGIC;
+    memset(&msg, 0, sizeof(msg));
+    memset(&cmsg, 0, sizeof(cmsg));
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cmsg.space;
+    msg.msg_controllen = sizeof(cmsg.space);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    ssize_t n = RETRY_EINTR(sendmsg(in->ctl, &msg, MSG_NOSIGNAL));
+    if (n != (ssize_t)sizeof(*ev)) {
+        _exit(1);
+    }
 }
 
 /* Points fds 0-2 at the sandbox's /dev/null: the old ones are on the host's /dev, and
@@ -284,6 +353,7 @@ static void init_setup(struct init *in)
         const struct ctl_setup *s = &in->setup;
         struct mount_config mc = {
             .image_root = s->image_root,
+            .image_fd = in->image_fd,
             .hostname = s->hostname,
             .uid = s->uid,
             .gid = s->gid,
@@ -291,6 +361,7 @@ static void init_setup(struct init *in)
             .shm_size = (s->flags & CTL_SETUP_DEV_SHM) ? s->shm_size : 0,
         };
         r = mount_setup(&mc, &e);
+        in->image_fd = fd_close(in->image_fd);
         if (r == 0) {
             r = init_reopen_null(&e);
         }
@@ -305,6 +376,11 @@ static void init_setup(struct init *in)
         stage = CTL_STAGE_NETWORK;
         r = init_lo_up(&e);
     }
+    int proxy = -1;
+    if (r == 0 && in->setup.proxy_port != 0) {
+        proxy = init_proxy_listen((uint16_t)in->setup.proxy_port, &e);
+        r = proxy < 0 ? proxy : 0;
+    }
     if (r < 0) {
         init_send_failure(in, CTL_SETUP_FAILED, stage, r, err_msg(&e));
         _exit(1);
@@ -312,6 +388,12 @@ static void init_setup(struct init *in)
     struct ctl_event ev;
     memset(&ev, 0, sizeof(ev));
     ev.type = CTL_READY;
+    if (proxy >= 0) {
+        /* sbxd holds the only copy from here: init never accepts on it. */
+        init_send_with_fd(in, &ev, proxy);
+        (void)fd_close(proxy);
+        return;
+    }
     init_send(in, &ev);
 }
 
@@ -545,6 +627,15 @@ static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***
     if (t->nofile == 0) {
         return err_setx(e, -EPROTO, "bad task nofile");
     }
+    if (t->n_mounts > CTL_MOUNTS_MAX ||
+        (t->n_mounts < 32 && (t->mount_files >> t->n_mounts) != 0)) {
+        return err_setx(e, -EPROTO, "bad task mounts");
+    }
+    for (uint32_t i = 0; i < t->n_mounts; i++) {
+        if (!memchr(t->mount_dst[i], '\0', sizeof(t->mount_dst[i]))) {
+            return err_setx(e, -EPROTO, "mount destination %u not terminated", i);
+        }
+    }
     char *data = in->buf + sizeof(*t);
     char **ptrs = calloc((size_t)t->argc + t->envc + 2, sizeof(char *));
     if (!ptrs) {
@@ -573,31 +664,48 @@ static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***
 static void init_start_task(struct init *in)
 {
     struct err e = ERR_INIT;
-    int fds[3] = {-1, -1, -1};
+    int fds[INIT_FDS_MAX];
     size_t got = 0;
     char **argv = NULL;
     char **envp = NULL;
 
+    for (size_t i = 0; i < INIT_FDS_MAX; i++) {
+        fds[i] = -1;
+    }
     in->state = TASK_DONE; /* one task per sandbox, whatever happens below */
-    ssize_t n = init_recv(in, fds, 3, &got);
+    ssize_t n = init_recv(in, fds, INIT_FDS_MAX, &got);
     if (n == 0) {
         _exit(0);
     }
     int r = n < 0 ? err_set(&e, (int)n, "receive task") : 0;
-    if (r == 0 && got != 3) {
-        r = err_setx(&e, -EPROTO, "task needs 3 fds, got %zu", got);
-    }
     if (r == 0) {
         r = init_parse_task(in, (size_t)n, &argv, &envp, &e);
+    }
+    const struct ctl_task *t = (const struct ctl_task *)in->buf;
+    if (r == 0 && got != 3 + (size_t)t->n_mounts) {
+        free(argv);
+        r = err_setx(&e, -EPROTO, "task needs %u fds, got %zu", 3 + t->n_mounts, got);
+    }
+    uint32_t stage = CTL_STAGE_PROTOCOL;
+    if (r == 0 && t->n_mounts > 0) {
+        /* The token's mounts, before the fork: the task finds them in place. */
+        stage = CTL_STAGE_TASK_MOUNT;
+        r = mount_task_mounts(fds + 3, t->n_mounts, t->mount_dst, t->mount_files, &e);
+        if (r < 0) {
+            free(argv);
+        }
+    }
+    /* The mounts are attached (or refused): init keeps no handle on them. */
+    for (size_t i = 3; i < got; i++) {
+        fds[i] = fd_close(fds[i]);
     }
     if (r < 0) {
         for (size_t i = 0; i < got; i++) {
             fds[i] = fd_close(fds[i]);
         }
-        init_send_failure(in, CTL_EXEC_FAILED, CTL_STAGE_PROTOCOL, r, err_msg(&e));
+        init_send_failure(in, CTL_EXEC_FAILED, stage, r, err_msg(&e));
         return;
     }
-    const struct ctl_task *t = (const struct ctl_task *)in->buf;
     (void)str_copy(in->argv0, argv[0], sizeof(in->argv0));
     (void)str_copy(in->cwd, t->cwd, sizeof(in->cwd));
 
@@ -945,6 +1053,7 @@ int main(void)
     /* Neither the task nor anything else in the sandbox may ptrace or peek into init. */
     (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     in.ctl = CTL_FD;
+    in.image_fd = -1;
     in.report = -1;
     in.listener = -1;
     if (init_notif_buffers(&in) < 0) {

@@ -14,15 +14,24 @@
 #include <uv.h>
 
 #include "alloc.h"
+#include "audit.h"
 #include "cgroup.h"
 #include "config.h"
 #include "daemon.h"
+#include "egress.h"
 #include "exec.h"
+#include "http.h"
+#include "image.h"
 #include "log.h"
+#include "netns.h"
+#include "metrics.h"
 #include "pool.h"
+#include "reaper.h"
+#include "scrub.h"
 #include "seccomp.h"
 #include "server.h"
 #include "signals.h"
+#include "token.h"
 #include "util.h"
 
 struct pool *daemon_find_pool(struct daemon *d, const char *name)
@@ -74,9 +83,20 @@ static void finish_shutdown(struct daemon *d)
         server_close(d->admin);
         d->admin = NULL;
     }
+    if (d->http) {
+        http_server_close(d->http);
+        d->http = NULL;
+    }
     for (size_t i = 0; i < d->n_pools; i++) {
         pool_close(d->pools[i]);
     }
+    reaper_stop(d);
+    /* Token expiry keeps killing tasks during the drain; it stops with the last of them. */
+    token_store_shutdown(d->tokens);
+    /* Written by audit_close, after the loop, with whatever else is still queued. */
+    audit_event(d->audit, "daemon.stop", NULL, "pid", AUDIT_I64, (int64_t)getpid(), "reason",
+                AUDIT_ID, d->killing ? "drained, remaining tasks killed" : "drained", NULL);
+    audit_shutdown(d->audit);
     log_info("msg=\"drained, every sandbox removed\"");
 }
 
@@ -91,7 +111,8 @@ void daemon_drain_progress(struct daemon *d)
             pool_drain(d->pools[i]);
         }
     }
-    if (d->running_tasks == 0 && d->live_sandboxes == 0) {
+    /* Tasks end when their audit chains are committed; other events must be too. */
+    if (d->running_tasks == 0 && d->live_sandboxes == 0 && audit_idle(d->audit)) {
         d->drain_done = true;
         finish_shutdown(d);
     }
@@ -103,6 +124,7 @@ static void drain_timeout(uv_timer_t *h)
     log_warn("running=%u msg=\"drain grace over, killing the remaining tasks\"",
              d->running_tasks);
     d->killing = true;
+    audit_give_up_if_failing(d->audit);
     if (d->agents) {
         server_kill_tasks(d->agents, KILL_SHUTDOWN);
     }
@@ -121,6 +143,7 @@ void daemon_shutdown(struct daemon *d)
         return;
     }
     d->draining = true;
+    image_cancel_all(d);
     if (d->agents) {
         server_stop_listening(d->agents);
     }
@@ -134,14 +157,66 @@ void daemon_shutdown(struct daemon *d)
     daemon_drain_progress(d);
 }
 
+/* Writer thread: metrics.c's audit functions are safe from any thread. */
+static void audit_batch_metrics(void *arg, double seconds, uint64_t queued)
+{
+    metrics_audit_batch(arg, seconds);
+    metrics_audit_queue_depth(arg, queued);
+}
+
+static void audit_idle_cb(void *arg)
+{
+    daemon_drain_progress(arg);
+}
+
+/* The audit trail: opened before the pools fill, so that tasks the previous sbxd left in
+ * flight are marked abandoned before daemon.start (which marks where this run begins).
+ * Start-up only. Returns 0 or -errno. */
+static int audit_setup(struct daemon *d, struct err *e)
+{
+    const struct config *cfg = d->cfg;
+    struct audit_options ao = {
+        .enabled = cfg->audit_enabled,
+        .max_age_ns = cfg->audit_max_age_ns,
+        .max_rows = cfg->audit_max_rows,
+    };
+    scoped_free char *path = xasprintf("%s/%s", cfg->state_dir, AUDIT_DB_NAME);
+    int r = audit_open(d->loop, path, &ao, d->scrub, &d->audit, e);
+    if (r < 0) {
+        return r;
+    }
+    if (!cfg->audit_enabled) {
+        log_warn("msg=\"the audit trail is disabled (audit.enabled: false): nothing is "
+                 "recorded; for benchmarks only\"");
+    }
+    struct err e2 = ERR_INIT;
+    if (reaper_mark_abandoned(d, &e2) < 0) {
+        log_error("msg=\"cannot look for abandoned tasks in the audit trail, going on\" "
+                  "detail=\"%s\"",
+                  err_msg(&e2));
+    }
+    char instance[16];
+    (void)snprintf(instance, sizeof(instance), "%08x", d->instance);
+    audit_event(d->audit, "daemon.start", NULL, "pid", AUDIT_I64, (int64_t)getpid(), "instance",
+                AUDIT_ID, instance, "state_dir", AUDIT_STR, cfg->state_dir, "pools", AUDIT_U64,
+                (uint64_t)cfg->n_pools, "reaped_cgroups", AUDIT_U64, reaper_startup_cgroups(d),
+                "reaped_processes", AUDIT_U64, reaper_startup_processes(d), "abandoned_tasks",
+                AUDIT_U64, reaper_abandoned_tasks(d), NULL);
+    audit_set_idle_cb(d->audit, audit_idle_cb, d);
+    return audit_start(d->audit, e);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
             "usage: sbxd [--config FILE] [--socket PATH] [--admin-socket PATH]\n"
             "            [--state-dir DIR] [--metrics ADDR:PORT] [--log-level LEVEL]\n"
-            "            [--check-config]\n"
+            "            [--check-config] [--require-images] [--image-hash DIR]\n"
+            "            [--mount-root DIR]...\n"
             "Runs tasks in fresh sandboxes from warm pools. With no --config, the embedded\n"
-            "default (deploy/sbxd.yaml and pools/*.yaml) is used.\n");
+            "default (deploy/sbxd.yaml and pools/*.yaml) is used. --require-images makes a\n"
+            "pool image that was never built an error; --image-hash prints the manifest\n"
+            "lines of an image tree (docs/IMAGES.md).\n");
 }
 
 static void replace(char **field, const char *value)
@@ -189,6 +264,103 @@ static int make_parent_dir(const char *path)
     return make_dir(dir, 0755);
 }
 
+/* Adds the real path of path (or of its directory, when dir_of) to v; a path that does not
+ * exist is kept as written. */
+static void forbid(char ***v, size_t *n, const char *path, bool dir_of)
+{
+    char real[PATH_MAX];
+    scoped_free char *p = xstrdup(path);
+    if (dir_of) {
+        char *slash = strrchr(p, '/');
+        if (slash == p) {
+            slash[1] = '\0';
+        } else if (slash) {
+            *slash = '\0';
+        } else {
+            free(p);
+            p = xstrdup(".");
+        }
+    }
+    *v = xrealloc(*v, (*n + 1) * sizeof(char *));
+    (*v)[(*n)++] = xstrdup(realpath(p, real) ? real : p);
+}
+
+static void strv_freep(char ***v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        free((*v)[i]);
+    }
+    free(*v);
+    *v = NULL;
+}
+
+/* token.c: a token reached its expiry (its tasks were told to die). */
+static void token_expired(const char *id, size_t killed, void *arg)
+{
+    struct daemon *d = arg;
+    (void)audit_event(d->audit, "token.expire", NULL, "token_id", AUDIT_ID, id, "killed", AUDIT_U64,
+                      (uint64_t)killed, NULL);
+}
+
+/* Opens the token store under the configured policy: mount roots as real directories, and
+ * never the state dir, the sockets' directories or an egress credential file. */
+static int tokens_open(struct daemon *d, struct err *e)
+{
+    const struct config *cfg = d->cfg;
+    char **roots = NULL, **forbidden = NULL;
+    const char **profiles = xcalloc(cfg->n_egress_profiles + 1, sizeof(char *));
+    size_t n_roots = 0, n_forbidden = 0;
+    int r = 0;
+    for (size_t i = 0; i < cfg->n_token_mount_roots && r == 0; i++) {
+        char real[PATH_MAX];
+        struct stat st;
+        if (!realpath(cfg->token_mount_roots[i], real) || stat(real, &st) < 0) {
+            r = err_set(e, -errno, "mount root '%s'", cfg->token_mount_roots[i]);
+        } else if (!S_ISDIR(st.st_mode)) {
+            r = err_setx(e, -ENOTDIR, "mount root '%s' is not a directory",
+                         cfg->token_mount_roots[i]);
+        } else {
+            roots = xrealloc(roots, (n_roots + 1) * sizeof(char *));
+            roots[n_roots++] = xstrdup(real);
+        }
+    }
+    forbid(&forbidden, &n_forbidden, cfg->state_dir, false);
+    forbid(&forbidden, &n_forbidden, cfg->socket_path, true);
+    forbid(&forbidden, &n_forbidden, cfg->admin_socket_path, true);
+    for (size_t i = 0; i < cfg->n_egress_profiles; i++) {
+        const struct egress_profile_config *p = &cfg->egress_profiles[i];
+        profiles[i] = p->name;
+        for (size_t j = 0; j < p->n_routes; j++) {
+            if (p->routes[j].credential_file) {
+                forbid(&forbidden, &n_forbidden, p->routes[j].credential_file, false);
+            }
+        }
+    }
+    if (r == 0) {
+        struct token_policy pol = {
+            .mount_roots = (const char *const *)roots,
+            .n_mount_roots = n_roots,
+            .forbidden = (const char *const *)forbidden,
+            .n_forbidden = n_forbidden,
+            .net_profiles = profiles,
+            .n_net_profiles = cfg->n_egress_profiles,
+            .max_ttl_ns = cfg->token_max_ttl_ns,
+            .default_ttl_ns = cfg->token_default_ttl_ns,
+            .max_tokens = cfg->token_max_tokens,
+        };
+        struct token_hooks hooks = {.kill = exec_token_kill, .expired = token_expired, .arg = d};
+        r = token_store_open(d->loop, cfg->state_dir, &pol, &hooks, d->scrub, &d->tokens, e);
+    }
+    if (r == 0) {
+        log_info("tokens=%zu mount_roots=%zu msg=\"token store open\"", token_count(d->tokens),
+                 n_roots);
+    }
+    strv_freep(&roots, n_roots);
+    strv_freep(&forbidden, n_forbidden);
+    free(profiles);
+    return r;
+}
+
 /* The cgroup subtree name: the configured name plus a hash of the state dir, so daemons
  * with different state dirs never share a subtree, and a restarted one finds its own. */
 static char *subtree_name(const struct config *c)
@@ -212,12 +384,18 @@ int main(int argc, char **argv)
         {"metrics", required_argument, NULL, 'm'},
         {"log-level", required_argument, NULL, 'l'},
         {"check-config", no_argument, NULL, 'C'},
+        {"require-images", no_argument, NULL, 'R'},
+        {"mount-root", required_argument, NULL, 'M'},
+        {"image-hash", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *config_path = NULL, *sock = NULL, *admin = NULL, *state = NULL, *metrics = NULL,
                *level = NULL;
-    bool check_only = false;
+    bool check_only = false, require_images = false;
+    const char *image_hash = NULL;
+    const char *mount_roots[64];
+    size_t n_mount_roots = 0;
     int o;
     while ((o = getopt_long(argc, argv, "c:s:a:d:m:l:Ch", opts, NULL)) != -1) {
         switch (o) {
@@ -242,6 +420,18 @@ int main(int argc, char **argv)
         case 'C':
             check_only = true;
             break;
+        case 'R':
+            require_images = true;
+            break;
+        case 'M':
+            if (n_mount_roots < ARRAY_SIZE(mount_roots)) {
+                mount_roots[n_mount_roots] = optarg;
+            }
+            n_mount_roots++;
+            break;
+        case 'H':
+            image_hash = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -253,6 +443,9 @@ int main(int argc, char **argv)
     if (optind != argc) {
         usage(stderr);
         return 64;
+    }
+    if (image_hash) {
+        return image_hash_main(image_hash);
     }
 
     struct err e = ERR_INIT;
@@ -272,6 +465,19 @@ int main(int argc, char **argv)
     }
     if (metrics) {
         replace(&cfg->metrics_addr, metrics);
+    }
+    if (n_mount_roots > ARRAY_SIZE(mount_roots)) {
+        fprintf(stderr, "sbxd: at most %zu --mount-root\n", ARRAY_SIZE(mount_roots));
+        return 64;
+    }
+    for (size_t i = 0; i < n_mount_roots; i++) {
+        if (mount_roots[i][0] != '/') {
+            fprintf(stderr, "sbxd: --mount-root '%s' must be an absolute path\n", mount_roots[i]);
+            return 64;
+        }
+        cfg->token_mount_roots =
+            xrealloc(cfg->token_mount_roots, (cfg->n_token_mount_roots + 1) * sizeof(char *));
+        cfg->token_mount_roots[cfg->n_token_mount_roots++] = xstrdup(mount_roots[i]);
     }
     if (level && log_parse_level(level, &cfg->log_level) < 0) {
         fprintf(stderr, "sbxd: --log-level must be error, warn, info or debug\n");
@@ -296,6 +502,15 @@ int main(int argc, char **argv)
         }
     }
     if (check_only) {
+        struct egress *g = NULL; /* credential files are checked too */
+        int gr = egress_new(cfg, NULL, &g, &e);
+        g = egress_free(g);
+        if (gr < 0) {
+            fprintf(stderr, "sbxd: %s\n", err_msg(&e));
+            seccomp_set_free(sc);
+            config_free(cfg);
+            return 78;
+        }
         printf("%s: ok (%zu pools)\n", cfg->source, cfg->n_pools);
         seccomp_set_free(sc);
         config_free(cfg);
@@ -315,6 +530,14 @@ int main(int argc, char **argv)
     int r = make_dir(cfg->state_dir, 0700);
     if (r < 0) {
         fprintf(stderr, "sbxd: state dir '%s': %s\n", cfg->state_dir, strerror(-r));
+        return 73;
+    }
+    /* Before anything else touches the state dir or our cgroup subtree. */
+    if (reaper_lock(d, &e) < 0) {
+        fprintf(stderr, "sbxd: %s\n", err_msg(&e));
+        d->reaper = reaper_free(d->reaper);
+        seccomp_set_free(sc);
+        config_free(cfg);
         return 73;
     }
     (void)make_parent_dir(cfg->socket_path);
@@ -338,6 +561,16 @@ int main(int argc, char **argv)
         cgroup_root_free(d->cg_root);
         return 71;
     }
+    /* Network namespaces are recycled (netns.c): enough to cover every pool at its max. */
+    uint32_t netns_keep = cfg->refill_parallelism;
+    for (size_t i = 0; i < cfg->n_pools; i++) {
+        netns_keep += cfg->pools[i].max;
+    }
+    (void)netns_pool_new(netns_keep, &d->netns, &e);
+    /* What a previous sbxd with this state dir left, before any pool fills. */
+    if (reaper_startup(d, &e) < 0) {
+        log_error("msg=\"cannot reap our cgroup subtree, going on\" detail=\"%s\"", err_msg(&e));
+    }
     /* Worker threads create and remove sandboxes; a few more than the refill bound keep
      * removals from waiting behind creations. */
     char nthreads[16];
@@ -348,11 +581,39 @@ int main(int argc, char **argv)
     d->loop->data = d;
     uv_timer_init(d->loop, &d->drain_timer);
     d->drain_timer.data = d;
+    d->scrub = scrub_new();
+    if (audit_setup(d, &e) < 0) {
+        fprintf(stderr, "sbxd: %s\n", err_msg(&e));
+        d->cg_root = cgroup_root_free(d->cg_root);
+        return 73;
+    }
     d->pools = xcalloc(cfg->n_pools, sizeof(*d->pools));
     for (size_t i = 0; i < cfg->n_pools; i++) {
         (void)pool_new(d, &cfg->pools[i], &d->pools[i], &e);
         (void)seccomp_set_get(sc, cfg->pools[i].seccomp, &d->pools[i]->bpf, &d->pools[i]->bpf_n);
         d->n_pools++;
+    }
+    /* Pool images: built ones are verified in the background before their pools fill. */
+    struct image *images = NULL;
+    if (image_setup(d, require_images, &images, &e) < 0) {
+        fprintf(stderr, "sbxd: %s\n", err_msg(&e));
+        d->cg_root = cgroup_root_free(d->cg_root);
+        return 78;
+    }
+    if (metrics_new(d, &d->metrics, &e) < 0) {
+        fprintf(stderr, "sbxd: metrics: %s\n", err_msg(&e));
+        return 70;
+    }
+    audit_set_batch_hook(d->audit, audit_batch_metrics, d->metrics);
+    if (egress_new(cfg, d->scrub, &d->egress, &e) < 0) {
+        fprintf(stderr, "sbxd: %s\n", err_msg(&e));
+        d->cg_root = cgroup_root_free(d->cg_root);
+        return 78;
+    }
+    if (tokens_open(d, &e) < 0) {
+        fprintf(stderr, "sbxd: tokens: %s\n", err_msg(&e));
+        d->cg_root = cgroup_root_free(d->cg_root);
+        return 78;
     }
     r = server_new(d, SERVER_AGENTS, cfg->socket_path, 0660, &d->agents, &e);
     if (r == 0) {
@@ -362,10 +623,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
         return 73;
     }
+    if (*cfg->metrics_addr) {
+        r = http_server_new(d->loop, cfg->metrics_addr, metrics_http, d, &d->http, &e);
+        if (r < 0) {
+            fprintf(stderr, "sbxd: metrics: %s\n", err_msg(&e));
+            server_stop_listening(d->agents);
+            server_stop_listening(d->admin);
+            d->cg_root = cgroup_root_free(d->cg_root);
+            return 73;
+        }
+        log_info("metrics=%s msg=\"serving /metrics and /healthz\"", cfg->metrics_addr);
+    }
     signals_start(d);
     log_info("pid=%d socket=%s admin_socket=%s state_dir=%s pools=%zu cgroup=\"%s\" msg=\"ready\"",
              (int)getpid(), cfg->socket_path, cfg->admin_socket_path, cfg->state_dir,
              cfg->n_pools, cgroup_root_describe(d->cg_root));
+    reaper_start(d);
     daemon_refill(d);
 
     uv_run(d->loop, UV_RUN_DEFAULT);
@@ -374,11 +647,20 @@ int main(int argc, char **argv)
     if (r < 0) {
         log_warn("msg=\"loop closed with handles still open\"");
     }
+    d->netns = netns_pool_free(d->netns);
     d->cg_root = cgroup_root_free(d->cg_root);
     for (size_t i = 0; i < d->n_pools; i++) {
         d->pools[i] = NULL;
     }
     free(d->pools);
+    images = image_list_free(images);
+    d->tokens = token_store_free(d->tokens);
+    d->egress = egress_free(d->egress);
+    /* Writes what is still queued (daemon.stop); before metrics, which its hook feeds. */
+    d->audit = audit_close(d->audit);
+    d->metrics = metrics_free(d->metrics);
+    d->reaper = reaper_free(d->reaper);
+    d->scrub = scrub_free(d->scrub);
     free(d->init_path);
     seccomp_set_free(sc);
     config_free(cfg);

@@ -5,6 +5,7 @@
  * or expose anything of the host beyond the image and six device nodes. */
 #include "mount.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "sys.h"
@@ -20,6 +22,9 @@
 /* Where the new root is assembled. The host's /tmp is hidden only in this namespace, and
  * every image path is reached through an fd opened before, so an image under /tmp works. */
 #define STAGE "/tmp"
+/* Where a built image's tree is attached while its parts are cloned; removed before
+ * pivot_root. */
+#define IMAGE_STAGE STAGE "/.image"
 
 #define ATTR_IMAGE (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
 #define ATTR_PROC_RO (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC)
@@ -28,6 +33,9 @@
 static const char *const mount_lib_dirs[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 static const char *const mount_etc_files[] = {
     "etc/ld.so.cache", "etc/ld.so.conf", "etc/ld.so.conf.d", "etc/alternatives", "etc/localtime"};
+/* What init writes itself into every sandbox's /etc; a built image brings the rest. */
+static const char *const mount_etc_generated[] = {"passwd", "group", "hosts", "nsswitch.conf",
+                                                  "hostname"};
 static const char *const mount_dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
 static const char *const mount_proc_ro[] = {"sys", "sysrq-trigger", "irq", "bus"};
 
@@ -141,6 +149,53 @@ static int mount_tmpfs(const char *path, unsigned long flags, const char *mode, 
     return 0;
 }
 
+static void mount_closedirp(DIR **d)
+{
+    if (*d) {
+        (void)closedir(*d);
+    }
+}
+
+/* A built image's own /etc (its loader cache, alternatives, CA certificates, the config of
+ * its tools), each entry a read-only clone, but for the files init generates. The host's
+ * /etc is never taken whole: it holds the host's secrets. */
+static int mount_image_etc(int imgfd, struct err *e)
+{
+    int fd = sys_openat2(imgfd, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0,
+                         RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+    if (fd == -ENOENT) {
+        return 0;
+    }
+    if (fd < 0) {
+        return err_set(e, fd, "image etc");
+    }
+    scoped(mount_closedirp) DIR *dir = fdopendir(fd);
+    if (!dir) {
+        int r = -errno;
+        (void)fd_close(fd);
+        return err_set(e, r, "image etc");
+    }
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        char rel[128];
+        bool skip = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+        for (size_t i = 0; i < ARRAY_SIZE(mount_etc_generated) && !skip; i++) {
+            skip = strcmp(de->d_name, mount_etc_generated[i]) == 0;
+        }
+        if (skip) {
+            continue;
+        }
+        if ((size_t)snprintf(rel, sizeof(rel), "etc/%s", de->d_name) >= sizeof(rel)) {
+            return err_setx(e, -ENAMETOOLONG, "image etc/%.32s...: name too long", de->d_name);
+        }
+        int r = mount_import(imgfd, rel, rel, true, e);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
 static int mount_etc(int imgfd, const struct mount_config *cfg, struct err *e)
 {
     char buf[1024];
@@ -182,6 +237,9 @@ static int mount_etc(int imgfd, const struct mount_config *cfg, struct err *e)
     r = mount_write_file(STAGE "/etc/hostname", buf, e);
     if (r < 0) {
         return r;
+    }
+    if (cfg->image_fd >= 0 || strcmp(cfg->image_root, "/") != 0) {
+        return mount_image_etc(imgfd, e);
     }
     /* The loader's cache and the alternatives links: without them many tools break. */
     for (size_t i = 0; i < ARRAY_SIZE(mount_etc_files); i++) {
@@ -316,14 +374,36 @@ static int mount_pivot(struct err *e)
     return 0;
 }
 
+/* Attaches sbxd's detached tree of the image at IMAGE_STAGE, where clones of its parts can
+ * be made (open_tree clones only mounts of our own namespace), and opens it as *ret. */
+static int mount_attach_image(const struct mount_config *cfg, int *ret, struct err *e)
+{
+    if (mkdir(IMAGE_STAGE, 0700) < 0) {
+        return err_set(e, -errno, "mkdir %s", IMAGE_STAGE);
+    }
+    int r = sys_move_mount(cfg->image_fd, "", AT_FDCWD, IMAGE_STAGE, MOVE_MOUNT_F_EMPTY_PATH);
+    if (r < 0) {
+        return err_set(e, r, "attach image '%s'", cfg->image_root);
+    }
+    *ret = open(IMAGE_STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (*ret < 0) {
+        return err_set(e, -errno, "open %s", IMAGE_STAGE);
+    }
+    return 0;
+}
+
 static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e)
 {
     int r;
 
-    /* Opened before anything is mounted over STAGE, which may contain the image. */
-    scoped_close int imgfd = open(cfg->image_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (imgfd < 0) {
-        return err_set(e, -errno, "image root '%s'", cfg->image_root);
+    /* Opened before anything is mounted over STAGE, which may contain the image. A built
+     * image comes from sbxd as a detached tree instead, attached below. */
+    scoped_close int imgfd = -1;
+    if (cfg->image_fd < 0) {
+        imgfd = open(cfg->image_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (imgfd < 0) {
+            return err_set(e, -errno, "image root '%s'", cfg->image_root);
+        }
     }
     /* SECURITY: without a user namespace our copies of the host's mounts are still in its
      * peer groups; nothing mounted below may propagate back. */
@@ -338,6 +418,12 @@ static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e
     if (r < 0) {
         return err_prefix(e, r, "new root");
     }
+    if (cfg->image_fd >= 0) {
+        r = mount_attach_image(cfg, &imgfd, e);
+        if (r < 0) {
+            return r;
+        }
+    }
     r = mount_import(imgfd, "usr", "usr", true, e);
     if (r < 0) {
         return r;
@@ -351,6 +437,13 @@ static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e
     r = mount_etc(imgfd, cfg, e);
     if (r < 0) {
         return r;
+    }
+    if (cfg->image_fd >= 0) {
+        /* Everything needed is cloned from it: the image's own tree goes again. */
+        imgfd = fd_close(imgfd);
+        if (umount2(IMAGE_STAGE, MNT_DETACH) < 0 || rmdir(IMAGE_STAGE) < 0) {
+            return err_set(e, -errno, "detach the image from %s", IMAGE_STAGE);
+        }
     }
     if (mkdir(STAGE "/tmp", 01777) < 0) {
         return err_set(e, -errno, "mkdir /tmp");
@@ -385,6 +478,149 @@ int mount_setup(const struct mount_config *cfg, struct err *e)
     (void)umask(old);
     for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
         nodes[i] = fd_close(nodes[i]);
+    }
+    return r;
+}
+
+/* ---- Token mounts, per task (the hot path: no namespace, no new filesystem) ---- */
+
+/* COMPAT(glibc < 2.36): the new mount API's flags come with <linux/mount.h> only. */
+#ifndef MOVE_MOUNT_T_EMPTY_PATH
+#define MOVE_MOUNT_T_EMPTY_PATH 0x00000040 /* linux 5.2 */
+#endif
+
+/* Whether b is a or lies below it (both normalized absolute paths). */
+static bool mount_path_within(const char *b, const char *a)
+{
+    size_t n = strlen(a);
+    return strncmp(a, b, n) == 0 && (b[n] == '\0' || b[n] == '/');
+}
+
+/* Opens (O_PATH) the mount point dst, creating its missing directories (0755, owned by the
+ * namespace's root) and, for a file mount, the empty file. Components are opened one by
+ * one with O_NOFOLLOW from "/", so no symlink is followed. Returns the fd or -errno. */
+static int mount_point_open(const char *dst, bool file, struct err *e)
+{
+    char comp[CTL_PATH_MAX];
+    scoped_close int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) {
+        return err_set(e, -errno, "open /");
+    }
+    for (const char *p = dst + 1;;) {
+        const char *slash = strchr(p, '/');
+        size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        bool last = slash == NULL;
+        memcpy(comp, p, n);
+        comp[n] = '\0';
+        int fd;
+        if (last && file) {
+            fd = openat(dir, comp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd >= 0 || errno == EEXIST) {
+                (void)fd_close(fd);
+                fd = openat(dir, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+            }
+        } else {
+            fd = openat(dir, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0 && errno == ENOENT) {
+                if (mkdirat(dir, comp, 0755) < 0 && errno != EEXIST) {
+                    return err_set(e, -errno, "mkdir for mount point %s", dst);
+                }
+                fd = openat(dir, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            }
+        }
+        if (fd < 0) {
+            return err_set(e, -errno, "mount point %s", dst);
+        }
+        if (last) {
+            return fd;
+        }
+        dir = fd_close(dir);
+        dir = fd;
+        p = slash + 1;
+    }
+}
+
+/* Checks what sbxd sent before anything is changed: the paths, their overlap, and that
+ * every tree is what it claims and is read-only, nosuid and nodev. */
+static int mount_task_check(const int *fds, size_t n, const char (*dst)[CTL_PATH_MAX],
+                            uint32_t files, struct err *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *why = ctl_mount_dst_check(dst[i]);
+        if (why) {
+            return err_setx(e, -EINVAL, "mount destination %.64s: %s", dst[i], why);
+        }
+        for (size_t j = 0; j < i; j++) {
+            if (mount_path_within(dst[i], dst[j]) || mount_path_within(dst[j], dst[i])) {
+                return err_setx(e, -EINVAL, "mount destinations %.64s and %.64s overlap", dst[j],
+                                dst[i]);
+            }
+        }
+        struct stat st;
+        struct statvfs sv;
+        if (fstat(fds[i], &st) < 0 || fstatvfs(fds[i], &sv) < 0) {
+            return err_set(e, -errno, "mount for %s", dst[i]);
+        }
+        bool file = (files >> i) & 1u;
+        if (file ? !S_ISREG(st.st_mode) : !S_ISDIR(st.st_mode)) {
+            return err_setx(e, -EINVAL, "mount for %.64s is not a %s", dst[i],
+                            file ? "regular file" : "directory");
+        }
+        /* SECURITY: the task may only ever read through these mounts. */
+        unsigned long need = ST_RDONLY | ST_NOSUID | ST_NODEV;
+        if ((sv.f_flag & need) != need) {
+            return err_setx(e, -EPERM, "mount for %.64s is not read-only, nosuid and nodev",
+                            dst[i]);
+        }
+    }
+    return 0;
+}
+
+int mount_task_mounts(const int *fds, size_t n, const char (*dst)[CTL_PATH_MAX], uint32_t files,
+                      struct err *e)
+{
+    if (n == 0) {
+        return 0;
+    }
+    if (n > CTL_MOUNTS_MAX) {
+        return err_setx(e, -EINVAL, "%zu mounts (at most %d)", n, CTL_MOUNTS_MAX);
+    }
+    int r = mount_task_check(fds, n, dst, files, e);
+    if (r < 0) {
+        return r;
+    }
+    /* Below /tmp (a writable tmpfs) the mount point can be made as is; anywhere else the
+     * read-only root must be writable for a moment. Nothing but init runs here yet. */
+    bool root_rw = false;
+    for (size_t i = 0; i < n; i++) {
+        root_rw = root_rw || !mount_path_within(dst[i], "/tmp");
+    }
+    if (root_rw) {
+        r = sys_mount_setattr(AT_FDCWD, "/", 0, 0, MOUNT_ATTR_RDONLY);
+        if (r < 0) {
+            return err_set(e, r, "make / writable for mount points");
+        }
+    }
+    for (size_t i = 0; i < n && r == 0; i++) {
+        int pt = mount_point_open(dst[i], (files >> i) & 1u, e);
+        if (pt < 0) {
+            r = pt;
+            break;
+        }
+        /* A detached tree from sbxd's namespace may be attached in ours: the kernel lets
+         * move_mount take the root of an anonymous mount namespace into the caller's. */
+        r = sys_move_mount(fds[i], "", pt, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+        (void)fd_close(pt);
+        if (r < 0) {
+            r = err_set(e, r, "move_mount onto %s", dst[i]);
+        }
+    }
+    if (root_rw) {
+        /* SECURITY: the task never sees a writable root. */
+        int r2 = sys_mount_setattr(AT_FDCWD, "/", 0, MOUNT_ATTR_RDONLY, 0);
+        if (r2 < 0) {
+            return err_set(e, r2, "read-only root after mount points");
+        }
     }
     return r;
 }

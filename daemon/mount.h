@@ -3,12 +3,17 @@
 /* The sandbox's filesystem, built by sbxd-init inside its new mount namespace (and user
  * namespace, as its root): a read-only tmpfs root holding read-only binds of the image,
  * a minimal /etc, /tmp, /proc and /dev, then pivot_root into it. Init only. */
+#include <stddef.h>
 #include <stdint.h>
 
+#include "ctl.h"
 #include "err.h"
 
 struct mount_config {
     const char *image_root; /* absolute; "/" is the host image */
+    int image_fd;           /* >= 0: a detached mount tree of the image's root (not closed
+                               here), attached instead of opening image_root, which then only
+                               names it; a built image (not "/") also brings its own /etc */
     const char *hostname;   /* validated: [A-Za-z0-9.-], 1..63 chars */
     uint32_t uid;           /* the task's user and group (for /etc/passwd and group) */
     uint32_t gid;
@@ -22,3 +27,13 @@ struct mount_config {
  * device nodes. Returns 0 or -errno with e naming the path and step; on failure the
  * mount namespace is half-built and the caller must exit. */
 int mount_setup(const struct mount_config *cfg, struct err *e);
+/* Attaches a task's token mounts, after mount_setup and before the task is forked: fds[i]
+ * (a detached, read-only, nosuid, nodev mount tree from sbxd; a regular file when bit i of
+ * files is set, else a directory) is moved onto dst[i], whose missing directories (and,
+ * for a file, the file) are created first. Each dst must pass ctl_mount_dst_check and no
+ * dst may lie on or below another. The read-only root is writable only while the mount
+ * points are made, and read-only again before this returns, whatever happened. The fds
+ * stay open (the caller closes them). No namespace is created. Returns 0 or -errno with e
+ * naming the mount. */
+int mount_task_mounts(const int *fds, size_t n, const char (*dst)[CTL_PATH_MAX], uint32_t files,
+                      struct err *e);

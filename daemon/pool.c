@@ -53,7 +53,7 @@ uint32_t pool_live(const struct pool *p)
 
 uint32_t pool_wanted(const struct pool *p)
 {
-    if (p->d->draining || now_ns() < p->retry_at_ns) {
+    if (p->d->draining || p->image_wait || now_ns() < p->retry_at_ns) {
         return 0;
     }
     uint32_t ready = p->n_state[SB_WARM] + p->n_state[SB_CREATING];

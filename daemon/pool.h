@@ -11,6 +11,7 @@
 #include "sandbox.h"
 
 struct daemon;
+struct image;
 struct pool_config;
 struct task;
 struct sock_filter;
@@ -34,6 +35,8 @@ struct pool {
     uint32_t fail_streak;          /* consecutive creation failures */
     uint64_t retry_at_ns;          /* no creation before this (backoff) */
     uv_timer_t retry_timer;
+    struct image *image;           /* the pool's image (image.c; shared, owned by main) */
+    bool image_wait;               /* its image is being verified: no sandbox until then */
 };
 
 /* Creates the pool (no sandbox yet; daemon_refill starts them). Returns 0 or -errno. */

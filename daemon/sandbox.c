@@ -18,8 +18,12 @@
 #include "config.h"
 #include "daemon.h"
 #include "exec.h"
+#include "image.h"
 #include "log.h"
+#include "metrics.h"
+#include "netns.h"
 #include "pool.h"
+#include "reaper.h"
 #include "spawn.h"
 #include "sys.h"
 #include "util.h"
@@ -36,6 +40,28 @@ static void set_state(struct sandbox *sb, enum sandbox_state to)
     sb->state = to;
 }
 
+/* Sends CTL_SETUP, with the image's root attached (SCM_RIGHTS) when image_fd >= 0. */
+static ssize_t send_setup(int fd, const void *buf, size_t len, int image_fd)
+{
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } cm;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (image_fd >= 0) {
+        memset(&cm, 0, sizeof(cm));
+        mh.msg_control = cm.buf;
+        mh.msg_controllen = sizeof(cm.buf);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &image_fd, sizeof(int));
+    }
+    return RETRY_EINTR(sendmsg(fd, &mh, MSG_NOSIGNAL));
+}
+
 /* Worker thread: everything that blocks. Touches only sb's own fields and read-only
  * daemon state (config, cgroup root fds, init path, seccomp program). */
 static void create_work(uv_work_t *w)
@@ -47,6 +73,16 @@ static void create_work(uv_work_t *w)
     struct err *e = &sb->work_err;
     int r;
 
+    /* The pool's verified image goes to init as an fd: init runs as an unmapped host id and
+     * could not reach it by path below the daemon's private state dir. A refused image
+     * fails the creation here, with its reason. */
+    scoped_close int image_fd = -1;
+    const char *image_root = "/";
+    r = image_sandbox_root(sb->pool->image, &image_fd, &image_root, e);
+    if (r < 0) {
+        sb->work_r = r;
+        return;
+    }
     r = cgroup_create(d->cg_root, sb->id, &sb->pool->limits, &sb->cg, e);
     if (r < 0) {
         sb->work_r = r;
@@ -60,6 +96,14 @@ static void create_work(uv_work_t *w)
     scoped_close int child_end = sv[1];
     sb->ctl_fd = sv[0];
 
+    if (d->netns) {
+        r = netns_acquire(d->netns, e);
+        if (r < 0) {
+            sb->work_r = r;
+            return;
+        }
+        sb->netns_fd = r;
+    }
     struct spawn_plan plan = {
         .init_path = d->init_path,
         .userns = cfg->userns,
@@ -67,6 +111,8 @@ static void create_work(uv_work_t *w)
         .id_count = cfg->userns_count,
         .cg = sb->cg,
         .ctl_fd = child_end,
+        .join_netns = sb->netns_fd >= 0,
+        .netns_fd = sb->netns_fd,
     };
     struct spawn_result res;
     r = spawn_sandbox(&plan, &res, e);
@@ -89,12 +135,16 @@ static void create_work(uv_work_t *w)
     s->seccomp_insns = (uint32_t)insns;
     s->tmp_size = pc->tmp_size;
     s->shm_size = pc->shm_size;
+    s->proxy_port = cfg->n_egress_profiles > 0 ? cfg->egress_port : 0;
     (void)snprintf(s->hostname, sizeof(s->hostname), "sbx-%s", sb->id);
-    str_copy(s->image_root, "/", sizeof(s->image_root));
+    str_copy(s->image_root, image_root, sizeof(s->image_root));
+    if (image_fd >= 0) {
+        s->flags |= CTL_SETUP_IMAGE_FD;
+    }
     if (insns > 0) {
         memcpy(buf + sizeof(*s), sb->pool->bpf, insns * sizeof(struct sock_filter));
     }
-    ssize_t n = RETRY_EINTR(send(sb->ctl_fd, buf, len, MSG_NOSIGNAL));
+    ssize_t n = send_setup(sb->ctl_fd, buf, len, image_fd);
     if (n < 0) {
         sb->work_r = err_set(e, -errno, "send CTL_SETUP");
         return;
@@ -114,16 +164,54 @@ static void handle_closed(uv_handle_t *h)
     sandbox_remove_cgroup(sb);
 }
 
+struct netns_job {
+    uv_work_t work;
+    struct netns_pool *pool;
+    int fd;
+};
+
+static void netns_job_work(uv_work_t *w)
+{
+    struct netns_job *j = container_of(w, struct netns_job, work);
+    netns_release(j->pool, j->fd);
+}
+
+static void netns_job_done(uv_work_t *w, int status)
+{
+    (void)status;
+    free(container_of(w, struct netns_job, work));
+}
+
+/* The namespace goes back to the pool on a worker (the check switches namespaces), after
+ * every fd of the sandbox is closed so that nothing of ours counts as left in it. */
+static void release_netns(struct sandbox *sb)
+{
+    int fd = take_fd(&sb->netns_fd);
+    if (fd < 0) {
+        return;
+    }
+    struct netns_job *j = xmalloc(sizeof(*j));
+    j->pool = sb->d->netns;
+    j->fd = fd;
+    if (uv_queue_work(sb->d->loop, &j->work, netns_job_work, netns_job_done) < 0) {
+        fd_close(fd);
+        free(j);
+    }
+}
+
 static void sandbox_free(struct sandbox *sb)
 {
     struct pool *p = sb->pool;
     struct daemon *d = sb->d;
     sb->cg = cgroup_free(sb->cg);
     sb->ctl_fd = fd_close(sb->ctl_fd);
+    sb->proxy_fd = fd_close(sb->proxy_fd);
     sb->pidfd = fd_close(sb->pidfd);
+    release_netns(sb);
     pool_sandbox_state(p, sb, SB_DEAD);
     p->n_state[SB_DEAD]--; /* freed: it no longer counts at all */
     d->live_sandboxes--;
+    reaper_untrack(d, sb->id);
     free(sb);
     daemon_refill(d);
     daemon_drain_progress(d);
@@ -183,12 +271,14 @@ static void sandbox_reaped(struct sandbox *sb)
     if (sb->state == SB_WARM) {
         pool_sandbox_unwarm(p, sb);
         log_warn("pool=%s sb=%s msg=\"warm sandbox died, replacing it\"", p->pc->name, sb->id);
-    } else if (sb->state == SB_CREATING) {
+    }
+    /* A sandbox that died before READY for any reason of its own (init crashed, spoke a
+     * protocol we do not understand, ...) is a failed creation: it must feed the pool's
+     * backoff, or a broken init would be respawned as fast as the CPU allows. */
+    if (!sb->ready_seen && !sb->failure_reported && !sb->d->draining) {
         struct err e = ERR_INIT;
         err_setx(&e, -EIO, "sandbox init exited during setup");
-        if (!sb->kill_requested) {
-            pool_sandbox_failed(p, sb, &e);
-        }
+        pool_sandbox_failed(p, sb, &e);
     }
     set_state(sb, SB_DEAD);
     struct task *t = sb->task;
@@ -237,6 +327,7 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
             break;
         }
         set_state(sb, SB_WARM);
+        metrics_sandbox_ready(sb);
         pool_sandbox_ready(sb->pool, sb);
         break;
     case CTL_SETUP_FAILED: {
@@ -244,7 +335,7 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         err_setx(&e, ev->err, "sandbox setup failed at stage %u: %.100s: %s", ev->stage,
                  ev->msg, err_name(ev->err));
         pool_sandbox_failed(sb->pool, sb, &e);
-        sb->kill_requested = true;
+        sb->failure_reported = true;
         sandbox_kill(sb);
         break;
     }
@@ -263,6 +354,45 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
     }
 }
 
+/* Receives one control event and the fd that may come with it (*fd, -1 when none; any
+ * more fds, or fds with a truncated message, are closed). Returns recv's result. */
+static ssize_t recv_event(int ctl, struct ctl_event *ev, int *fd)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } cm;
+    struct iovec iov = {.iov_base = ev, .iov_len = sizeof(*ev)};
+    struct msghdr mh = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = cm.buf,
+        .msg_controllen = sizeof(cm.buf),
+    };
+    memset(&cm, 0, sizeof(cm));
+    *fd = -1;
+    ssize_t n = recvmsg(ctl, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+        return n;
+    }
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+            continue;
+        }
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (*fd < 0 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+                *fd = got;
+            } else {
+                (void)fd_close(got);
+            }
+        }
+    }
+    return n;
+}
+
 static void ctl_cb(uv_poll_t *h, int status, int events)
 {
     struct sandbox *sb = h->data;
@@ -274,7 +404,13 @@ static void ctl_cb(uv_poll_t *h, int status, int events)
     }
     for (;;) {
         struct ctl_event ev;
-        ssize_t n = recv(sb->ctl_fd, &ev, sizeof(ev), MSG_DONTWAIT);
+        int fd = -1;
+        ssize_t n = recv_event(sb->ctl_fd, &ev, &fd);
+        if (fd >= 0 && n == (ssize_t)sizeof(ev) && ev.magic == CTL_MAGIC &&
+            ev.type == CTL_READY && sb->proxy_fd < 0 && !sb->ready_seen) {
+            sb->proxy_fd = take_fd(&fd); /* the egress proxy's listener (egress.c) */
+        }
+        fd = fd_close(fd);
         if (n < 0) {
             if (errno == EAGAIN || errno == EINTR) {
                 return;
@@ -342,6 +478,8 @@ void sandbox_create(struct daemon *d, struct pool *p)
     sb->pid = -1;
     sb->pidfd = -1;
     sb->ctl_fd = -1;
+    sb->netns_fd = -1;
+    sb->proxy_fd = -1;
     sb->state = SB_CREATING;
     sb->created_ns = now_ns();
     (void)snprintf(sb->id, sizeof(sb->id), "%08x%06llx", d->instance,
@@ -349,6 +487,7 @@ void sandbox_create(struct daemon *d, struct pool *p)
     p->n_state[SB_CREATING]++;
     d->creating++;
     d->live_sandboxes++;
+    reaper_track(d, sb->id); /* before its cgroup exists: the leak sweep relies on it */
     int r = uv_queue_work(d->loop, &sb->work, create_work, create_done);
     if (r < 0) {
         sb->work_r = r;
@@ -364,12 +503,18 @@ int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task
         return err_setx(e, -EINVAL, "sandbox %s is %s, not warm", sb->id,
                         sandbox_state_name(sb->state));
     }
+    /* The token's mounts (detached mount fds) follow stdio; the task keeps owning them. */
+    size_t nfds = 3 + (size_t)hdr->n_mounts;
+    if (hdr->n_mounts > CTL_MOUNTS_MAX || hdr->n_mounts != t->n_mounts) {
+        return err_setx(e, -EINVAL, "sandbox %s: %u mounts in CTL_TASK, task has %zu", sb->id,
+                        hdr->n_mounts, t->n_mounts);
+    }
     struct iovec iov[2] = {
         {.iov_base = (void *)hdr, .iov_len = sizeof(*hdr)},
         {.iov_base = (void *)data, .iov_len = hdr->data_len},
     };
     union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
+        char buf[CMSG_SPACE((3 + CTL_MOUNTS_MAX) * sizeof(int))];
         struct cmsghdr align;
     } cm;
     memset(&cm, 0, sizeof(cm));
@@ -377,13 +522,16 @@ int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task
         .msg_iov = iov,
         .msg_iovlen = hdr->data_len > 0 ? 2 : 1,
         .msg_control = cm.buf,
-        .msg_controllen = sizeof(cm.buf),
+        .msg_controllen = CMSG_SPACE(nfds * sizeof(int)),
     };
     struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(3 * sizeof(int));
+    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
     memcpy(CMSG_DATA(c), fds, 3 * sizeof(int));
+    if (hdr->n_mounts > 0) {
+        memcpy(CMSG_DATA(c) + 3 * sizeof(int), t->mount_fds, hdr->n_mounts * sizeof(int));
+    }
     ssize_t n = RETRY_EINTR(sendmsg(sb->ctl_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT));
     if (n < 0) {
         return err_set(e, -errno, "sandbox %s: send CTL_TASK", sb->id);

@@ -34,6 +34,8 @@ struct sandbox {
     pid_t pid;
     int pidfd;
     int ctl_fd;
+    int netns_fd;            /* its network namespace (netns.c), recycled when it is freed */
+    int proxy_fd;            /* egress proxy listener from init's READY, or -1 (egress.c) */
     uv_poll_t ctl_poll;
     uv_poll_t pid_poll;
     int open_handles;        /* embedded handles not yet closed */
@@ -43,6 +45,7 @@ struct sandbox {
     bool kill_requested;     /* kill as soon as creation finishes */
     bool reaped;
     bool ready_seen;
+    bool failure_reported;   /* pool_sandbox_failed already counted this sandbox */
     struct task *task;       /* the task it serves (BUSY), not owned */
     struct sandbox *next;    /* pool's warm list */
     uint64_t created_ns;     /* creation started */

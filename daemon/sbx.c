@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sysexits.h>
+#include <time.h>
 
 #include <msgpack.h>
 
@@ -354,6 +355,8 @@ struct sbx_cmd {
 static int sbx_cmd_ping(const struct sbx_ctx *ctx, int argc, char **argv);
 static int sbx_cmd_pools(const struct sbx_ctx *ctx, int argc, char **argv);
 static int sbx_cmd_exec(const struct sbx_ctx *ctx, int argc, char **argv);
+static int sbx_cmd_token(const struct sbx_ctx *ctx, int argc, char **argv);
+static int sbx_cmd_audit(const struct sbx_ctx *ctx, int argc, char **argv);
 
 static const struct sbx_cmd sbx_cmds[] = {
     {"ping", SBX_SOCKET_AGENT, "", "check that sbxd answers", NULL, sbx_cmd_ping},
@@ -364,11 +367,38 @@ static const struct sbx_cmd sbx_cmds[] = {
      "  --timeout SECONDS  wall-clock limit (also 500ms, 2m, 1h)\n"
      "  --env K=V          set an environment variable (repeatable)\n"
      "  --cwd DIR          working directory inside the sandbox\n"
+     "  --token TOKEN      capability token whose grants the task gets (env SBX_TOKEN,\n"
+     "                     which keeps it out of the process list)\n"
      "  --json             print one JSON object with the result and output at the end\n"
      "exit status: the command's; 128+N if killed by signal N; 124 on timeout; 137 when\n"
      "killed for output or memory; 127 if it could not be executed; 64 usage; 69 sbxd\n"
-     "unreachable or busy; 70 other errors; 77 denied\n",
+     "unreachable or busy; 70 other errors; 77 denied, or killed because its token\n"
+     "expired or was revoked\n",
      sbx_cmd_exec},
+    {"token", SBX_SOCKET_ADMIN, "issue [OPTIONS] | revoke TOKEN_OR_ID | list",
+     "mint a capability token (printed once), revoke one, or list them (admin socket)",
+     "  issue options:\n"
+     "  --mount SRC:DST    expose host path SRC read-only at DST in the sandbox (repeatable,\n"
+     "                     at most 8; SRC must be under one of sbxd's mount roots)\n"
+     "  --net none|PROFILE network profile (default none: loopback only)\n"
+     "  --pool NAME        a pool the token may run in (repeatable; default: every pool)\n"
+     "  --ttl SECONDS      lifetime (also 30s, 10m, 1h; default and maximum: sbxd's policy)\n"
+     "  --uses N           number of tasks it may start (default 0: unlimited)\n"
+     "issue prints the token on stdout and its id and expiry on stderr; list shows ids,\n"
+     "grants, expiry and uses, never a token\n",
+     sbx_cmd_token},
+    {"audit", SBX_SOCKET_ADMIN, "[OPTIONS] | verify [--json]",
+     "show the audit trail's task chains, newest first; 'verify' checks its hash chain",
+     "  --task ID          one task's chain, event by event\n"
+     "  --since DURATION   tasks requested in the last DURATION (30s, 15m, 2h, 7d)\n"
+     "  --pool NAME        tasks of that pool\n"
+     "  --status S         tasks whose result was S (exited, timeout, denied, abandoned, ...;\n"
+     "                     'running' for tasks with no result yet)\n"
+     "  --limit N          at most N chains (1..1000, default 50)\n"
+     "  --json             one JSON object per chain, one per line\n"
+     "exit status: 0; 1 when verify finds a bad row or --task finds nothing; 64 usage;\n"
+     "69 sbxd unreachable; 70 other errors\n",
+     sbx_cmd_audit},
 };
 
 static void sbx_usage(FILE *f, const struct sbx_cmd *only)
@@ -537,6 +567,45 @@ static size_t sbx_cell(const msgpack_object *o, char *buf, size_t size)
     }
 }
 
+/* The IMAGE cell says which root the pool really uses: "parsing", "parsing (verifying)",
+ * "parsing (refused)", or "host (parsing not built)" when the host image stands in. */
+static size_t sbx_image_cell(const msgpack_object *row, char *buf, size_t size)
+{
+    const msgpack_object *img = proto_map_get(row, "image");
+    const msgpack_object *st = proto_map_get(row, "image_state");
+    size_t w = sbx_cell(img, buf, size);
+    if (!st || st->type != MSGPACK_OBJECT_STR || w + 1 >= size) {
+        return w;
+    }
+    static const struct {
+        const char *state;
+        const char *before;
+        const char *after;
+    } forms[] = {
+        {"not_built", "host (", " not built)"},
+        {"verifying", "", " (verifying)"},
+        {"refused", "", " (refused)"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(forms); i++) {
+        if (proto_str_eq(st->via.str.ptr, st->via.str.size, forms[i].state)) {
+            char name[64];
+            (void)str_copy(name, buf, sizeof(name));
+            int n = snprintf(buf, size, "%s%s%s", forms[i].before, name, forms[i].after);
+            return n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
+        }
+    }
+    return w;
+}
+
+/* One cell of the pools table. */
+static size_t sbx_pool_cell(const msgpack_object *row, const char *key, char *buf, size_t size)
+{
+    if (strcmp(key, "image") == 0) {
+        return sbx_image_cell(row, buf, size);
+    }
+    return sbx_cell(proto_map_get(row, key), buf, size);
+}
+
 static void sbx_print_cell(const char *text, size_t width, size_t col_width, bool right, bool last)
 {
     size_t pad = col_width > width ? col_width - width : 0;
@@ -581,8 +650,7 @@ static int sbx_cmd_pools(const struct sbx_ctx *ctx, int argc, char **argv)
     for (size_t j = 0; j < NCOLS; j++) {
         widths[j] = strlen(sbx_pool_cols[j].title);
         for (uint32_t i = 0; i < rows->size; i++) {
-            size_t w =
-                sbx_cell(proto_map_get(&rows->ptr[i], sbx_pool_cols[j].key), cell, sizeof(cell));
+            size_t w = sbx_pool_cell(&rows->ptr[i], sbx_pool_cols[j].key, cell, sizeof(cell));
             widths[j] = w > widths[j] ? w : widths[j];
         }
     }
@@ -592,8 +660,7 @@ static int sbx_cmd_pools(const struct sbx_ctx *ctx, int argc, char **argv)
     }
     for (uint32_t i = 0; i < rows->size; i++) {
         for (size_t j = 0; j < NCOLS; j++) {
-            size_t w =
-                sbx_cell(proto_map_get(&rows->ptr[i], sbx_pool_cols[j].key), cell, sizeof(cell));
+            size_t w = sbx_pool_cell(&rows->ptr[i], sbx_pool_cols[j].key, cell, sizeof(cell));
             sbx_print_cell(cell, w, widths[j], sbx_pool_cols[j].number, j + 1 == NCOLS);
         }
     }
@@ -611,6 +678,7 @@ struct sbx_env {
 struct sbx_exec_opts {
     const char *pool;
     const char *cwd;
+    const char *token;   /* never printed */
     uint64_t timeout_ns; /* 0: the daemon's default */
     struct sbx_env *env;
     size_t n_env;
@@ -700,6 +768,11 @@ static int sbx_exec_parse(int argc, char **argv, struct sbx_exec_opts *o)
                 return sbx_usage_error(cmd, "exec: --pool needs a pool name");
             }
             o->pool = v;
+        } else if ((r = sbx_opt(argc, argv, &i, "--token", &v)) != 0) {
+            if (r < 0 || v[0] == '\0') {
+                return sbx_usage_error(cmd, "exec: --token needs a token");
+            }
+            o->token = v;
         } else if ((r = sbx_opt(argc, argv, &i, "--cwd", &v)) != 0) {
             if (r < 0 || v[0] == '\0') {
                 return sbx_usage_error(cmd, "exec: --cwd needs a directory");
@@ -744,7 +817,8 @@ static void sbx_exec_pack_request(struct sbx_exec *x)
 {
     const struct sbx_exec_opts *o = &x->opts;
     msgpack_packer *pk = &x->c.pk;
-    uint32_t n = 2 + (o->pool != NULL) + (o->cwd != NULL) + (o->timeout_ns > 0) + (o->n_env > 0);
+    uint32_t n = 2 + (o->pool != NULL) + (o->cwd != NULL) + (o->timeout_ns > 0) + (o->n_env > 0) +
+                 (o->token != NULL);
 
     proto_pack_request(pk, x->msgid, "exec");
     (void)msgpack_pack_array(pk, 1);
@@ -756,6 +830,9 @@ static void sbx_exec_pack_request(struct sbx_exec *x)
     }
     if (o->pool) {
         proto_pack_kv_str(pk, "pool", o->pool);
+    }
+    if (o->token) {
+        proto_pack_kv_str(pk, "token", o->token);
     }
     if (o->cwd) {
         proto_pack_kv_str(pk, "cwd", o->cwd);
@@ -1026,6 +1103,12 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
                        sbx_u64(res, "stdout_bytes") + sbx_u64(res, "stderr_bytes"));
         }
         code = SBX_EXIT_KILLED;
+    } else if (strcmp(status, "token_expired") == 0 || strcmp(status, "token_revoked") == 0) {
+        if (!json) {
+            sbx_errorf("the task's token %s, sandbox killed",
+                       status[6] == 'e' ? "expired" : "was revoked");
+        }
+        code = EX_NOPERM;
     } else if (strcmp(status, "oom") == 0) {
         if (!json) {
             sbx_errorf("out of memory, sandbox killed");
@@ -1075,6 +1158,10 @@ static int sbx_cmd_exec(const struct sbx_ctx *ctx, int argc, char **argv)
 
     x.stdin_open = true;
     status = sbx_exec_parse(argc, argv, &x.opts);
+    if (status == 0 && !x.opts.token) {
+        const char *env = getenv("SBX_TOKEN");
+        x.opts.token = env && env[0] ? env : NULL;
+    }
     if (status != 0) {
         return status < 0 ? 0 : status;
     }
@@ -1105,6 +1192,673 @@ static int sbx_cmd_exec(const struct sbx_ctx *ctx, int argc, char **argv)
         return sbx_rpc_error(x.resp.error);
     }
     return sbx_exec_result(&x, x.resp.result);
+}
+
+/* sbx audit: the chains of the audit trail, newest first (admin socket). */
+
+struct sbx_audit_opts {
+    const char *task;
+    const char *pool;
+    const char *status;
+    uint64_t since_ns; /* 0: any */
+    uint64_t limit;    /* 0: the daemon's default */
+    bool json;
+};
+
+static void sbx_audit_pack_args(msgpack_packer *pk, const void *arg)
+{
+    const struct sbx_audit_opts *o = arg;
+    uint32_t n = (o->task != NULL) + (o->pool != NULL) + (o->status != NULL) + (o->since_ns != 0) +
+                 (o->limit != 0);
+    (void)msgpack_pack_map(pk, n);
+    if (o->task) {
+        proto_pack_kv_str(pk, "task", o->task);
+    }
+    if (o->pool) {
+        proto_pack_kv_str(pk, "pool", o->pool);
+    }
+    if (o->status) {
+        proto_pack_kv_str(pk, "status", o->status);
+    }
+    if (o->since_ns) {
+        proto_pack_kv_f64(pk, "since", (double)o->since_ns / 1e9);
+    }
+    if (o->limit) {
+        proto_pack_kv_u64(pk, "limit", o->limit);
+    }
+}
+
+/* DURATION for --since: what parse_duration_ns takes, and also days ("7d"). */
+static int sbx_audit_duration(const char *s, uint64_t *ret)
+{
+    size_t n = strlen(s);
+    if (n > 1 && s[n - 1] == 'd') {
+        char buf[32];
+        uint64_t days;
+        if (n >= sizeof(buf)) {
+            return -EINVAL;
+        }
+        memcpy(buf, s, n - 1);
+        buf[n - 1] = '\0';
+        if (parse_u64(buf, &days) < 0 || days == 0 || days > 36500) {
+            return -EINVAL;
+        }
+        *ret = days * 86400ULL * 1000000000ULL;
+        return 0;
+    }
+    int r = parse_duration_ns(s, ret);
+    return r < 0 || *ret == 0 ? -EINVAL : 0;
+}
+
+/* ISO 8601 UTC time with milliseconds. */
+static const char *sbx_audit_time(int64_t ns, char *buf, size_t size)
+{
+    time_t secs = (time_t)(ns / 1000000000LL);
+    struct tm tm;
+    if (ns < 0 || !gmtime_r(&secs, &tm)) {
+        (void)snprintf(buf, size, "?");
+        return buf;
+    }
+    size_t w = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
+    (void)snprintf(buf + w, size - w, ".%03dZ", (int)((ns / 1000000) % 1000));
+    return buf;
+}
+
+static int64_t sbx_obj_i64(const msgpack_object *o)
+{
+    if (o && o->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        return o->via.u64 > INT64_MAX ? INT64_MAX : (int64_t)o->via.u64;
+    }
+    if (o && o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
+        return o->via.i64;
+    }
+    return 0;
+}
+
+/* The fields map of the chain's first event of that type, or NULL. */
+static const msgpack_object *sbx_audit_fields(const msgpack_object *events, const char *type)
+{
+    for (uint32_t i = 0; events && i < events->via.array.size; i++) {
+        const msgpack_object *ev = &events->via.array.ptr[i];
+        const msgpack_object *t = proto_map_get(ev, "type");
+        if (t && t->type == MSGPACK_OBJECT_STR &&
+            proto_str_eq(t->via.str.ptr, t->via.str.size, type)) {
+            return proto_map_get(ev, "fields");
+        }
+    }
+    return NULL;
+}
+
+/* One JSON line per chain: task, pool, status and its events. */
+static void sbx_audit_json(const msgpack_object *task, const msgpack_object *events)
+{
+    const msgpack_object *req = sbx_audit_fields(events, "task.request");
+    const msgpack_object *res = sbx_audit_fields(events, "task.result");
+    char tbuf[48];
+    (void)fputs("{\"task\":", stdout);
+    sbx_json_write_obj(stdout, task);
+    (void)fputs(",\"pool\":", stdout);
+    sbx_json_write_obj(stdout, req ? proto_map_get(req, "pool") : NULL);
+    (void)fputs(",\"status\":", stdout);
+    sbx_json_write_obj(stdout, res ? proto_map_get(res, "status") : NULL);
+    (void)fputs(",\"events\":[", stdout);
+    for (uint32_t i = 0; events && i < events->via.array.size; i++) {
+        const msgpack_object *ev = &events->via.array.ptr[i];
+        (void)fputs(i ? ",{\"seq\":" : "{\"seq\":", stdout);
+        sbx_json_write_obj(stdout, proto_map_get(ev, "seq"));
+        (void)fputs(",\"time\":", stdout);
+        const char *when =
+            sbx_audit_time(sbx_obj_i64(proto_map_get(ev, "time_ns")), tbuf, sizeof(tbuf));
+        sbx_json_write_str(stdout, when, strlen(when));
+        (void)fputs(",\"time_ns\":", stdout);
+        sbx_json_write_obj(stdout, proto_map_get(ev, "time_ns"));
+        (void)fputs(",\"type\":", stdout);
+        sbx_json_write_obj(stdout, proto_map_get(ev, "type"));
+        (void)fputs(",\"fields\":", stdout);
+        sbx_json_write_obj(stdout, proto_map_get(ev, "fields"));
+        (void)fputc('}', stdout);
+    }
+    (void)fputs("]}\n", stdout);
+}
+
+/* argv joined by spaces, sanitized and cut to fit buf. */
+static const char *sbx_audit_argv(const msgpack_object *req, char *buf, size_t size)
+{
+    const msgpack_object *av = req ? proto_map_get(req, "argv") : NULL;
+    size_t off = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; av && av->type == MSGPACK_OBJECT_ARRAY && i < av->via.array.size; i++) {
+        char one[SBX_TEXT_MAX];
+        sbx_text(&av->via.array.ptr[i], one, sizeof(one));
+        int n = snprintf(buf + off, size - off, "%s%s", i ? " " : "", one);
+        if (n < 0 || (size_t)n >= size - off) {
+            break;
+        }
+        off += (size_t)n;
+    }
+    return buf;
+}
+
+static void sbx_audit_row(const msgpack_object *task, const msgpack_object *events, bool detail)
+{
+    const msgpack_object *req = sbx_audit_fields(events, "task.request");
+    const msgpack_object *res = sbx_audit_fields(events, "task.result");
+    const msgpack_object *fin = sbx_audit_fields(events, "task.finished");
+    const msgpack_object *first =
+        events && events->via.array.size ? &events->via.array.ptr[0] : NULL;
+    char tbuf[48], id[64], pool[64], status[64], code[32], argv[160];
+    const msgpack_object *ec = res ? proto_map_get(res, "exit_code") : NULL;
+    if (ec && (ec->type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
+               ec->type == MSGPACK_OBJECT_NEGATIVE_INTEGER)) {
+        (void)snprintf(code, sizeof(code), "%" PRId64, sbx_obj_i64(ec));
+    } else {
+        (void)snprintf(code, sizeof(code), "-");
+    }
+    sbx_text(res ? proto_map_get(res, "status") : NULL, status, sizeof(status));
+    sbx_text(req ? proto_map_get(req, "pool") : NULL, pool, sizeof(pool));
+    (void)printf("%-24s %-16s %-12s %-13s %5s %8" PRId64 " %2u  %s\n",
+                 sbx_audit_time(sbx_obj_i64(first ? proto_map_get(first, "time_ns") : NULL), tbuf,
+                                sizeof(tbuf)),
+                 sbx_text(task, id, sizeof(id)), pool[0] ? pool : "-",
+                 status[0] ? status : "(open)", code,
+                 sbx_obj_i64(fin ? proto_map_get(fin, "wall_ms") : NULL),
+                 events ? events->via.array.size : 0, sbx_audit_argv(req, argv, sizeof(argv)));
+    for (uint32_t i = 0; detail && events && i < events->via.array.size; i++) {
+        const msgpack_object *ev = &events->via.array.ptr[i];
+        char type[40];
+        (void)printf("    %8" PRId64 "  %s  %-18s ", sbx_obj_i64(proto_map_get(ev, "seq")),
+                     sbx_audit_time(sbx_obj_i64(proto_map_get(ev, "time_ns")), tbuf, sizeof(tbuf)),
+                     sbx_text(proto_map_get(ev, "type"), type, sizeof(type)));
+        sbx_json_write_obj(stdout, proto_map_get(ev, "fields"));
+        (void)fputc('\n', stdout);
+    }
+}
+
+static int sbx_audit_verify(const struct sbx_ctx *ctx, int argc, char **argv)
+{
+    const struct sbx_cmd *cmd = sbx_cmd_find("audit");
+    scoped(sbx_conn_close) struct sbx_conn c = {.fd = -1};
+    scoped(proto_msg_done) struct proto_msg m = {0};
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            json = true;
+        } else {
+            return sbx_usage_error(cmd, "audit verify: unexpected argument '%s'", argv[i]);
+        }
+    }
+    int status = sbx_connect(ctx, &c);
+    if (status == 0) {
+        status = sbx_call(&c, "audit.verify", NULL, NULL, &m);
+    }
+    if (status != 0) {
+        return status;
+    }
+    bool ok = false;
+    char msg[SBX_TEXT_MAX], hash[80];
+    uint64_t rows = 0, head = 0;
+    (void)proto_get_bool(m.result, "ok", &ok, NULL);
+    (void)proto_get_u64(m.result, "rows", &rows, NULL);
+    (void)proto_get_u64(m.result, "head_seq", &head, NULL);
+    if (json) {
+        sbx_json_write_obj(stdout, m.result);
+        (void)fputc('\n', stdout);
+    } else if (ok) {
+        (void)printf("ok: %" PRIu64 " rows verified, chain head seq %" PRIu64 " hash %s\n", rows,
+                     head, sbx_text(proto_map_get(m.result, "head_hash"), hash, sizeof(hash)));
+    } else {
+        uint64_t bad = 0;
+        char problem[32];
+        (void)proto_get_u64(m.result, "bad_seq", &bad, NULL);
+        (void)printf("FAILED: row seq %" PRIu64 " %s: %s\n", bad,
+                     sbx_text(proto_map_get(m.result, "problem"), problem, sizeof(problem)),
+                     sbx_text(proto_map_get(m.result, "message"), msg, sizeof(msg)));
+    }
+    return ok ? 0 : 1;
+}
+
+static int sbx_cmd_audit(const struct sbx_ctx *ctx, int argc, char **argv)
+{
+    const struct sbx_cmd *cmd = sbx_cmd_find(argv[0]);
+    scoped(sbx_conn_close) struct sbx_conn c = {.fd = -1};
+    scoped(proto_msg_done) struct proto_msg m = {0};
+    struct sbx_audit_opts o = {0};
+    if (argc > 1 && strcmp(argv[1], "verify") == 0) {
+        return sbx_audit_verify(ctx, argc - 1, argv + 1);
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            sbx_usage(stdout, cmd);
+            return 0;
+        }
+        if (strcmp(argv[i], "--json") == 0) {
+            o.json = true;
+        } else if ((r = sbx_opt(argc, argv, &i, "--task", &v)) != 0) {
+            if (r < 0 || !v[0]) {
+                return sbx_usage_error(cmd, "audit: --task needs a task id");
+            }
+            o.task = v;
+        } else if ((r = sbx_opt(argc, argv, &i, "--pool", &v)) != 0) {
+            if (r < 0 || !v[0]) {
+                return sbx_usage_error(cmd, "audit: --pool needs a pool name");
+            }
+            o.pool = v;
+        } else if ((r = sbx_opt(argc, argv, &i, "--status", &v)) != 0) {
+            if (r < 0 || !v[0]) {
+                return sbx_usage_error(cmd, "audit: --status needs a status");
+            }
+            o.status = v;
+        } else if ((r = sbx_opt(argc, argv, &i, "--since", &v)) != 0) {
+            if (r < 0 || sbx_audit_duration(v, &o.since_ns) < 0) {
+                return sbx_usage_error(cmd, "audit: --since needs a duration (30s, 15m, 2h, 7d)");
+            }
+        } else if ((r = sbx_opt(argc, argv, &i, "--limit", &v)) != 0) {
+            if (r < 0 || parse_u64(v, &o.limit) < 0 || o.limit == 0 || o.limit > 1000) {
+                return sbx_usage_error(cmd, "audit: --limit needs a number from 1 to 1000");
+            }
+        } else {
+            return sbx_usage_error(cmd, "audit: unknown argument '%s'", argv[i]);
+        }
+    }
+    int status = sbx_connect(ctx, &c);
+    if (status == 0) {
+        status = sbx_call(&c, "audit.query", sbx_audit_pack_args, &o, &m);
+    }
+    if (status != 0) {
+        return status;
+    }
+    const msgpack_object *chains = proto_map_get(m.result, "chains");
+    bool more = false;
+    (void)proto_get_bool(m.result, "more", &more, NULL);
+    if (!chains || chains->type != MSGPACK_OBJECT_ARRAY) {
+        sbx_errorf("malformed audit.query result from sbxd");
+        return EX_SOFTWARE;
+    }
+    if (!o.json) {
+        (void)printf("%-24s %-16s %-12s %-13s %5s %8s %2s  %s\n", "TIME", "TASK", "POOL", "STATUS",
+                     "EXIT", "WALL_MS", "EV", "ARGV");
+    }
+    for (uint32_t i = 0; i < chains->via.array.size; i++) {
+        const msgpack_object *ch = &chains->via.array.ptr[i];
+        const msgpack_object *events = proto_map_get(ch, "events");
+        if (events && events->type != MSGPACK_OBJECT_ARRAY) {
+            events = NULL;
+        }
+        if (o.json) {
+            sbx_audit_json(proto_map_get(ch, "task"), events);
+        } else {
+            sbx_audit_row(proto_map_get(ch, "task"), events, o.task != NULL);
+        }
+    }
+    if (more) {
+        sbx_errorf("more chains match: narrow with --since, --pool, --status or raise --limit");
+    }
+    if (fflush(stdout) != 0 && errno != EPIPE) {
+        sbx_errorf("writing: %s", strerror(errno));
+        return EX_IOERR;
+    }
+    if (o.task && chains->via.array.size == 0) {
+        sbx_errorf("no audit events for task '%s'", o.task);
+        return 1;
+    }
+    return 0;
+}
+
+/* token: capability tokens on the admin socket. The token string is printed once, by
+ * issue; nothing else here ever shows one. */
+
+#define SBX_TOKEN_MOUNTS_MAX 8
+#define SBX_TOKEN_POOLS_MAX 16
+
+struct sbx_token_issue {
+    char *src[SBX_TOKEN_MOUNTS_MAX]; /* absolute */
+    const char *dst[SBX_TOKEN_MOUNTS_MAX];
+    size_t n_mounts;
+    const char *pools[SBX_TOKEN_POOLS_MAX];
+    size_t n_pools;
+    const char *net;
+    uint64_t ttl_ns; /* 0: the daemon's default */
+    bool has_uses;
+    uint64_t uses;
+};
+
+static void sbx_token_issue_release(struct sbx_token_issue *ti)
+{
+    for (size_t i = 0; i < ti->n_mounts; i++) {
+        free(take_ptr(&ti->src[i]));
+    }
+}
+
+static void sbx_token_issue_pack(msgpack_packer *pk, const void *arg)
+{
+    const struct sbx_token_issue *ti = arg;
+    uint32_t n = (ti->n_mounts > 0) + (ti->n_pools > 0) + (ti->net != NULL) + (ti->ttl_ns > 0) +
+                 ti->has_uses;
+    (void)msgpack_pack_map(pk, n);
+    if (ti->n_mounts > 0) {
+        proto_pack_cstr(pk, "mounts");
+        (void)msgpack_pack_array(pk, (uint32_t)ti->n_mounts);
+        for (size_t i = 0; i < ti->n_mounts; i++) {
+            (void)msgpack_pack_map(pk, 2);
+            proto_pack_kv_str(pk, "src", ti->src[i]);
+            proto_pack_kv_str(pk, "dst", ti->dst[i]);
+        }
+    }
+    if (ti->n_pools > 0) {
+        proto_pack_cstr(pk, "pools");
+        (void)msgpack_pack_array(pk, (uint32_t)ti->n_pools);
+        for (size_t i = 0; i < ti->n_pools; i++) {
+            proto_pack_cstr(pk, ti->pools[i]);
+        }
+    }
+    if (ti->net) {
+        proto_pack_kv_str(pk, "net", ti->net);
+    }
+    if (ti->ttl_ns > 0 && ti->ttl_ns % 1000000000u == 0) {
+        proto_pack_kv_u64(pk, "ttl", ti->ttl_ns / 1000000000u);
+    } else if (ti->ttl_ns > 0) {
+        proto_pack_kv_f64(pk, "ttl", (double)ti->ttl_ns / 1e9);
+    }
+    if (ti->has_uses) {
+        proto_pack_kv_u64(pk, "uses", ti->uses);
+    }
+}
+
+/* Splits "SRC:DST" at the last ':' followed by '/', making SRC absolute. */
+static int sbx_token_mount(const char *spec, char **ret_src, const char **ret_dst)
+{
+    const char *sep = NULL;
+    for (const char *p = strchr(spec, ':'); p; p = strchr(p + 1, ':')) {
+        if (p[1] == '/') {
+            sep = p;
+        }
+    }
+    if (!sep || sep == spec) {
+        return -EINVAL;
+    }
+    if (spec[0] == '/') {
+        *ret_src = xstrndup(spec, (size_t)(sep - spec));
+    } else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof(cwd))) {
+            return -errno;
+        }
+        *ret_src = xasprintf("%s/%.*s", cwd, (int)(sep - spec), spec);
+    }
+    *ret_dst = sep + 1;
+    return 0;
+}
+
+static int sbx_token_issue_parse(int argc, char **argv, struct sbx_token_issue *ti)
+{
+    const struct sbx_cmd *cmd = sbx_cmd_find("token");
+    for (int i = 2; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if ((r = sbx_opt(argc, argv, &i, "--mount", &v)) != 0) {
+            if (r < 0 || ti->n_mounts >= SBX_TOKEN_MOUNTS_MAX ||
+                sbx_token_mount(v, &ti->src[ti->n_mounts], &ti->dst[ti->n_mounts]) < 0) {
+                return sbx_usage_error(cmd,
+                                       "token issue: --mount needs SRC:DST with an absolute "
+                                       "DST (at most %d)",
+                                       SBX_TOKEN_MOUNTS_MAX);
+            }
+            ti->n_mounts++;
+        } else if ((r = sbx_opt(argc, argv, &i, "--pool", &v)) != 0) {
+            if (r < 0 || v[0] == '\0' || ti->n_pools >= SBX_TOKEN_POOLS_MAX) {
+                return sbx_usage_error(cmd, "token issue: --pool needs a pool name (at most %d)",
+                                       SBX_TOKEN_POOLS_MAX);
+            }
+            ti->pools[ti->n_pools++] = v;
+        } else if ((r = sbx_opt(argc, argv, &i, "--net", &v)) != 0) {
+            if (r < 0 || v[0] == '\0') {
+                return sbx_usage_error(cmd, "token issue: --net needs none or a profile name");
+            }
+            ti->net = v;
+        } else if ((r = sbx_opt(argc, argv, &i, "--ttl", &v)) != 0) {
+            if (r < 0 || parse_duration_ns(v, &ti->ttl_ns) < 0 || ti->ttl_ns == 0) {
+                return sbx_usage_error(cmd,
+                                       "token issue: --ttl needs a positive number of seconds");
+            }
+        } else if ((r = sbx_opt(argc, argv, &i, "--uses", &v)) != 0) {
+            if (r < 0 || parse_u64(v, &ti->uses) < 0 || ti->uses > UINT32_MAX) {
+                return sbx_usage_error(cmd, "token issue: --uses needs a whole number");
+            }
+            ti->has_uses = true;
+        } else {
+            return sbx_usage_error(cmd, "token issue: unknown option '%s'", argv[i]);
+        }
+    }
+    return 0;
+}
+
+/* "2025-01-31T12:00:00Z" from Unix milliseconds. */
+static const char *sbx_utc(uint64_t ms, char *buf, size_t size)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    if (!gmtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+        (void)snprintf(buf, size, "?");
+    }
+    return buf;
+}
+
+static int sbx_token_issue(const struct sbx_ctx *ctx, int argc, char **argv)
+{
+    scoped(sbx_conn_close) struct sbx_conn c = {.fd = -1};
+    scoped(sbx_token_issue_release) struct sbx_token_issue ti;
+    scoped(proto_msg_done) struct proto_msg m = {0};
+    char id[64], when[32];
+    uint64_t expires = 0;
+
+    memset(&ti, 0, sizeof(ti));
+    int status = sbx_token_issue_parse(argc, argv, &ti);
+    if (status != 0) {
+        return status;
+    }
+    status = sbx_connect(ctx, &c);
+    if (status == 0) {
+        status = sbx_call(&c, "token.issue", sbx_token_issue_pack, &ti, &m);
+    }
+    if (status != 0) {
+        return status;
+    }
+    const msgpack_object *tok = proto_map_get(m.result, "token");
+    const msgpack_object *info = proto_map_get(m.result, "info");
+    /* Printed as is only when it looks like a token: no terminal control can pass. */
+    bool ok = tok && tok->type == MSGPACK_OBJECT_STR && tok->via.str.size > 4 &&
+              tok->via.str.size < 128 && memcmp(tok->via.str.ptr, "sbx_", 4) == 0;
+    for (uint32_t i = 0; ok && i < tok->via.str.size; i++) {
+        char ch = tok->via.str.ptr[i];
+        ok = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
+             ch == '_' || ch == '-';
+    }
+    if (!ok) {
+        sbx_errorf("malformed answer to token.issue");
+        return EX_SOFTWARE;
+    }
+    (void)fwrite(tok->via.str.ptr, 1, tok->via.str.size, stdout);
+    (void)fputc('\n', stdout);
+    (void)proto_get_u64(info, "expires_at_ms", &expires, NULL);
+    sbx_errorf("token %s expires %s", sbx_text(proto_map_get(info, "id"), id, sizeof(id)),
+               sbx_utc(expires, when, sizeof(when)));
+    return fflush(stdout) == 0 ? 0 : EX_IOERR;
+}
+
+static void sbx_token_revoke_pack(msgpack_packer *pk, const void *arg)
+{
+    const char *which = arg;
+    (void)msgpack_pack_map(pk, 1);
+    /* A token string is sent as such (sbxd hashes it); anything else is an id. */
+    proto_pack_kv_str(pk, strncmp(which, "sbx_", 4) == 0 ? "token" : "id", which);
+}
+
+static int sbx_token_revoke(const struct sbx_ctx *ctx, int argc, char **argv)
+{
+    scoped(sbx_conn_close) struct sbx_conn c = {.fd = -1};
+    scoped(proto_msg_done) struct proto_msg m = {0};
+    char id[64];
+    uint64_t killed = 0;
+    if (argc != 3 || argv[2][0] == '\0') {
+        return sbx_usage_error(sbx_cmd_find("token"), "token revoke: needs one TOKEN or ID");
+    }
+    int status = sbx_connect(ctx, &c);
+    if (status == 0) {
+        status = sbx_call(&c, "token.revoke", sbx_token_revoke_pack, argv[2], &m);
+    }
+    if (status != 0) {
+        return status;
+    }
+    (void)proto_get_u64(m.result, "killed", &killed, NULL);
+    (void)printf("revoked %s (%" PRIu64 " running task%s killed)\n",
+                 sbx_text(proto_map_get(m.result, "id"), id, sizeof(id)), killed,
+                 killed == 1 ? "" : "s");
+    return 0;
+}
+
+enum {
+    SBX_TOK_ID,
+    SBX_TOK_STATE,
+    SBX_TOK_EXPIRES,
+    SBX_TOK_USES,
+    SBX_TOK_RUNNING,
+    SBX_TOK_NET,
+    SBX_TOK_POOLS,
+    SBX_TOK_MOUNTS,
+    SBX_TOK_NCOLS
+};
+
+static const char *const sbx_token_titles[SBX_TOK_NCOLS] = {
+    "ID", "STATE", "EXPIRES", "USES", "RUNNING", "NET", "POOLS", "MOUNTS"};
+
+/* Appends sanitized daemon text to buf at *off (cut to fit). */
+static void sbx_append(char *buf, size_t size, size_t *off, const msgpack_object *o)
+{
+    if (*off + 1 < size) {
+        (void)sbx_text(o, buf + *off, size - *off);
+        *off += strlen(buf + *off);
+    }
+}
+
+static void sbx_append_str(char *buf, size_t size, size_t *off, const char *s)
+{
+    int n = snprintf(buf + *off, size - *off, "%s", s);
+    *off = n < 0 ? *off : (*off + (size_t)n < size ? *off + (size_t)n : size - 1);
+}
+
+/* One cell of the token table into buf; returns its width. */
+static size_t sbx_token_cell(const msgpack_object *row, int col, char *buf, size_t size)
+{
+    uint64_t v = 0, left = 0;
+    size_t off = 0;
+    buf[0] = '\0';
+    switch (col) {
+    case SBX_TOK_ID:
+        return sbx_cell(proto_map_get(row, "id"), buf, size);
+    case SBX_TOK_STATE:
+        return sbx_cell(proto_map_get(row, "state"), buf, size);
+    case SBX_TOK_EXPIRES:
+        (void)proto_get_u64(row, "expires_at_ms", &v, NULL);
+        return strlen(sbx_utc(v, buf, size));
+    case SBX_TOK_USES:
+        if (proto_get_u64(row, "uses", &v, NULL) < 0) {
+            return (size_t)snprintf(buf, size, "unlimited");
+        }
+        (void)proto_get_u64(row, "uses_left", &left, NULL);
+        return (size_t)snprintf(buf, size, "%" PRIu64 "/%" PRIu64 " left", left, v);
+    case SBX_TOK_RUNNING:
+        return sbx_cell(proto_map_get(row, "running"), buf, size);
+    case SBX_TOK_NET:
+        return sbx_cell(proto_map_get(row, "net"), buf, size);
+    case SBX_TOK_POOLS:
+    case SBX_TOK_MOUNTS: {
+        const msgpack_object *a = proto_map_get(row, col == SBX_TOK_POOLS ? "pools" : "mounts");
+        if (!a || a->type != MSGPACK_OBJECT_ARRAY || a->via.array.size == 0) {
+            return (size_t)snprintf(buf, size, col == SBX_TOK_POOLS ? "any" : "-");
+        }
+        for (uint32_t i = 0; i < a->via.array.size; i++) {
+            const msgpack_object *x = &a->via.array.ptr[i];
+            sbx_append_str(buf, size, &off, i ? "," : "");
+            if (col == SBX_TOK_POOLS) {
+                sbx_append(buf, size, &off, x);
+            } else {
+                sbx_append(buf, size, &off, proto_map_get(x, "src"));
+                sbx_append_str(buf, size, &off, ":");
+                sbx_append(buf, size, &off, proto_map_get(x, "dst"));
+            }
+        }
+        return strlen(buf);
+    }
+    default:
+        return 0;
+    }
+}
+
+static int sbx_token_list(const struct sbx_ctx *ctx, int argc, char **argv)
+{
+    scoped(sbx_conn_close) struct sbx_conn c = {.fd = -1};
+    scoped(proto_msg_done) struct proto_msg m = {0};
+    size_t widths[SBX_TOK_NCOLS];
+    char cell[SBX_TEXT_MAX];
+    if (argc != 2) {
+        return sbx_usage_error(sbx_cmd_find("token"), "token list: unexpected argument '%s'",
+                               argv[2]);
+    }
+    int status = sbx_connect(ctx, &c);
+    if (status == 0) {
+        status = sbx_call(&c, "token.list", NULL, NULL, &m);
+    }
+    if (status != 0) {
+        return status;
+    }
+    if (m.result->type != MSGPACK_OBJECT_ARRAY) {
+        sbx_errorf("unexpected answer to token.list: not an array");
+        return EX_SOFTWARE;
+    }
+    const msgpack_object_array *rows = &m.result->via.array;
+    for (int j = 0; j < SBX_TOK_NCOLS; j++) {
+        widths[j] = strlen(sbx_token_titles[j]);
+        for (uint32_t i = 0; i < rows->size; i++) {
+            size_t w = sbx_token_cell(&rows->ptr[i], j, cell, sizeof(cell));
+            widths[j] = w > widths[j] ? w : widths[j];
+        }
+    }
+    for (int j = 0; j < SBX_TOK_NCOLS; j++) {
+        sbx_print_cell(sbx_token_titles[j], strlen(sbx_token_titles[j]), widths[j],
+                       j == SBX_TOK_RUNNING, j + 1 == SBX_TOK_NCOLS);
+    }
+    for (uint32_t i = 0; i < rows->size; i++) {
+        for (int j = 0; j < SBX_TOK_NCOLS; j++) {
+            size_t w = sbx_token_cell(&rows->ptr[i], j, cell, sizeof(cell));
+            sbx_print_cell(cell, w, widths[j], j == SBX_TOK_RUNNING, j + 1 == SBX_TOK_NCOLS);
+        }
+    }
+    return 0;
+}
+
+static int sbx_cmd_token(const struct sbx_ctx *ctx, int argc, char **argv)
+{
+    const struct sbx_cmd *cmd = sbx_cmd_find("token");
+    if (argc < 2) {
+        return sbx_usage_error(cmd, "token: issue, revoke or list?");
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        sbx_usage(stdout, cmd);
+        return 0;
+    }
+    int (*run)(const struct sbx_ctx *, int, char **) = NULL;
+    if (strcmp(argv[1], "issue") == 0) {
+        run = sbx_token_issue;
+    } else if (strcmp(argv[1], "revoke") == 0) {
+        run = sbx_token_revoke;
+    } else if (strcmp(argv[1], "list") == 0) {
+        run = sbx_token_list;
+    } else {
+        return sbx_usage_error(cmd, "token: unknown subcommand '%s'", argv[1]);
+    }
+    return run(ctx, argc, argv);
 }
 
 /* Makes sure fds 0-2 are open, so the socket can never become "stdout". */

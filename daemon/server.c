@@ -467,3 +467,13 @@ void server_kill_tasks(struct server *s, int why)
         }
     }
 }
+
+struct conn *server_find_conn(struct server *s, uint64_t id)
+{
+    for (struct conn *c = s->conns; c; c = c->next) {
+        if (c->id == id && !c->closing) {
+            return c;
+        }
+    }
+    return NULL;
+}

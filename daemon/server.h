@@ -58,6 +58,9 @@ void server_stop_listening(struct server *s);
 void server_close(struct server *s);
 uint32_t server_connections(const struct server *s);
 enum server_kind server_kind(const struct server *s);
+/* The open connection with this id (ids are unique per server), or NULL: for answers
+ * computed off the loop, whose connection may have closed meanwhile. */
+struct conn *server_find_conn(struct server *s, uint64_t id);
 
 /* Sends a packed message, taking ownership of sbuf's data (sbuf is left empty). Dropped
  * silently when the connection is closing. */

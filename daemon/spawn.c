@@ -221,8 +221,10 @@ int spawn_sandbox(const struct spawn_plan *plan, struct spawn_result *ret, struc
      * root is the sandbox's own cgroup. No CLONE_FS/FILES/SIGHAND: private copies. */
     struct sys_clone_args args;
     memset(&args, 0, sizeof(args));
-    args.flags = CLONE_VM | CLONE_PIDFD | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC |
-                 CLONE_NEWUTS;
+    args.flags = CLONE_VM | CLONE_PIDFD | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
+    if (!plan->join_netns) {
+        args.flags |= CLONE_NEWNET;
+    }
     if (plan->userns) {
         args.flags |= CLONE_NEWUSER;
     }
@@ -247,7 +249,23 @@ int spawn_sandbox(const struct spawn_plan *plan, struct spawn_result *ret, struc
         spawn_stack_free(&stack);
         return err_set(e, -r, "pthread_sigmask");
     }
+    /* A recycled network namespace is joined by this thread just around clone3, so that
+     * the child starts in it; the thread is back in its own before anything else runs. */
+    scoped_close int self_net = -1;
+    if (plan->join_netns) {
+        self_net = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (self_net < 0 || setns(plan->netns_fd, CLONE_NEWNET) < 0) {
+            r = -errno;
+            (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+            spawn_stack_free(&stack);
+            return err_set(e, r, "join network namespace");
+        }
+    }
     pid_t pid = sys_clone3_run(&args, child_run, &cp);
+    if (self_net >= 0 && setns(self_net, CLONE_NEWNET) < 0) {
+        /* SECURITY: this worker must never go on inside a sandbox's network namespace. */
+        abort();
+    }
     (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
     sync_rfd = fd_close(sync_rfd);
     report_wfd = fd_close(report_wfd);

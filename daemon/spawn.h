@@ -19,6 +19,9 @@ struct spawn_plan {
     uint32_t id_count;
     struct cgroup *cg;     /* the sandbox's cgroup: CLONE_INTO_CGROUP on v2, attach on v1 */
     int ctl_fd;            /* the child's end of the control socketpair (becomes CTL_FD) */
+    bool join_netns;       /* true: the sandbox joins netns_fd (netns.c) instead of getting a
+                              new network namespace from clone3 */
+    int netns_fd;
 };
 
 struct spawn_result {

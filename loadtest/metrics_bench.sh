@@ -94,7 +94,10 @@ image: host
 EOF
 
 # Private copies: a rebuild of build/ during the run cannot mix an old sbxd with a new init.
+# Sandboxes execute sbxd-init as their mapped root, which must be able to reach it.
 mkdir -p "$tmp/bin"
+chmod 711 "$tmp"
+chmod 755 "$tmp/bin"
 cp "$B/sbxd" "$B/sbxd-init" "$B/sbx-load" "$tmp/bin/"
 "$tmp/bin/sbxd" --config "$tmp/sbxd.yaml" >"$tmp/sbxd.log" 2>&1 &
 pid=$!
@@ -149,8 +152,8 @@ hz=$(getconf CLK_TCK)
 
 # ---- throughput with and without a scraper ----------------------------------------------------
 run_load() { # name
-    timeout 600 "$tmp/bin/sbx-load" --socket "$SOCK" --json --tasks "$TASKS" --concurrency 8 \
-        --warmup 100 -- /bin/true >"$tmp/$1.json" 2>"$tmp/$1.err" || true
+    timeout 600 "$tmp/bin/sbx-load" --socket "$SOCK" --pid "$pid" --json --tasks "$TASKS" \
+        --concurrency 8 --warmup 100 -- /bin/true >"$tmp/$1.json" 2>"$tmp/$1.err" || true
     [ -s "$tmp/$1.json" ] || { cat "$tmp/$1.err" >&2; die "sbx-load failed ($1)"; }
 }
 
@@ -224,7 +227,18 @@ print("  without scraper: %s  median %.1f" % (" ".join("%.1f" % x for x in rp), 
 print("  with 1 s scraper: %s  median %.1f  (%s scrapes per run)"
       % (" ".join("%.1f" % x for x in rs), statistics.median(rs), "/".join(map(str, scrapes))))
 ratio = statistics.median(rs) / statistics.median(rp)
-print("  ratio with/without: %.4f (%+.2f%%)" % (ratio, (ratio - 1) * 100))
+pairs = [b["rate"] / a["rate"] for a, b in zip(plain, scraped) if a.get("rate")]
+print("  ratio with/without: %.4f (%+.2f%%); per round: %s" % (
+    ratio, (ratio - 1) * 100, " ".join("%.3f" % x for x in pairs)))
 spread = (max(rp) - min(rp)) / statistics.median(rp) * 100
 print("  run-to-run spread without scraper: %.2f%% (the noise floor of the ratio)" % spread)
+
+def cpu_per_task(runs):
+    v = [(x["cpu_seconds"]["after"] - x["cpu_seconds"]["before"]) * 1000.0 / x["tasks"]
+         for x in runs if "cpu_seconds" in x and x.get("tasks")]
+    return statistics.median(v) if v else float("nan")
+
+cp, cs = cpu_per_task(plain), cpu_per_task(scraped)
+print("sbxd CPU per task (its loop is the shared bottleneck): %.3f ms without, %.3f ms with "
+      "the scraper (%+.2f%%)" % (cp, cs, (cs / cp - 1) * 100 if cp else float("nan")))
 EOF

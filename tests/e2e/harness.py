@@ -92,9 +92,11 @@ class Daemon:
         self.config = os.path.join(self.dir, "sbxd.yaml")
         with open(self.config, "w") as f:
             f.write("socket: %s\nadmin_socket: %s\nstate_dir: %s\npools_dir: pools\n"
-                    "default_pool: %s\nlog_level: %s\n%s%s" %
+                    "default_pool: %s\nlog_level: %s\n%s%s%s" %
                     (self.sock, self.admin, self.state, first, log_level,
-                     "" if "drain_grace:" in config_extra else "drain_grace: 5s\n", config_extra))
+                     "" if "drain_grace:" in config_extra else "drain_grace: 5s\n",
+                     # The default 127.0.0.1:9464 would collide between daemons.
+                     "" if "metrics:" in config_extra else "metrics: \"\"\n", config_extra))
         self.log_path = os.path.join(self.dir, "sbxd.log")
         self.log = open(self.log_path, "w+")
         self.proc = subprocess.Popen([SBXD, "--config", self.config] + (args or []),

@@ -112,6 +112,7 @@ static void config_parse__empty_gives_defaults(void **state)
     assert_string_equal(c->state_dir, "./var");
     assert_string_equal(c->metrics_addr, "127.0.0.1:9464");
     assert_null(c->init_path);
+    assert_null(c->images_dir);
     assert_string_equal(c->default_pool, "python");
     assert_int_equal(c->log_level, LOG_INFO);
     assert_int_equal(c->max_connections, 256);
@@ -371,6 +372,230 @@ static void config_load__embedded_default(void **state)
 }
 
 /* ---- errors, each with its position ---- */
+
+static void config_parse__images_dir(void **state)
+{
+    (void)state;
+    /* Unset or null: NULL, which sbxd reads as <state_dir>/images. */
+    struct config *c = parse_ok("images_dir: ~\n", NULL);
+    assert_null(c->images_dir);
+    config_free(c);
+    c = parse_ok("state_dir: /var/lib/sbx\nimages_dir: /srv/sbx/images\n", NULL);
+    assert_string_equal(c->images_dir, "/srv/sbx/images");
+    assert_string_equal(c->state_dir, "/var/lib/sbx");
+    assert_int_equal(config_validate(c, NULL), 0);
+    config_free(c);
+    parse_fails("images_dir: [a]\n", NULL, -EINVAL,
+                "t.yaml:1:13: 'images_dir' must be a string, not a sequence");
+    parse_fails("images_dir: 1\nimages_dir: 2\n", NULL, -EINVAL,
+                "t.yaml:2:1: duplicate key 'images_dir' (first on line 1)");
+}
+
+static void config_parse__audit(void **state)
+{
+    (void)state;
+    struct config *c = parse_ok("", NULL);
+    assert_true(c->audit_enabled);
+    assert_true(c->audit_max_age_ns == 720ULL * 3600ULL * 1000000000ULL);
+    assert_int_equal(c->audit_max_rows, 2000000);
+    config_free(c);
+    c = parse_ok("audit:\n  enabled: false\n  max_age: 24h\n  max_rows: 5000\n", NULL);
+    assert_false(c->audit_enabled);
+    assert_true(c->audit_max_age_ns == 24ULL * 3600ULL * 1000000000ULL);
+    assert_int_equal(c->audit_max_rows, 5000);
+    assert_int_equal(config_validate(c, NULL), 0);
+    config_free(c);
+    /* 0 turns a limit off. */
+    c = parse_ok("audit: {max_age: 0, max_rows: 0}\n", NULL);
+    assert_true(c->audit_max_age_ns == 0);
+    assert_int_equal(c->audit_max_rows, 0);
+    config_free(c);
+    parse_fails("audit: {max_rows: 10}\n", NULL, -EINVAL,
+                "t.yaml:1:19: 'audit.max_rows' must be 0 (no limit) or at least 1000");
+    parse_fails("audit:\n  max_rowz: 10\n", NULL, -EINVAL,
+                "t.yaml:2:3: unknown key 'max_rowz' in 'audit'");
+    parse_fails("audit: {enabled: maybe}\n", NULL, -EINVAL,
+                "t.yaml:1:18: 'audit.enabled' must be true or false");
+}
+
+static void config_parse__tokens(void **state)
+{
+    (void)state;
+    struct config *c = parse_ok("", NULL);
+    assert_int_equal(c->n_token_mount_roots, 0); /* none: tokens can expose nothing */
+    assert_true(c->token_max_ttl_ns == 3600 * SEC);
+    assert_true(c->token_default_ttl_ns == 900 * SEC);
+    assert_int_equal(c->token_max_tokens, 10000);
+    assert_false(c->token_required);
+    config_free(c);
+    c = parse_ok("tokens:\n  mount_roots: [/srv/data, /home/shared]\n  max_ttl: 2h\n"
+                 "  default_ttl: 5m\n  max_tokens: 50\n  required: true\n",
+                 NULL);
+    assert_int_equal(c->n_token_mount_roots, 2);
+    assert_string_equal(c->token_mount_roots[0], "/srv/data");
+    assert_string_equal(c->token_mount_roots[1], "/home/shared");
+    assert_true(c->token_max_ttl_ns == 7200 * SEC);
+    assert_true(c->token_default_ttl_ns == 300 * SEC);
+    assert_int_equal(c->token_max_tokens, 50);
+    assert_true(c->token_required);
+    assert_int_equal(config_validate(c, NULL), 0);
+    config_free(c);
+    /* A short max_ttl shortens the default too, unless the default was set. */
+    c = parse_ok("tokens: {max_ttl: 1m}\n", NULL);
+    assert_true(c->token_default_ttl_ns == 60 * SEC);
+    config_free(c);
+    parse_fails("tokens: {max_ttl: 1m, default_ttl: 2m}\n", NULL, -EINVAL,
+                "t.yaml:1:36: 'tokens.default_ttl' must not exceed 'tokens.max_ttl'");
+    parse_fails("tokens:\n  mount_roots: [srv/data]\n", NULL, -EINVAL,
+                "t.yaml:2:17: 'tokens.mount_roots' entry 'srv/data': must be an absolute path");
+    parse_fails("tokens:\n  mount_roots: /srv\n", NULL, -EINVAL,
+                "t.yaml:2:16: 'tokens.mount_roots' must be a sequence of strings, not a scalar");
+    parse_fails("tokens: {max_ttl: 0}\n", NULL, -EINVAL,
+                "t.yaml:1:19: 'tokens.max_ttl' must be between 1s and 2592000s");
+    parse_fails("tokens: {max_tokens: 0}\n", NULL, -EINVAL,
+                "t.yaml:1:22: 'tokens.max_tokens' must be between 1 and 1000000");
+    parse_fails("tokens:\n  mount_root: [/srv]\n", NULL, -EINVAL,
+                "t.yaml:2:3: unknown key 'mount_root' in 'tokens'");
+}
+
+static void config_parse__egress(void **state)
+{
+    (void)state;
+    struct config *c = parse_ok("", NULL);
+    assert_int_equal(c->egress_port, 3128);
+    assert_int_equal(c->n_egress_profiles, 0);
+    assert_null(config_find_egress_profile(c, "none"));
+    config_free(c);
+    c = parse_ok("egress:\n"
+                 "  port: 8128\n"
+                 "  profiles:\n"
+                 "    github:\n"
+                 "      allow: [\"api.github.com:443\", \"*.githubusercontent.com:443\", "
+                 "\"[::1]:8443\", \"10.0.0.5:443\"]\n"
+                 "      allow_addresses: [10.0.0.0/8, \"::1\", 169.254.169.254/32]\n"
+                 "      max_request_bytes: 1MiB\n"
+                 "      max_task_bytes: 10MiB\n"
+                 "      max_connections: 4\n"
+                 "      routes:\n"
+                 "        - name: issues\n"
+                 "          methods: [GET, POST]\n"
+                 "          path_prefix: /repos/\n"
+                 "          upstream: http://127.0.0.1:8080/api/v3/\n"
+                 "          credential_file: /etc/sbx/github.cred\n"
+                 "          header: X-Api-Key\n"
+                 "        - {name: docs.internal, upstream: \"http://[::1]\"}\n"
+                 "    docs:\n"
+                 "      read_only: true\n"
+                 "      routes:\n"
+                 "        - {name: docs, upstream: \"http://docs.example.com:8000\"}\n"
+                 "    empty:\n",
+                 NULL);
+    assert_int_equal(c->egress_port, 8128);
+    assert_int_equal(c->n_egress_profiles, 3);
+    const struct egress_profile_config *p = config_find_egress_profile(c, "github");
+    assert_non_null(p);
+    assert_int_equal(p->n_allow, 4);
+    assert_string_equal(p->allow[1], "*.githubusercontent.com:443");
+    assert_int_equal(p->n_allow_addresses, 3);
+    assert_string_equal(p->allow_addresses[1], "::1");
+    assert_false(p->read_only);
+    assert_true(p->max_request_bytes == MIB);
+    assert_true(p->max_task_bytes == 10 * MIB);
+    assert_int_equal(p->max_connections, 4);
+    assert_int_equal(p->n_routes, 2);
+    assert_string_equal(p->routes[0].name, "issues");
+    assert_int_equal(p->routes[0].methods, EGRESS_METHOD_GET | EGRESS_METHOD_POST);
+    assert_string_equal(p->routes[0].path_prefix, "/repos/");
+    assert_string_equal(p->routes[0].upstream, "http://127.0.0.1:8080/api/v3/");
+    assert_string_equal(p->routes[0].credential_file, "/etc/sbx/github.cred");
+    assert_string_equal(p->routes[0].header, "X-Api-Key");
+    /* Defaults of a route. */
+    assert_int_equal(p->routes[1].methods, EGRESS_METHODS_ALL);
+    assert_string_equal(p->routes[1].path_prefix, "/");
+    assert_null(p->routes[1].credential_file);
+    assert_string_equal(p->routes[1].header, "Authorization");
+    /* A read-only profile's routes default to the read-only methods. */
+    p = config_find_egress_profile(c, "docs");
+    assert_true(p->read_only);
+    assert_int_equal(p->routes[0].methods, EGRESS_METHODS_READ_ONLY);
+    /* An empty profile gets the default limits. */
+    p = config_find_egress_profile(c, "empty");
+    assert_int_equal(p->n_allow + p->n_routes + p->n_allow_addresses, 0);
+    assert_true(p->max_request_bytes == 8 * MIB);
+    assert_true(p->max_task_bytes == 64 * MIB);
+    assert_int_equal(p->max_connections, 16);
+    assert_null(config_find_egress_profile(c, "nope"));
+    assert_int_equal(config_validate(c, NULL), 0);
+    config_free(c);
+}
+
+static void config_parse__egress_errors(void **state)
+{
+    (void)state;
+    parse_fails("egress:\n  profiles:\n    none: {}\n", NULL, -EINVAL,
+                "t.yaml:3:5: egress profile name 'none' is reserved (loopback only)");
+    parse_fails("egress:\n  profiles:\n    Bad: {}\n", NULL, -EINVAL,
+                "t.yaml:3:5: egress profile names must match [a-z0-9_-]{1,32}");
+    parse_fails("egress:\n  profiles:\n    p:\n      allow: [example.com]\n", NULL, -EINVAL,
+                "t.yaml:4:15: 'egress.profiles.p.allow' entry 'example.com': must be HOST:PORT "
+                "with a port from 1 to 65535");
+    parse_fails("egress:\n  profiles:\n    p:\n      allow: [\"exa mple.com:443\"]\n", NULL,
+                -EINVAL,
+                "t.yaml:4:15: 'egress.profiles.p.allow' entry 'exa mple.com:443': the host must "
+                "be a DNS name, '*.' and a DNS name, an IPv4 address or [IPv6]");
+    parse_fails("egress:\n  profiles:\n    p:\n      allow: [\"127.1:443\"]\n", NULL, -EINVAL,
+                "t.yaml:4:15: 'egress.profiles.p.allow' entry '127.1:443': the host must "
+                "be a DNS name, '*.' and a DNS name, an IPv4 address or [IPv6]");
+    parse_fails("egress:\n  profiles:\n    p:\n      allow_addresses: [10.0.0.1/8]\n", NULL,
+                -EINVAL,
+                "t.yaml:4:25: 'egress.profiles.p.allow_addresses' entry '10.0.0.1/8': must be "
+                "an address or ADDRESS/PREFIX with zero host bits");
+    parse_fails("egress:\n  profiles:\n    p:\n      routes:\n        - {name: a}\n", NULL,
+                -EINVAL, "t.yaml:5:11: 'egress.profiles.p.routes[0]': missing required key "
+                "'upstream'");
+    parse_fails("egress:\n  profiles:\n    p:\n      routes:\n"
+                "        - {name: a, upstream: \"https://x\"}\n",
+                NULL, -EINVAL,
+                "t.yaml:5:31: 'egress.profiles.p.routes[0].upstream' ('https://x'): must start "
+                "with http:// (sbxd does not originate TLS)");
+    parse_fails("egress:\n  profiles:\n    p:\n      routes:\n"
+                "        - {name: a, upstream: \"http://x/a/../b\"}\n",
+                NULL, -EINVAL,
+                "t.yaml:5:31: 'egress.profiles.p.routes[0].upstream' ('http://x/a/../b'): the "
+                "base path must be a plain URL path (no query, fragment, '.', '..' or empty "
+                "segments)");
+    parse_fails("egress:\n  profiles:\n    p:\n      routes:\n"
+                "        - {name: a, upstream: \"http://x\", methods: [TRACE]}\n",
+                NULL, -EINVAL,
+                "t.yaml:5:53: 'egress.profiles.p.routes[0].methods' entries must be GET, HEAD, "
+                "POST, PUT, PATCH, DELETE or OPTIONS (in capitals)");
+    parse_fails("egress:\n  profiles:\n    p:\n      routes:\n"
+                "        - {name: a, upstream: \"http://x\", header: Content-Length}\n",
+                NULL, -EINVAL,
+                "t.yaml:5:51: 'egress.profiles.p.routes[0].header' ('Content-Length'): names a "
+                "header that the proxy controls itself");
+    parse_fails("egress:\n  profiles:\n    p:\n      routes:\n"
+                "        - {name: a, upstream: \"http://x\", credential_file: rel/path}\n",
+                NULL, -EINVAL,
+                "t.yaml:5:60: 'egress.profiles.p.routes[0].credential_file' ('rel/path'): must "
+                "be an absolute path");
+    parse_fails("egress:\n  profiles:\n    p:\n      read_only: true\n"
+                "      allow: [\"a.com:443\"]\n",
+                NULL, -EINVAL,
+                "t.yaml:5:14: egress profile 'p': a read_only profile cannot allow CONNECT "
+                "destinations (the method inside TLS cannot be checked)");
+    parse_fails("egress:\n  profiles:\n    p:\n      read_only: true\n      routes:\n"
+                "        - {name: a, upstream: \"http://x\", methods: [GET, POST]}\n",
+                NULL, -EINVAL,
+                "t.yaml:6:9: egress profile 'p': route 'a' allows methods beyond GET, HEAD and "
+                "OPTIONS in a read_only profile");
+    parse_fails("egress:\n  port: 80\n", NULL, -EINVAL,
+                "t.yaml:2:9: 'egress.port' must be between 1024 and 65535");
+    parse_fails("egress:\n  profiles:\n    p: {max_connections: 0}\n", NULL, -EINVAL,
+                "t.yaml:3:26: 'egress.profiles.p.max_connections' must be between 1 and 1024");
+    parse_fails("egress:\n  profiles:\n    p: {allow: [a.com:1], alow: []}\n", NULL, -EINVAL,
+                "t.yaml:3:27: unknown key 'alow' in 'egress.profiles.p'");
+}
 
 static void config_parse__unknown_key(void **state)
 {
@@ -742,6 +967,11 @@ int main(void)
         cmocka_unit_test(config_parse__every_key),
         cmocka_unit_test(config_parse_pool__every_key),
         cmocka_unit_test(config_load__embedded_default),
+        cmocka_unit_test(config_parse__images_dir),
+        cmocka_unit_test(config_parse__audit),
+        cmocka_unit_test(config_parse__tokens),
+        cmocka_unit_test(config_parse__egress),
+        cmocka_unit_test(config_parse__egress_errors),
         cmocka_unit_test(config_parse__unknown_key),
         cmocka_unit_test(config_parse__duplicate_key),
         cmocka_unit_test(config_parse_pool__bad_size),

@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/* A free list of clean network namespaces, created from a worker thread with
+ * unshare(CLONE_NEWNET) and recycled after checking /proc/thread-self/net for sockets.
+ * It never leaves the calling thread in another namespace: a failed switch back aborts. */
+#define LOG_MOD "netns"
+#include "netns.h"
+
+#include <fcntl.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "log.h"
+#include "util.h"
+
+struct netns_pool {
+    pthread_mutex_t lock;
+    int *free;
+    uint32_t n_free;
+    uint32_t max_free;
+    struct netns_stats stats;
+};
+
+int netns_pool_new(uint32_t max_free, struct netns_pool **ret, struct err *e)
+{
+    (void)e;
+    struct netns_pool *p = xcalloc(1, sizeof(*p));
+    pthread_mutex_init(&p->lock, NULL);
+    p->max_free = max_free;
+    p->free = xcalloc(max_free ? max_free : 1, sizeof(int));
+    *ret = p;
+    return 0;
+}
+
+struct netns_pool *netns_pool_free(struct netns_pool *p)
+{
+    if (!p) {
+        return NULL;
+    }
+    for (uint32_t i = 0; i < p->n_free; i++) {
+        fd_close(p->free[i]);
+    }
+    pthread_mutex_destroy(&p->lock);
+    free(p->free);
+    free(p);
+    return NULL;
+}
+
+/* Runs in the target namespace between enter() and leave(). */
+static int enter(int target, int *ret_self)
+{
+    int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    if (self < 0) {
+        return -errno;
+    }
+    if (target >= 0 && setns(target, CLONE_NEWNET) < 0) {
+        int r = -errno;
+        fd_close(self);
+        return r;
+    }
+    *ret_self = self;
+    return 0;
+}
+
+static void leave(int self)
+{
+    /* SECURITY: a worker thread left inside a sandbox's namespace would resolve names and
+     * dial for the egress proxy from there. This cannot fail for a namespace we held open;
+     * if it does, stopping is the only safe answer. */
+    if (setns(self, CLONE_NEWNET) < 0) {
+        log_error_errno(-errno, "msg=\"cannot return to the host network namespace, aborting\"");
+        abort();
+    }
+    fd_close(self);
+}
+
+static int lo_up(void)
+{
+    scoped_close int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        return -errno;
+    }
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    str_copy(ifr.ifr_name, "lo", sizeof(ifr.ifr_name));
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0) {
+        return -errno;
+    }
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0) {
+        return -errno;
+    }
+    return 0;
+}
+
+static int create(struct err *e)
+{
+    int self = -1;
+    int r = enter(-1, &self);
+    if (r < 0) {
+        return err_set(e, r, "open own network namespace");
+    }
+    if (unshare(CLONE_NEWNET) < 0) {
+        r = -errno;
+        fd_close(self);
+        return err_set(e, r, "unshare(CLONE_NEWNET)");
+    }
+    int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    r = fd < 0 ? -errno : lo_up();
+    leave(self);
+    if (fd < 0) {
+        return err_set(e, r, "open new network namespace");
+    }
+    if (r < 0) {
+        fd_close(fd);
+        return err_set(e, r, "bring lo up in a new network namespace");
+    }
+    return fd;
+}
+
+int netns_acquire(struct netns_pool *p, struct err *e)
+{
+    pthread_mutex_lock(&p->lock);
+    if (p->n_free > 0) {
+        int fd = p->free[--p->n_free];
+        p->stats.reused++;
+        pthread_mutex_unlock(&p->lock);
+        return fd;
+    }
+    pthread_mutex_unlock(&p->lock);
+    int fd = create(e);
+    if (fd >= 0) {
+        pthread_mutex_lock(&p->lock);
+        p->stats.created++;
+        pthread_mutex_unlock(&p->lock);
+    }
+    return fd;
+}
+
+/* True when a /proc/net table has no entry beyond its header line. */
+static bool table_empty(const char *name)
+{
+    char buf[512];
+    ssize_t n = file_read_small(AT_FDCWD, name, buf, sizeof(buf));
+    if (n < 0) {
+        return n == -ENOENT; /* a protocol this kernel does not have */
+    }
+    char *nl = memchr(buf, '\n', (size_t)n);
+    return nl && (size_t)(nl - buf) + 1 >= (size_t)n;
+}
+
+/* Everything a task could leave in a namespace it has no capability over is a socket: a
+ * lingering TCP connection (TIME_WAIT, FIN_WAIT), or a socket still being torn down. */
+static bool clean(void)
+{
+    static const char *const tables[] = {
+        "/proc/thread-self/net/tcp",  "/proc/thread-self/net/tcp6",  "/proc/thread-self/net/udp",
+        "/proc/thread-self/net/udp6", "/proc/thread-self/net/raw",   "/proc/thread-self/net/raw6",
+        "/proc/thread-self/net/unix", "/proc/thread-self/net/udplite", "/proc/thread-self/net/udplite6",
+        "/proc/thread-self/net/packet", "/proc/thread-self/net/icmp", "/proc/thread-self/net/icmp6",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(tables); i++) {
+        if (!table_empty(tables[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void netns_release(struct netns_pool *p, int fd)
+{
+    if (fd < 0) {
+        return;
+    }
+    bool keep = false;
+    pthread_mutex_lock(&p->lock);
+    bool room = p->n_free < p->max_free;
+    pthread_mutex_unlock(&p->lock);
+    if (room) {
+        int self = -1;
+        if (enter(fd, &self) == 0) {
+            keep = clean();
+            leave(self);
+        }
+    }
+    pthread_mutex_lock(&p->lock);
+    if (keep && p->n_free < p->max_free) {
+        p->free[p->n_free++] = fd;
+        fd = -1;
+    } else {
+        p->stats.dropped++;
+    }
+    pthread_mutex_unlock(&p->lock);
+    fd_close(fd);
+}
+
+void netns_get_stats(struct netns_pool *p, struct netns_stats *ret)
+{
+    pthread_mutex_lock(&p->lock);
+    *ret = p->stats;
+    pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* Recycled network namespaces. Creating a network namespace is globally serialized in the
+ * kernel and destroying one is deferred to a kernel worker; on a small host both bound the
+ * sandbox refill rate. sbxd therefore creates each network namespace once (owned by the
+ * host's user namespace, so no task ever holds CAP_NET_ADMIN over it; only `lo`, up), and
+ * when a sandbox is gone puts it back in a free list, but only if nothing of the task is
+ * left in it (no socket of any kind, TIME_WAIT included). Worker threads only. */
+#include <stdint.h>
+
+#include "err.h"
+
+struct netns_pool;
+
+struct netns_stats {
+    uint64_t created;  /* namespaces made */
+    uint64_t reused;   /* handed out again after a clean check */
+    uint64_t dropped;  /* not clean (or the free list was full): destroyed */
+};
+
+/* max_free: namespaces kept for reuse. Returns 0 or -errno. */
+int netns_pool_new(uint32_t max_free, struct netns_pool **ret, struct err *e);
+/* Closes every kept namespace. Accepts NULL; returns NULL. */
+struct netns_pool *netns_pool_free(struct netns_pool *p);
+/* A clean network namespace for a new sandbox: an fd the caller owns. Worker thread (it
+ * switches the calling thread's network namespace briefly when it must create one).
+ * Returns the fd or -errno with e saying why. */
+int netns_acquire(struct netns_pool *p, struct err *e);
+/* Takes back a namespace whose sandbox is gone (every process of it dead): kept when
+ * clean and there is room, else closed. Worker thread. */
+void netns_release(struct netns_pool *p, int fd);
+/* Any thread. */
+void netns_get_stats(struct netns_pool *p, struct netns_stats *ret);

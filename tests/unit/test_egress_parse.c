@@ -1,0 +1,568 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of egress_parse.c: host normalization, authorities, the CONNECT allowlist and
+ * its wildcards, route matching by name, method and path prefix, path safety, strict request
+ * and response heads (framing ambiguities refused), chunked and length-delimited bodies fed
+ * in every split, hop-by-hop headers, and the task's proxy environment. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "alloc.h"
+#include "config.h"
+#include "ctl.h"
+#include "egress_parse.h"
+#include "err.h"
+#include "util.h"
+
+/* ---- hosts and the allowlist ---- */
+
+static void norm_ok(const char *in, const char *want, bool ip)
+{
+    char out[EGRESS_HOST_SIZE];
+    bool is_ip = !ip;
+    assert_int_equal(egress_host_normalize(in, strlen(in), out, &is_ip), 0);
+    assert_string_equal(out, want);
+    assert_true(is_ip == ip);
+}
+
+static void egress_host_normalize__forms(void **state)
+{
+    (void)state;
+    norm_ok("API.Example.COM.", "api.example.com", false);
+    norm_ok("a-b_c.d", "a-b_c.d", false);
+    norm_ok("127.0.0.1", "127.0.0.1", true);
+    norm_ok("[::1]", "::1", true);
+    norm_ok("[0:0::1]", "::1", true);
+    norm_ok("[::ffff:10.0.0.1]", "10.0.0.1", true);
+    const char *bad[] = {"",           ".",        "a..b",        "-a.com", "a-.com",
+                         "a b",        "a/b",      "a@b",         "127.1",  "0x7f.1",
+                         "2130706433", "1.2.3.04", "example.123", "[::1",   "::1",
+                         "[1.2.3.4]",  "a%2eb",    "a.com\r"};
+    char out[EGRESS_HOST_SIZE];
+    bool ip;
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        if (egress_host_normalize(bad[i], strlen(bad[i]), out, &ip) != -EINVAL) {
+            fail_msg("'%s' was accepted as '%s'", bad[i], out);
+        }
+    }
+    char label[80];
+    memset(label, 'a', 64);
+    label[64] = '\0';
+    assert_int_equal(egress_host_normalize(label, 64, out, &ip), -EINVAL);
+    assert_int_equal(egress_host_normalize(label, 63, out, &ip), 0);
+}
+
+static void egress_authority_parse__ports(void **state)
+{
+    (void)state;
+    struct egress_hostport hp;
+    assert_int_equal(egress_authority_parse("a.com:443", 9, 0, &hp), 0);
+    assert_string_equal(hp.host, "a.com");
+    assert_int_equal(hp.port, 443);
+    assert_int_equal(egress_authority_parse("a.com", 5, 80, &hp), 0);
+    assert_int_equal(hp.port, 80);
+    assert_int_equal(egress_authority_parse("[::1]:8443", 10, 0, &hp), 0);
+    assert_string_equal(hp.host, "::1");
+    assert_true(hp.is_ip);
+    const char *bad[] = {"a.com",    "a.com:",   "a.com:0",        "a.com:65536",
+                         "a.com:+1", "a.com:1x", "::1:443",        "[::1]443",
+                         "a:b:1",    ":443",     "user@a.com:443", "a.com:443 "};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        if (egress_authority_parse(bad[i], strlen(bad[i]), 0, &hp) != -EINVAL) {
+            fail_msg("'%s' was accepted", bad[i]);
+        }
+    }
+}
+
+static bool allowed(const char *entry, const char *authority)
+{
+    struct egress_allow a;
+    struct egress_hostport hp;
+    assert_int_equal(egress_allow_parse(entry, &a), 0);
+    assert_int_equal(egress_authority_parse(authority, strlen(authority), 0, &hp), 0);
+    return egress_allow_match(&a, &hp);
+}
+
+static void egress_allow_match__exact_and_wildcard(void **state)
+{
+    (void)state;
+    assert_true(allowed("api.github.com:443", "API.GitHub.com.:443"));
+    assert_false(allowed("api.github.com:443", "api.github.com:444"));
+    assert_false(allowed("api.github.com:443", "evil-api.github.com:443"));
+    assert_false(allowed("api.github.com:443", "api.github.com.evil.com:443"));
+    assert_true(allowed("*.example.com:443", "a.example.com:443"));
+    assert_true(allowed("*.example.com:443", "a.b.example.com:443"));
+    assert_false(allowed("*.example.com:443", "example.com:443"));
+    assert_false(allowed("*.example.com:443", "badexample.com:443"));
+    assert_true(allowed("[::1]:8443", "[0::1]:8443"));
+    assert_true(allowed("10.0.0.5:443", "10.0.0.5:443"));
+    struct egress_allow a;
+    assert_int_equal(egress_allow_parse("*.10.0.0.1:443", &a), -EINVAL);
+    assert_int_equal(egress_allow_parse("example.com", &a), -EINVAL);
+    assert_int_equal(egress_allow_parse("*:443", &a), -EINVAL);
+}
+
+/* ---- routes and paths ---- */
+
+static struct egress_route_config routes[] = {
+    {.name = "api", .methods = EGRESS_METHOD_GET | EGRESS_METHOD_POST, .path_prefix = "/v1/"},
+    {.name = "api", .methods = EGRESS_METHOD_DELETE, .path_prefix = "/v1/items"},
+    {.name = "docs", .methods = EGRESS_METHODS_ALL, .path_prefix = "/"},
+};
+static const struct egress_profile_config profile = {.name = "p", .routes = routes, .n_routes = 3};
+
+static int route(const char *host, uint32_t method, const char *path, size_t *idx)
+{
+    const char *why = NULL;
+    int r = egress_route_find(&profile, host, method, path, strlen(path), idx, &why);
+    if (r < 0) {
+        assert_non_null(why);
+    }
+    return r;
+}
+
+static void egress_route_find__name_method_prefix(void **state)
+{
+    (void)state;
+    size_t idx = 99;
+    assert_int_equal(route("api", EGRESS_METHOD_GET, "/v1/x", &idx), 0);
+    assert_int_equal(idx, 0);
+    assert_int_equal(route("api", EGRESS_METHOD_DELETE, "/v1/items/7", &idx), 0);
+    assert_int_equal(idx, 1);
+    assert_int_equal(route("api", EGRESS_METHOD_DELETE, "/v1/itemsX", &idx), -EPERM);
+    assert_int_equal(route("api", EGRESS_METHOD_PUT, "/v1/x", &idx), -EPERM);
+    assert_int_equal(route("api", EGRESS_METHOD_GET, "/v2/x", &idx), -EACCES);
+    assert_int_equal(route("api", EGRESS_METHOD_GET, "/v1", &idx), -EACCES);
+    assert_int_equal(route("other", EGRESS_METHOD_GET, "/v1/x", &idx), -ENOENT);
+    assert_int_equal(route("docs", EGRESS_METHOD_PATCH, "/", &idx), 0);
+    assert_int_equal(idx, 2);
+}
+
+static void egress_path_under__whole_segments(void **state)
+{
+    (void)state;
+    assert_true(egress_path_under("/v1", 3, "/v1"));
+    assert_true(egress_path_under("/v1/x", 5, "/v1"));
+    assert_false(egress_path_under("/v1x", 4, "/v1"));
+    assert_true(egress_path_under("/v1/x", 5, "/v1/"));
+    assert_false(egress_path_under("/v1", 3, "/v1/"));
+    assert_true(egress_path_under("/anything", 9, "/"));
+}
+
+static void egress_path_safe__dots_and_encodings(void **state)
+{
+    (void)state;
+    const char *ok[] = {
+        "/", "/v1/items", "/v1/items/", "/a-b_c.d~e/f%41g", "/x:y@z;p=1,2", "/a.b/..c/c..", "/%20"};
+    for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+        if (!egress_path_safe(ok[i], strlen(ok[i]))) {
+            fail_msg("'%s' refused", ok[i]);
+        }
+    }
+    const char *bad[] = {"",     "v1",        "/v1/../x", "/v1/./x", "/..",    "/.",    "/v1//x",
+                         "//x",  "/%2e%2e/x", "/%2E./x",  "/a%2fb",  "/a%5cb", "/a%00", "/a%0a",
+                         "/a%4", "/a%zz",     "/a b",     "/a\\b",   "/a\"b",  "/a<b",  "/a{b"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        if (egress_path_safe(bad[i], strlen(bad[i]))) {
+            fail_msg("'%s' accepted", bad[i]);
+        }
+    }
+}
+
+static void egress_method_bit__exact(void **state)
+{
+    (void)state;
+    assert_int_equal(egress_method_bit("GET", 3), EGRESS_METHOD_GET);
+    assert_int_equal(egress_method_bit("OPTIONS", 7), EGRESS_METHOD_OPTIONS);
+    assert_int_equal(egress_method_bit("get", 3), 0);
+    assert_int_equal(egress_method_bit("TRACE", 5), 0);
+    assert_int_equal(egress_method_bit("GETX", 3), EGRESS_METHOD_GET);
+}
+
+/* ---- request heads ---- */
+
+static int req(const char *text, struct egress_request *r, const char **why)
+{
+    size_t n = strlen(text);
+    size_t hl = egress_head_end(text, n);
+    assert_int_equal(hl, n);
+    return egress_request_parse(text, hl, r, why);
+}
+
+static void egress_request_parse__absolute_form(void **state)
+{
+    (void)state;
+    static struct egress_request r;
+    const char *why = NULL;
+    assert_int_equal(req("GET http://API/v1/items?x=1&y=2 HTTP/1.1\r\nHost: api\r\n"
+                         "Accept:  */* \r\n\r\n",
+                         &r, &why),
+                     0);
+    assert_string_equal(r.method, "GET");
+    assert_int_equal(r.method_bit, EGRESS_METHOD_GET);
+    assert_false(r.is_connect);
+    assert_string_equal(r.dest.host, "api");
+    assert_int_equal(r.dest.port, 80);
+    assert_int_equal(r.path_len, 9);
+    assert_memory_equal(r.path, "/v1/items", 9);
+    assert_int_equal(r.query_len, 7);
+    assert_memory_equal(r.query, "x=1&y=2", 7);
+    assert_int_equal(r.n_headers, 2);
+    assert_int_equal(r.headers[1].value_len, 3); /* optional whitespace trimmed */
+    assert_memory_equal(r.headers[1].value, "*/*", 3);
+    assert_int_equal(r.framing, EGRESS_BODY_NONE);
+    /* No path: "/"; the query still counts. */
+    assert_int_equal(req("GET http://api?q HTTP/1.0\r\n\r\n", &r, &why), 0);
+    assert_int_equal(r.path_len, 1);
+    assert_memory_equal(r.query, "q", 1);
+    assert_int_equal(r.version_minor, 0);
+}
+
+static void egress_request_parse__origin_form_and_connect(void **state)
+{
+    (void)state;
+    static struct egress_request r;
+    const char *why = NULL;
+    assert_int_equal(
+        req("POST /v1/x HTTP/1.1\r\nHost: api:8080\r\nContent-Length: 5\r\n\r\n", &r, &why), 0);
+    assert_string_equal(r.dest.host, "api");
+    assert_int_equal(r.dest.port, 8080);
+    assert_int_equal(r.framing, EGRESS_BODY_LENGTH);
+    assert_true(r.content_length == 5);
+    assert_int_equal(req("CONNECT api.github.com:443 HTTP/1.1\r\nHost: x\r\n\r\n", &r, &why), 0);
+    assert_true(r.is_connect);
+    assert_string_equal(r.dest.host, "api.github.com");
+    assert_int_equal(r.dest.port, 443);
+    assert_int_equal(req("GET https://a.com/x HTTP/1.1\r\n\r\n", &r, &why), 0);
+    assert_true(r.absolute_https);
+    assert_int_equal(r.dest.port, 443);
+    assert_int_equal(req("PUT http://a/x HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\n", &r, &why),
+                     0);
+    assert_int_equal(r.framing, EGRESS_BODY_CHUNKED);
+    assert_int_equal(req("BREW http://a/x HTTP/1.1\r\n\r\n", &r, &why), 0);
+    assert_int_equal(r.method_bit, 0);
+}
+
+static void egress_request_parse__refuses_ambiguity(void **state)
+{
+    (void)state;
+    static struct egress_request r;
+    const char *bad[] = {
+        "GET http://a/ HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+        "chunked\r\n\r\n",
+        "GET http://a/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\nContent-Length: 1 2\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\nContent-Length: 0x10\r\n\r\n",
+        "GET /x HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+        "GET /x HTTP/1.1\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\nX: 1\r\n folded\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\nX : 1\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\n: 1\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\nX: a\rb\r\n\r\n",
+        "GET http://a/ HTTP/1.1\r\nX: a\nb\r\n\r\n",
+        "GET http://a/ HTTP/2.0\r\n\r\n",
+        "GET http://a/ HTTP/1.1 \r\n\r\n",
+        "GET  http://a/ HTTP/1.1\r\n\r\n",
+        "GET http://a/#frag HTTP/1.1\r\n\r\n",
+        "GET http://u:p@a/ HTTP/1.1\r\n\r\n",
+        "GET * HTTP/1.1\r\n\r\n",
+        "GET ftp://a/ HTTP/1.1\r\n\r\n",
+        "CONNECT a.com HTTP/1.1\r\n\r\n",
+        "CONNECT a.com:443 HTTP/1.1\r\nContent-Length: 3\r\n\r\n",
+        "G\x01T http://a/ HTTP/1.1\r\n\r\n",
+        "GET http://a/\x7f HTTP/1.1\r\n\r\n",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        const char *why = NULL;
+        size_t n = strlen(bad[i]);
+        size_t hl = egress_head_end(bad[i], n);
+        if (hl == 0 || egress_request_parse(bad[i], hl, &r, &why) != -EINVAL) {
+            fail_msg("accepted: %s", bad[i]);
+        }
+        assert_non_null(why);
+    }
+}
+
+static void egress_request_parse__header_bound(void **state)
+{
+    (void)state;
+    static struct egress_request r;
+    static char text[EGRESS_HEAD_MAX];
+    size_t o = (size_t)snprintf(text, sizeof(text), "GET http://a/ HTTP/1.1\r\n");
+    for (int i = 0; i < EGRESS_HEADERS_MAX + 1; i++) {
+        o += (size_t)snprintf(text + o, sizeof(text) - o, "X-%d: v\r\n", i);
+    }
+    o += (size_t)snprintf(text + o, sizeof(text) - o, "\r\n");
+    const char *why = NULL;
+    assert_int_equal(egress_request_parse(text, o, &r, &why), -EINVAL);
+    assert_string_equal(why, "too many headers");
+}
+
+static void egress_head_end__finds_crlfcrlf(void **state)
+{
+    (void)state;
+    assert_int_equal(egress_head_end("GET / HTTP/1.1\r\n\r\nbody", 22), 18);
+    assert_int_equal(egress_head_end("GET / HTTP/1.1\r\n\r", 17), 0);
+    assert_int_equal(egress_head_end("GET / HTTP/1.1\n\n", 16), 0);
+}
+
+static void egress_header_hop_by_hop__connection_tokens(void **state)
+{
+    (void)state;
+    static struct egress_request r;
+    const char *why = NULL;
+    assert_int_equal(
+        req("GET http://a/ HTTP/1.1\r\nConnection: close, X-Secret ,Content-Length\r\n"
+            "X-Secret: 1\r\nKeep-Alive: 5\r\nProxy-Authorization: x\r\nUpgrade: h2c\r\n"
+            "X-Kept: 2\r\nContent-Length: 0\r\n\r\n",
+            &r, &why),
+        0);
+    bool hop[8];
+    for (size_t i = 0; i < r.n_headers; i++) {
+        hop[i] = egress_header_hop_by_hop(&r.headers[i], r.headers, r.n_headers);
+    }
+    assert_true(hop[0]);  /* Connection */
+    assert_true(hop[1]);  /* X-Secret, named by Connection */
+    assert_true(hop[2]);  /* Keep-Alive */
+    assert_true(hop[3]);  /* Proxy-Authorization */
+    assert_true(hop[4]);  /* Upgrade */
+    assert_false(hop[5]); /* X-Kept */
+    assert_false(hop[6]); /* Content-Length: never dropped, even when Connection names it */
+}
+
+/* ---- response heads ---- */
+
+static int resp(const char *text, bool head, struct egress_response *r)
+{
+    const char *why = NULL;
+    return egress_response_parse(text, strlen(text), head, r, &why);
+}
+
+static void egress_response_parse__framing(void **state)
+{
+    (void)state;
+    static struct egress_response r;
+    assert_int_equal(resp("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", false, &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.framing, EGRESS_BODY_LENGTH);
+    assert_int_equal(r.status_line_len, 15);
+    assert_int_equal(resp("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", true, &r), 0);
+    assert_int_equal(r.framing, EGRESS_BODY_NONE);
+    assert_int_equal(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", false, &r),
+                     0);
+    assert_int_equal(r.framing, EGRESS_BODY_CHUNKED);
+    assert_int_equal(resp("HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n", false, &r), 0);
+    assert_int_equal(r.framing, EGRESS_BODY_CLOSE);
+    assert_int_equal(resp("HTTP/1.0 200 OK\r\n\r\n", false, &r), 0);
+    assert_int_equal(r.framing, EGRESS_BODY_CLOSE);
+    assert_int_equal(resp("HTTP/1.1 204 No Content\r\nContent-Length: 3\r\n\r\n", false, &r), 0);
+    assert_int_equal(r.framing, EGRESS_BODY_NONE);
+    assert_int_equal(resp("HTTP/1.1 100 Continue\r\n\r\n", false, &r), 0);
+    assert_int_equal(r.status, 100);
+    assert_int_equal(r.framing, EGRESS_BODY_NONE);
+    assert_int_equal(resp("HTTP/1.1 200\r\n\r\n", false, &r), 0);
+    assert_int_equal(
+        resp("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", false, &r),
+        -EINVAL);
+    assert_int_equal(resp("HTTP/1.1 2000 OK\r\n\r\n", false, &r), -EINVAL);
+    assert_int_equal(resp("HTTP/1.1 099 Low\r\n\r\n", false, &r), -EINVAL);
+    assert_int_equal(resp("ICY 200 OK\r\n\r\n", false, &r), -EINVAL);
+}
+
+/* ---- bodies ---- */
+
+struct sink {
+    char buf[512];
+    size_t n;
+};
+
+static void sink_cb(void *ud, const char *data, size_t n)
+{
+    struct sink *s = ud;
+    assert_true(s->n + n <= sizeof(s->buf));
+    memcpy(s->buf + s->n, data, n);
+    s->n += n;
+}
+
+/* Feeds text in pieces of `chunk` bytes; returns the bytes used, the decoded body in s. */
+static int feed(struct egress_body *b, const char *text, size_t chunk, struct sink *s, size_t *used)
+{
+    size_t len = strlen(text);
+    *used = 0;
+    for (size_t off = 0; off < len && !b->done; off += chunk) {
+        size_t k = len - off < chunk ? len - off : chunk;
+        size_t u = 0;
+        int r = egress_body_feed(b, text + off, k, &u, sink_cb, s);
+        if (r < 0) {
+            return r;
+        }
+        *used += u;
+        if (u < k) {
+            break;
+        }
+    }
+    return 0;
+}
+
+static void egress_body_feed__chunked_any_split(void **state)
+{
+    (void)state;
+    const char *wire = "5;ext=1\r\nhello\r\n1A\r\n, the chunked body goes on\r\n0\r\n"
+                       "Trailer: x\r\n\r\nGET /next HTTP/1.1\r\n";
+    size_t body_end = strlen(wire) - strlen("GET /next HTTP/1.1\r\n");
+    for (size_t chunk = 1; chunk <= strlen(wire); chunk++) {
+        struct egress_body b;
+        struct sink s = {.n = 0};
+        size_t used = 0;
+        egress_body_init(&b, EGRESS_BODY_CHUNKED, 0);
+        assert_int_equal(feed(&b, wire, chunk, &s, &used), 0);
+        assert_true(b.done);
+        assert_int_equal(used, body_end); /* nothing of the next message */
+        assert_int_equal(s.n, 31);
+        assert_memory_equal(s.buf, "hello, the chunked body goes on", 31);
+    }
+}
+
+static void egress_body_feed__chunked_malformed(void **state)
+{
+    (void)state;
+    const char *bad[] = {"x\r\n", "5\r\nhelloX\r\n",       "5\nhello\r\n",
+                         "\r\n",  "11111111111111111\r\n", "5\r\nhello\r\n0\r\nbad\n\r\n",
+                         "-1\r\n"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        struct egress_body b;
+        struct sink s = {.n = 0};
+        size_t used = 0;
+        egress_body_init(&b, EGRESS_BODY_CHUNKED, 0);
+        if (feed(&b, bad[i], 1, &s, &used) != -EINVAL) {
+            fail_msg("accepted chunked body: %s", bad[i]);
+        }
+    }
+    /* An endless chunk extension is cut at its bound. */
+    static char longext[4096];
+    memset(longext, 'a', sizeof(longext) - 1);
+    longext[0] = '1';
+    longext[1] = ';';
+    struct egress_body b;
+    struct sink s = {.n = 0};
+    size_t used = 0;
+    egress_body_init(&b, EGRESS_BODY_CHUNKED, 0);
+    assert_int_equal(feed(&b, longext, 4096, &s, &used), -EINVAL);
+}
+
+static void egress_body_feed__length_and_none(void **state)
+{
+    (void)state;
+    struct egress_body b;
+    struct sink s = {.n = 0};
+    size_t used = 0;
+    egress_body_init(&b, EGRESS_BODY_LENGTH, 5);
+    assert_int_equal(feed(&b, "helloEXTRA", 3, &s, &used), 0);
+    assert_true(b.done);
+    assert_int_equal(used, 5);
+    assert_memory_equal(s.buf, "hello", 5);
+    egress_body_init(&b, EGRESS_BODY_NONE, 0);
+    assert_true(b.done);
+    egress_body_init(&b, EGRESS_BODY_LENGTH, 0);
+    assert_true(b.done);
+    egress_body_init(&b, EGRESS_BODY_CLOSE, 0);
+    s.n = 0;
+    assert_int_equal(feed(&b, "until the end", 4, &s, &used), 0);
+    assert_false(b.done);
+    assert_int_equal(s.n, 13);
+}
+
+/* ---- the task's environment ---- */
+
+static void egress_env_rewrite__replaces_proxy_variables(void **state)
+{
+    (void)state;
+    static const char strings[] = "python3\0-c\0x\0PATH=/bin\0HTTP_PROXY=http://evil:1\0"
+                                  "https_proxy=x\0NO_PROXY=*\0";
+    struct ctl_task hdr;
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.argc = 3;
+    hdr.envc = 4;
+    hdr.data_len = sizeof(strings) - 1;
+    char *data = xmalloc(sizeof(strings));
+    memcpy(data, strings, sizeof(strings));
+    struct err e = ERR_INIT;
+    assert_int_equal(egress_env_rewrite(&hdr, &data, 3128, &e), 0);
+    assert_int_equal(hdr.argc, 3);
+    assert_int_equal(hdr.envc, 6);
+    const char *want[] = {"python3",
+                          "-c",
+                          "x",
+                          "PATH=/bin",
+                          "NO_PROXY=*",
+                          "HTTP_PROXY=http://127.0.0.1:3128",
+                          "HTTPS_PROXY=http://127.0.0.1:3128",
+                          "http_proxy=http://127.0.0.1:3128",
+                          "https_proxy=http://127.0.0.1:3128"};
+    size_t off = 0;
+    for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+        assert_string_equal(data + off, want[i]);
+        off += strlen(want[i]) + 1;
+    }
+    assert_int_equal(off, hdr.data_len);
+    free(data);
+}
+
+static void egress_env_rewrite__bounds(void **state)
+{
+    (void)state;
+    struct ctl_task hdr;
+    struct err e = ERR_INIT;
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.argc = 1;
+    hdr.data_len = CTL_TASK_DATA_MAX - 10;
+    char *data = xcalloc(1, hdr.data_len);
+    memset(data, 'a', hdr.data_len - 1);
+    assert_int_equal(egress_env_rewrite(&hdr, &data, 3128, &e), -E2BIG);
+    assert_int_equal(hdr.data_len, CTL_TASK_DATA_MAX - 10); /* untouched on failure */
+    free(data);
+    /* Counts that do not match the strings. */
+    memset(&hdr, 0, sizeof(hdr));
+    hdr.argc = 2;
+    hdr.data_len = 2;
+    data = xstrdup("a");
+    assert_int_equal(egress_env_rewrite(&hdr, &data, 3128, &e), -EPROTO);
+    free(data);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(egress_host_normalize__forms),
+        cmocka_unit_test(egress_authority_parse__ports),
+        cmocka_unit_test(egress_allow_match__exact_and_wildcard),
+        cmocka_unit_test(egress_route_find__name_method_prefix),
+        cmocka_unit_test(egress_path_under__whole_segments),
+        cmocka_unit_test(egress_path_safe__dots_and_encodings),
+        cmocka_unit_test(egress_method_bit__exact),
+        cmocka_unit_test(egress_request_parse__absolute_form),
+        cmocka_unit_test(egress_request_parse__origin_form_and_connect),
+        cmocka_unit_test(egress_request_parse__refuses_ambiguity),
+        cmocka_unit_test(egress_request_parse__header_bound),
+        cmocka_unit_test(egress_head_end__finds_crlfcrlf),
+        cmocka_unit_test(egress_header_hop_by_hop__connection_tokens),
+        cmocka_unit_test(egress_response_parse__framing),
+        cmocka_unit_test(egress_body_feed__chunked_any_split),
+        cmocka_unit_test(egress_body_feed__chunked_malformed),
+        cmocka_unit_test(egress_body_feed__length_and_none),
+        cmocka_unit_test(egress_env_rewrite__replaces_proxy_variables),
+        cmocka_unit_test(egress_env_rewrite__bounds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/* Unit tests of scrub.c: every secret shape is redacted wherever it sits in a string,
+ * ordinary text passes through unchanged, and the registry redacts what is registered. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scrub.h"
+#include "util.h"
+
+static char *scrub(const struct scrub *s, const char *text)
+{
+    return scrub_dup(s, text, strlen(text), NULL, NULL);
+}
+
+/* Asserts that scrubbing `in` gives exactly `want`. */
+static void expect(const struct scrub *s, const char *in, const char *want)
+{
+    scoped_free char *got = scrub(s, in);
+    if (strcmp(got, want) != 0) {
+        fail_msg("scrub(\"%s\")\n  got  \"%s\"\n  want \"%s\"", in, got, want);
+    }
+}
+
+/* Asserts that the secret is gone from the scrubbed text and a mark is there. */
+static void expect_gone(const struct scrub *s, const char *in, const char *secret)
+{
+    scoped_free char *got = scrub(s, in);
+    if (strstr(got, secret) || !strstr(got, SCRUB_MARK)) {
+        fail_msg("scrub(\"%s\") = \"%s\" still holds \"%s\"", in, got, secret);
+    }
+}
+
+static void scrub_dup__plain_text_unchanged(void **state)
+{
+    (void)state;
+    const char *plain[] = {
+        "python3 -c print(1)",
+        "/usr/lib/x86_64-linux-gnu/libsqlite3.so.0",
+        "/home/user/projects/MyProject2/src/components/ButtonGroupVertical.tsx",
+        "123e4567-e89b-12d3-a456-426614174000",
+        "ThisIsAVeryLongIdentifierName123",
+        "ls -la /tmp && echo done; cat /etc/os-release",
+        "python3-some-long-package-name_with_underscores_2024",
+        "https://example.com/path?q=1&page=2",
+        "PWD=/tmp",
+        "sk-learn",
+        "Token expired",
+        "key",
+        "",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(plain); i++) {
+        expect(NULL, plain[i], plain[i]);
+    }
+}
+
+static void scrub_dup__jwt_anywhere(void **state)
+{
+    (void)state;
+    const char *jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+                      "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c";
+    char buf[512];
+    snprintf(buf, sizeof(buf), "%s", jwt);
+    expect(NULL, buf, SCRUB_MARK);
+    snprintf(buf, sizeof(buf), "token=%s;", jwt);
+    expect(NULL, buf, "token=" SCRUB_MARK ";");
+    snprintf(buf, sizeof(buf), "curl -d '{\"t\":\"%s\"}' x", jwt);
+    expect(NULL, buf, "curl -d '{\"t\":\"" SCRUB_MARK "\"}' x");
+    /* alg none: empty signature */
+    expect(NULL, "x eyJhbGciOiJub25lIn0.eyJzdWIiOiJhIn0. y", "x " SCRUB_MARK " y");
+}
+
+static void scrub_dup__authorization_and_bearer(void **state)
+{
+    (void)state;
+    expect(NULL, "Authorization: Bearer abc.def-123", "Authorization: Bearer " SCRUB_MARK);
+    expect(NULL, "-H", "-H");
+    expect(NULL, "authorization: Basic dXNlcjpwYXNzd29yZA==", "authorization: Basic " SCRUB_MARK);
+    expect(NULL, "Authorization: token-without-scheme", "Authorization: " SCRUB_MARK);
+    expect(NULL, "curl -H 'Authorization: Bearer xyz123' https://x",
+           "curl -H 'Authorization: Bearer " SCRUB_MARK "' https://x");
+    expect(NULL, "send it with bearer   q1w2e3r4", "send it with bearer   " SCRUB_MARK);
+    expect(NULL, "Cookie: a=1; b=2\nnext", "Cookie: " SCRUB_MARK "\nnext");
+    expect(NULL, "X-Api-Key: 1234", "X-Api-Key: " SCRUB_MARK);
+}
+
+static void scrub_dup__secret_names_in_assignments(void **state)
+{
+    (void)state;
+    expect(NULL, "API_TOKEN=sk-abc", "API_TOKEN=" SCRUB_MARK);
+    expect(NULL, "env DB_PASSWORD=hunter2 ./run", "env DB_PASSWORD=" SCRUB_MARK " ./run");
+    expect(NULL, "--password=hunter2", "--password=" SCRUB_MARK);
+    expect(NULL, "{\"password\": \"p\\\"w\"}", "{\"password\": \"" SCRUB_MARK "\"}");
+    expect(NULL, "aws_secret_access_key = abc", "aws_secret_access_key = " SCRUB_MARK);
+    expect(NULL, "https://h/x?access_token=abc&x=1", "https://h/x?access_token=" SCRUB_MARK "&x=1");
+    expect(NULL, "export GITHUB_TOKEN=\"x y\"", "export GITHUB_TOKEN=\"" SCRUB_MARK "\"");
+    expect(NULL, "color=red size=2", "color=red size=2");
+}
+
+static void scrub_dup__aws_keys(void **state)
+{
+    (void)state;
+    expect(NULL, "id AKIAIOSFODNN7EXAMPLE end", "id " SCRUB_MARK " end");
+    expect(NULL, "ASIAY34FZKBOKMUTVV7A", SCRUB_MARK);
+    /* 40-character secret access key, with '/' inside */
+    expect_gone(NULL, "s3 wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY x", "K7MDENG");
+    /* not a key id: too long */
+    expect(NULL, "AKIAIOSFODNN7EXAMPLEXX", "AKIAIOSFODNN7EXAMPLEXX");
+}
+
+static void scrub_dup__known_prefixes_and_entropy(void **state)
+{
+    (void)state;
+    expect_gone(NULL, "key sk-live-4eC39HqLyjWDarjtT1zdp7dc", "4eC39HqLyjWDarjtT1zdp7dc");
+    expect_gone(NULL, "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789", "aBcDeFgHiJk");
+    expect_gone(NULL, "xoxb-1234567890-abcdefghij", "1234567890");
+    /* long hex and base64 tokens */
+    expect_gone(NULL, "--sig 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+                "9f86d081");
+    expect_gone(NULL, "x=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MEFCQ0RFRkdISUpL", "Zm9vYmFy");
+    expect_gone(NULL, "/v1/keys/q8Zr4PL2mXn7Tb0Vc5Wd9Ye3Ua1Sf6Rg", "q8Zr4PL2mXn7");
+}
+
+/* Random base64 tokens of 32+ characters are caught almost always. */
+static void scrub_dup__random_tokens_detected(void **state)
+{
+    (void)state;
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    unsigned seed = 12345;
+    int missed = 0;
+    for (int n = 0; n < 1000; n++) {
+        char tok[41];
+        size_t len = 32 + (size_t)(n % 9);
+        for (size_t i = 0; i < len; i++) {
+            seed = seed * 1103515245u + 12345u;
+            tok[i] = b64[(seed >> 16) % 64];
+        }
+        tok[len] = '\0';
+        if (tok[0] == '/') {
+            tok[0] = 'Q';
+        }
+        scoped_free char *got = scrub(NULL, tok);
+        missed += strstr(got, SCRUB_MARK) == NULL;
+    }
+    assert_true(missed <= 10);
+}
+
+static void scrub_dup__userinfo(void **state)
+{
+    (void)state;
+    expect(NULL, "postgres://app:s3cr3t@db:5432/x", "postgres://app:" SCRUB_MARK "@db:5432/x");
+    expect(NULL, "https://user@host/", "https://user@host/");
+}
+
+static void scrub_register__redacts_and_forgets(void **state)
+{
+    (void)state;
+    struct scrub *s = scrub_new();
+    assert_int_equal(scrub_register(s, "short", 5), -EINVAL);
+    assert_int_equal(scrub_register(s, "plainword1", 10), 0);
+    assert_int_equal(scrub_register(s, "plainword1", 10), -EEXIST);
+    expect(s, "say plainword1 twice plainword1", "say " SCRUB_MARK " twice " SCRUB_MARK);
+    /* many secrets: the table grows and still finds each */
+    char buf[32];
+    for (int i = 0; i < 500; i++) {
+        snprintf(buf, sizeof(buf), "secretnr%04d", i);
+        assert_int_equal(scrub_register(s, buf, strlen(buf)), 0);
+    }
+    expect(s, "a secretnr0042 b secretnr0499", "a " SCRUB_MARK " b " SCRUB_MARK);
+    assert_int_equal(scrub_unregister(s, "plainword1", 10), 0);
+    assert_int_equal(scrub_unregister(s, "plainword1", 10), -ENOENT);
+    expect(s, "say plainword1", "say plainword1");
+    assert_int_equal(scrub_register_prefix(s, "sbxt_"), 0);
+    assert_int_equal(scrub_register_prefix(s, "sbxt_"), -EEXIST);
+    expect(s, "use sbxt_abcdefgh12 now", "use " SCRUB_MARK " now");
+    expect(s, "sbxt_short", "sbxt_short");
+    s = scrub_free(s);
+    assert_null(s);
+}
+
+static void scrub_name_is_secret__names(void **state)
+{
+    (void)state;
+    const char *yes[] = {"API_TOKEN",
+                         "token",
+                         "AWS_SECRET_ACCESS_KEY",
+                         "DB_PASSWORD",
+                         "passwd",
+                         "GPG_PASSPHRASE",
+                         "GOOGLE_APPLICATION_CREDENTIALS",
+                         "Authorization",
+                         "x-api-key",
+                         "SESSION_ID",
+                         "cookie",
+                         "SSH_KEY",
+                         "PRIVATE_KEY_PATH",
+                         "APIKEY",
+                         "stripe_key",
+                         "DB_PASS",
+                         "MYSQL_PWD",
+                         "--password",
+                         "signingkey"};
+    const char *no[] = {"PATH",       "HOME",     "PWD",  "OLDPWD", "LANG", "TMPDIR",
+                        "PYTHONPATH", "KEYBOARD", "USER", "COLOR",  "TERM", "pool"};
+    for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
+        if (!scrub_name_is_secret(yes[i], strlen(yes[i]))) {
+            fail_msg("'%s' should look secret", yes[i]);
+        }
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(no); i++) {
+        if (scrub_name_is_secret(no[i], strlen(no[i]))) {
+            fail_msg("'%s' should not look secret", no[i]);
+        }
+    }
+}
+
+static void scrub_arg_takes_secret__options(void **state)
+{
+    (void)state;
+    assert_true(scrub_arg_takes_secret("--token", 7));
+    assert_true(scrub_arg_takes_secret("--api-key", 9));
+    assert_true(scrub_arg_takes_secret("-password", 9));
+    assert_false(scrub_arg_takes_secret("--token=x", 9));
+    assert_false(scrub_arg_takes_secret("--verbose", 9));
+    assert_false(scrub_arg_takes_secret("token", 5));
+}
+
+static void scrub_copy__truncates_and_counts(void **state)
+{
+    (void)state;
+    char buf[16];
+    assert_string_equal(scrub_copy(NULL, "API_TOKEN=abcdef", 16, buf, sizeof(buf)),
+                        "API_TOKEN=[REDA");
+    size_t n = 0, count = 0;
+    scoped_free char *d = scrub_dup(NULL, "a\0b", 3, &n, &count);
+    assert_int_equal(n, 3);
+    assert_int_equal(count, 0);
+    assert_memory_equal(d, "a\0b", 3);
+    scoped_free char *d2 = scrub_dup(NULL, "PASSWORD=1 TOKEN=2", 18, &n, &count);
+    assert_int_equal(count, 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(scrub_dup__plain_text_unchanged),
+        cmocka_unit_test(scrub_dup__jwt_anywhere),
+        cmocka_unit_test(scrub_dup__authorization_and_bearer),
+        cmocka_unit_test(scrub_dup__secret_names_in_assignments),
+        cmocka_unit_test(scrub_dup__aws_keys),
+        cmocka_unit_test(scrub_dup__known_prefixes_and_entropy),
+        cmocka_unit_test(scrub_dup__random_tokens_detected),
+        cmocka_unit_test(scrub_dup__userinfo),
+        cmocka_unit_test(scrub_register__redacts_and_forgets),
+        cmocka_unit_test(scrub_name_is_secret__names),
+        cmocka_unit_test(scrub_arg_takes_secret__options),
+        cmocka_unit_test(scrub_copy__truncates_and_counts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
