@@ -566,7 +566,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < cfg->n_pools; i++) {
         netns_keep += cfg->pools[i].max;
     }
-    (void)netns_pool_new(netns_keep, &d->netns, &e);
+    if (cfg->netns_recycle) {
+        (void)netns_pool_new(netns_keep, &d->netns, &e);
+    }
     /* What a previous sbxd with this state dir left, before any pool fills. */
     if (reaper_startup(d, &e) < 0) {
         log_error("msg=\"cannot reap our cgroup subtree, going on\" detail=\"%s\"", err_msg(&e));

@@ -144,34 +144,55 @@ int netns_acquire(struct netns_pool *p, struct err *e)
     return fd;
 }
 
-/* True when a /proc/net table has no entry beyond its header line. */
-static bool table_empty(const char *name)
+/* The sockstat counters kept per network namespace; "alloc", "orphan" and "mem" are global
+ * to the host and say nothing about this namespace. */
+static bool per_netns(const char *key)
 {
-    char buf[512];
-    ssize_t n = file_read_small(AT_FDCWD, name, buf, sizeof(buf));
+    return strcmp(key, "used") == 0 || strcmp(key, "inuse") == 0 || strcmp(key, "tw") == 0 ||
+           strcmp(key, "memory") == 0;
+}
+
+/* True when every per-namespace counter of a sockstat file is 0. Reading them costs
+ * nothing, unlike /proc/net/tcp, which walks the host's whole connection table. */
+static bool sockstat_zero(const char *path)
+{
+    char buf[1024];
+    ssize_t n = file_read_small(AT_FDCWD, path, buf, sizeof(buf));
     if (n < 0) {
-        return n == -ENOENT; /* a protocol this kernel does not have */
+        return n == -ENOENT; /* no IPv6 on this kernel */
     }
-    char *nl = memchr(buf, '\n', (size_t)n);
-    return nl && (size_t)(nl - buf) + 1 >= (size_t)n;
+    char *save = NULL;
+    bool after_name = false;
+    const char *key = NULL;
+    for (char *tok = strtok_r(buf, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+        size_t len = strlen(tok);
+        if (tok[len - 1] == ':') {
+            after_name = true; /* "TCP:" starts a line: key/value pairs follow */
+            key = NULL;
+            continue;
+        }
+        if (!after_name) {
+            return false;
+        }
+        if (!key) {
+            key = tok;
+            continue;
+        }
+        if (per_netns(key) && strcmp(tok, "0") != 0) {
+            return false;
+        }
+        key = NULL;
+    }
+    return true;
 }
 
 /* Everything a task could leave in a namespace it has no capability over is a socket: a
- * lingering TCP connection (TIME_WAIT, FIN_WAIT), or a socket still being torn down. */
+ * listener, a lingering TCP connection (TIME_WAIT, orphans), a socket still being torn
+ * down. "sockets: used" counts every socket of the namespace, unix ones included. */
 static bool clean(void)
 {
-    static const char *const tables[] = {
-        "/proc/thread-self/net/tcp",  "/proc/thread-self/net/tcp6",  "/proc/thread-self/net/udp",
-        "/proc/thread-self/net/udp6", "/proc/thread-self/net/raw",   "/proc/thread-self/net/raw6",
-        "/proc/thread-self/net/unix", "/proc/thread-self/net/udplite", "/proc/thread-self/net/udplite6",
-        "/proc/thread-self/net/packet", "/proc/thread-self/net/icmp", "/proc/thread-self/net/icmp6",
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(tables); i++) {
-        if (!table_empty(tables[i])) {
-            return false;
-        }
-    }
-    return true;
+    return sockstat_zero("/proc/thread-self/net/sockstat") &&
+           sockstat_zero("/proc/thread-self/net/sockstat6");
 }
 
 void netns_release(struct netns_pool *p, int fd)
