@@ -27,10 +27,8 @@
 #include "sandbox.h"
 #include "server.h"
 #include "util.h"
+#include "version.h"
 
-#ifndef SBX_VERSION
-#define SBX_VERSION "0.1.0"
-#endif
 
 /* ---- The registry ---------------------------------------------------------------------- */
 

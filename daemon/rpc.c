@@ -28,8 +28,8 @@
 #include "server.h"
 #include "token.h"
 #include "util.h"
+#include "version.h"
 
-#define SBX_VERSION "0.1.0"
 #define EXEC_MAX_ENV 256
 
 typedef void (*method_cb)(struct conn *c, uint32_t msgid, const msgpack_object *args);

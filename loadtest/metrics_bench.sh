@@ -241,4 +241,9 @@ def cpu_per_task(runs):
 cp, cs = cpu_per_task(plain), cpu_per_task(scraped)
 print("sbxd CPU per task (its loop is the shared bottleneck): %.3f ms without, %.3f ms with "
       "the scraper (%+.2f%%)" % (cp, cs, (cs / cp - 1) * 100 if cp else float("nan")))
+# The scraper's share of what sbxd spends per second at the measured rate: what a scrape a
+# second can take from throughput when sbxd is the bottleneck, free of the run-to-run noise.
+busy_ms = statistics.median(rp) * cp
+print("scrape share of sbxd's CPU at %.1f tasks/s: %.3f ms of %.1f ms per second = %.3f%%"
+      % (statistics.median(rp), cpu_ms, busy_ms, cpu_ms / busy_ms * 100 if busy_ms else float("nan")))
 EOF
