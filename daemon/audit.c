@@ -562,7 +562,8 @@ bool audit_backlogged(const struct audit *a)
     }
     struct audit *m = (struct audit *)a;
     pthread_mutex_lock(&m->mu);
-    bool b = m->dead || m->q_events > AUDIT_BACKLOG_EVENTS || m->q_bytes > AUDIT_BACKLOG_BYTES;
+    bool b = m->dead || m->failing || m->q_events > AUDIT_BACKLOG_EVENTS ||
+             m->q_bytes > AUDIT_BACKLOG_BYTES;
     pthread_mutex_unlock(&m->mu);
     return b;
 }

@@ -126,8 +126,8 @@ void audit_when_committed(struct audit *a, uint64_t ticket, audit_commit_cb cb, 
 bool audit_idle(const struct audit *a);
 /* Called on the loop after a commit leaves the audit idle (the drain waits for it). */
 void audit_set_idle_cb(struct audit *a, void (*cb)(void *arg), void *arg);
-/* True when new tasks must be refused: the backlog is above its bound, or the writer gave
- * up. */
+/* True when new tasks must be refused: the backlog is above its bound, or the writer's
+ * last commit failed (it retries), or it gave up. */
 bool audit_backlogged(const struct audit *a);
 /* When backlogged: counts one suppressed refusal and returns true (the caller writes no
  * event for it). Otherwise returns false. */

@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import random
+import signal
 import sqlite3
 import string
 import subprocess
@@ -324,6 +325,63 @@ class Tamper(DaemonTest):
         self.assertGreater(forged, rid)
         sqlite_shell(self.d, "DELETE FROM events WHERE id = %d" % forged)
         self.assertTrue(verify(self.d)["ok"])
+
+
+class Unwritable(unittest.TestCase):
+    """While the trail cannot be written, results wait and new tasks are refused; when it
+    can again, the waiting results go out; when the drain gives up on it, a waiting result
+    is withheld (error), never sent unrecorded."""
+
+    def hold_write_lock(self, d):
+        p = subprocess.Popen(
+            ["/usr/bin/python3", "-c",
+             "import sqlite3, sys, time\n"
+             "db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=10)\n"
+             "db.execute('BEGIN IMMEDIATE')\n"
+             "print('locked', flush=True)\n"
+             "sys.stdin.read()\n", db_path(d)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.assertEqual(p.stdout.readline(), b"locked\n")
+        return p
+
+    def test_results_wait_for_the_trail(self):
+        d = Daemon(config_extra="drain_grace: 1s\n")
+        lock = None
+        try:
+            d.wait_warm()
+            c = d.client()
+            lock = self.hold_write_lock(d)
+            msgid = c.exec_start(["echo", "waits"])[0]
+            wait_until(lambda: "cannot write the audit trail" in d.logtext(), 30, "the failure")
+            with self.assertRaises(TimeoutError):
+                c.wait(msgid, timeout=0.5)
+            with d.client() as c2:
+                with self.assertRaises(sbx_client.RpcError) as cm:
+                    c2.exec(["true"])
+                self.assertEqual(cm.exception.code, "busy")
+            lock.stdin.close()
+            lock.wait()
+            res = c.wait(msgid, timeout=30)
+            self.assertEqual(res["status"], "exited")
+            self.assertEqual([t for t, _ in chain_of(d, res["task"])], CHAIN)
+
+            lock = self.hold_write_lock(d)
+            n = d.logtext().count("cannot write the audit trail")
+            msgid = c.exec_start(["echo", "withheld"])[0]
+            wait_until(lambda: d.logtext().count("cannot write the audit trail") > n, 30,
+                       "the second failure")
+            d.proc.send_signal(signal.SIGTERM)
+            with self.assertRaises(sbx_client.RpcError) as cm:
+                c.wait(msgid, timeout=30)
+            self.assertEqual(cm.exception.code, "internal")
+            self.assertIn("withheld", cm.exception.message)
+            c.close()
+        finally:
+            if lock:
+                lock.stdin.close()
+                lock.wait()
+            d.stop()
+        self.assertIn("giving up on the audit trail", d.logtext())
 
 
 class Load(unittest.TestCase):
