@@ -334,7 +334,7 @@ static void config_load__embedded_default(void **state)
     assert_int_equal(p->tmp_size, 64 * MIB);
     assert_int_equal(p->uid, 10001);
     assert_string_equal(p->seccomp, "strict");
-    assert_string_equal(p->image, "host");
+    assert_string_equal(p->image, "python");
     assert_false(p->dev_shm);
 
     p = config_find_pool(c, "parsing");
