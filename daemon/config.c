@@ -23,6 +23,7 @@
 #include "alloc.h"
 #include "ctl.h"
 #include "embedded.h"
+#include "textfile.h"
 #include "util.h"
 
 #define KIB (1024ULL)
@@ -1682,41 +1683,7 @@ int config_parse_pool(const char *name, const char *text, size_t len, struct poo
 static int read_text(int dirfd, const char *path, const char *label, char **ret, size_t *ret_len,
                      struct err *e)
 {
-    scoped_close int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    struct stat st;
-
-    if (fd < 0) {
-        return err_set(e, -errno, "%s: cannot open", label);
-    }
-    if (fstat(fd, &st) < 0) {
-        return err_set(e, -errno, "%s: cannot stat", label);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        return err_setx(e, -EINVAL, "%s: not a regular file", label);
-    }
-    if (st.st_size > CONFIG_FILE_MAX) {
-        return err_setx(e, -EFBIG, "%s: larger than %d bytes", label, CONFIG_FILE_MAX);
-    }
-    size_t cap = (size_t)st.st_size + 1;
-    scoped_free char *buf = xmalloc(cap);
-    size_t off = 0;
-    for (;;) {
-        ssize_t n = RETRY_EINTR(read(fd, buf + off, cap - off));
-        if (n < 0) {
-            return err_set(e, -errno, "%s: cannot read", label);
-        }
-        if (n == 0) {
-            break;
-        }
-        off += (size_t)n;
-        if (off == cap) {
-            return err_setx(e, -EAGAIN, "%s: changed while being read", label);
-        }
-    }
-    buf[off] = '\0';
-    *ret_len = off;
-    *ret = take_ptr(&buf);
-    return 0;
+    return textfile_read(dirfd, path, label, CONFIG_FILE_MAX, ret, ret_len, e);
 }
 
 struct build {

@@ -24,6 +24,7 @@
 #include "ctl.h"
 #include "embedded.h"
 #include "log.h"
+#include "textfile.h"
 #include "util.h"
 
 /* Profiles are small; anything bigger is a mistake, not a profile. */
@@ -1211,42 +1212,7 @@ int seccomp_compile_text(const char *file, const char *text, size_t len, unsigne
 /* Reads a regular file of at most PROFILE_FILE_MAX bytes, NUL-terminated. */
 static int read_text(const char *path, char **ret, size_t *ret_len, struct err *e)
 {
-    scoped_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-    const char *label = path;
-    struct stat st;
-
-    if (fd < 0) {
-        return err_set(e, -errno, "%s: cannot open", label);
-    }
-    if (fstat(fd, &st) < 0) {
-        return err_set(e, -errno, "%s: cannot stat", label);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        return err_setx(e, -EINVAL, "%s: not a regular file", label);
-    }
-    if (st.st_size > PROFILE_FILE_MAX) {
-        return err_setx(e, -EFBIG, "%s: larger than %d bytes", label, PROFILE_FILE_MAX);
-    }
-    size_t cap = (size_t)st.st_size + 1;
-    scoped_free char *buf = xmalloc(cap);
-    size_t off = 0;
-    for (;;) {
-        ssize_t n = RETRY_EINTR(read(fd, buf + off, cap - off));
-        if (n < 0) {
-            return err_set(e, -errno, "%s: cannot read", label);
-        }
-        if (n == 0) {
-            break;
-        }
-        off += (size_t)n;
-        if (off == cap) {
-            return err_setx(e, -EAGAIN, "%s: changed while being read", label);
-        }
-    }
-    buf[off] = '\0';
-    *ret_len = off;
-    *ret = take_ptr(&buf);
-    return 0;
+    return textfile_read(AT_FDCWD, path, path, PROFILE_FILE_MAX, ret, ret_len, e);
 }
 
 static int is_profile_file(const struct dirent *de)
