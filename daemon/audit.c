@@ -146,42 +146,6 @@ static void jb_puts(struct jbuf *b, const char *s)
     jb_put(b, s, strlen(s));
 }
 
-/* Length of the well-formed UTF-8 sequence at s (1..4), or 0 when ill-formed. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) {
-        return 1;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len) {
-        return 0;
-    }
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) {
-            return 0;
-        }
-        cp = cp << 6 | (s[i] & 0x3f);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff)) {
-        return 0;
-    }
-    return len;
-}
-
 /* A JSON string literal: valid UTF-8 passes, ill-formed bytes become U+FFFD. */
 static void jb_str(struct jbuf *b, const char *s, size_t n)
 {
@@ -207,7 +171,7 @@ static void jb_str(struct jbuf *b, const char *s, size_t n)
             jb_put(b, esc, 6);
             i++;
         } else {
-            size_t l = utf8_len(p + i, n - i);
+            size_t l = utf8_valid_seq(p + i, n - i);
             if (l == 0) {
                 jb_put(b, "\\ufffd", 6);
                 i++;

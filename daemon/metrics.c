@@ -237,43 +237,6 @@ int metrics_family_new(struct metric_registry *r, enum metric_type type, const c
     return 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0 when it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) {
-        return 1;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if (c >= 0xe0 && c <= 0xef) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n) {
-        return 0;
-    }
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80) {
-            return 0;
-        }
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    /* Overlong forms, surrogates and code points past U+10FFFF. */
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff)) {
-        return 0;
-    }
-    return len;
-}
-
 /* Copies v into out (METRICS_MAX_VALUE_LEN + 1 bytes), cut at a character boundary, with
  * invalid UTF-8 replaced by '?'. NULL is "other". */
 static void value_clean(const char *v, char *out)
@@ -282,7 +245,7 @@ static void value_clean(const char *v, char *out)
     size_t n = strlen((const char *)s);
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        size_t len = utf8_seq(s + i, n - i);
+        size_t len = utf8_valid_seq(s + i, n - i);
         if (o + (len ? len : 1) > METRICS_MAX_VALUE_LEN) {
             break;
         }

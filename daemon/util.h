@@ -69,3 +69,6 @@ int parse_duration_ns(const char *s, uint64_t *ret);
 size_t str_copy(char *dst, const char *src, size_t size);
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */
 void hex_encode(const void *buf, size_t len, char *out);
+/* Length (1-4) of the valid UTF-8 sequence at s (n bytes available), or 0 when it is not
+ * valid: truncated, overlong, a surrogate or past U+10FFFF. CHILD-SAFE. */
+size_t utf8_valid_seq(const unsigned char *s, size_t n);
