@@ -80,7 +80,11 @@ kill -TERM $pid
 wait $pid
 rc=$?
 printf '\nsbxd exited with status %d after SIGTERM\n' $rc
-left=$(ls /sys/fs/cgroup/pids/ 2>/dev/null | grep -c '^sbxd-' || true)
-echo "leftover sbxd cgroups: $left"
+# This daemon's own cgroup subtree, as it logged it at start-up: it must be gone.
+left=0
+for dir in $(sed -n 's/.*cgroup="\([^"]*\)".*/\1/p' "$state/sbxd.log" | head -1 | tr ' ' '\n' | sed -n 's/^[a-z]*=\(\/sys\/fs\/cgroup\/.*\)/\1/p'); do
+    [ -d "$dir" ] && left=$((left + 1)) && echo "left behind: $dir"
+done
+echo "cgroups of this sbxd left behind: $left"
 rm -rf "$state"
 exit $rc
