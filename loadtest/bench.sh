@@ -1,20 +1,36 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# make bench: measures sbx against the floor (posix_spawn of /bin/true, no isolation) and
-# against bubblewrap starting an equivalent sandbox per task. Starts a private sbxd on a
-# temporary state dir (python pool: warm 16, max 32), runs every benchmark BENCH_ROUNDS
-# times (default 3, interleaved), and prints the medians as a table and in Markdown.
-# Needs `make all` first; run as root (sbxd needs it). Takes about two to three minutes.
+# make bench: measures sbx beside what users would use instead, in one run on this machine.
+#  1. Comparison, on one fresh sbxd (pool "python": warm 16, max 32): /bin/true,
+#     `python3 -c pass` and a 1 MiB stdin-to-stdout parse through sbx at concurrency 1, 8
+#     and 64; the floor (posix_spawn, no isolation) and bubblewrap per task at concurrency
+#     8; crun where it runs. Ratios pair by pair from the same run.
+#  2. Soak: open loop at 80% of the peak measured in 1, BENCH_SOAK_S seconds (default 60),
+#     p50/p99 of the first and last 10 s, sbxd's RSS at start and end.
+#  3. Scaling: a fresh sbxd per warm pool size (1, 8, 32; max 64) at concurrency 1, 8, 64
+#     and 256: throughput, p99, sbxd RSS. With 32 warm: sbxd's RSS holding 1000 idle
+#     connections.
+# Needs `make all` first; run as root (sbxd needs it). About five minutes; BENCH_QUICK=1
+# shortens every run (a smoke test, not numbers to publish).
 set -eu
 
 cd "$(dirname "$0")/.."
 B=${BUILD:-build}
 PY=/usr/bin/python3
-ROUNDS=${BENCH_ROUNDS:-3}
-SBX_TASKS=${BENCH_SBX_TASKS:-2000}
-SBX_C1_TASKS=${BENCH_SBX_C1_TASKS:-500}
-FLOOR_TASKS=${BENCH_FLOOR_TASKS:-2000}
-BWRAP_TASKS=${BENCH_BWRAP_TASKS:-500}
+ROUNDS=${BENCH_ROUNDS:-1}
+QUICK=${BENCH_QUICK:-0}
+if [ "$QUICK" = 1 ]; then
+    T_TRUE=${BENCH_SBX_TASKS:-200}; T_TRUE1=${BENCH_SBX_C1_TASKS:-100}
+    T_FLOOR=${BENCH_FLOOR_TASKS:-200}; T_BWRAP=${BENCH_BWRAP_TASKS:-50}
+    T_PY=12; T_PY1=6; SCALE_TASKS=60; SOAK_S=${BENCH_SOAK_S:-20}; IDLE_CONNS=1000
+else
+    T_TRUE=${BENCH_SBX_TASKS:-1000}; T_TRUE1=${BENCH_SBX_C1_TASKS:-300}
+    T_FLOOR=${BENCH_FLOOR_TASKS:-1000}; T_BWRAP=${BENCH_BWRAP_TASKS:-300}
+    T_PY=${BENCH_PY_TASKS:-64}; T_PY1=${BENCH_PY_C1_TASKS:-20}
+    SCALE_TASKS=${BENCH_SCALE_TASKS:-300}; SOAK_S=${BENCH_SOAK_S:-60}; IDLE_CONNS=1000
+fi
+PARSE_BYTES=1048576
+PARSE_CODE='import sys; sys.stdout.write(str(len(sys.stdin.buffer.read())))'
 
 die() {
     echo "bench: $*" >&2
@@ -26,12 +42,15 @@ for f in sbxd sbxd-init sbx sbx-load spawnbench; do
 done
 [ -x "$PY" ] || die "$PY is missing (apt package python3)"
 [ "$(id -u)" = 0 ] || die "sbxd needs root"
+# 1000 idle connections: sbxd and the holder each need more than 1024 descriptors.
+ulimit -n 8192 2>/dev/null || ulimit -n 4096 2>/dev/null || true
+[ "$(ulimit -n)" -ge 2048 ] || die "cannot raise the open-file limit to 2048 (ulimit -n)"
 
 # ---- the machine ---------------------------------------------------------------------------
 cpu_model=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -n 1)
 mem_total_kib=$(sed -n 's/^MemTotal: *\([0-9]*\) kB/\1/p' /proc/meminfo)
 echo "machine: $(nproc) CPUs, ${cpu_model:-unknown CPU}, Linux $(uname -r)," \
-    "$((mem_total_kib / 1024)) MiB RAM"
+    "$((mem_total_kib / 1024)) MiB RAM; $(date -u '+%Y-%m-%d %H:%M UTC')"
 
 # Benchmarks on a busy machine measure the other work too: say so up front.
 load1=$(cut -d' ' -f1 /proc/loadavg)
@@ -42,27 +61,15 @@ fi
 mem_available() {
     sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo
 }
-
-# ---- a private sbxd --------------------------------------------------------------------------
-tmp=$(mktemp -d /tmp/sbx-bench.XXXXXX)
-SOCK=$tmp/sbxd.sock
-pid=""
-
-cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        i=0
-        while [ $i -lt 100 ] && ! proc_gone "$pid"; do
-            sleep 0.1
-            i=$((i + 1))
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
-    rm -rf "$tmp"
+rss_kib() {
+    sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+
+# ---- private sbxds ---------------------------------------------------------------------------
+tmp=$(mktemp -d /tmp/sbx-bench.XXXXXX)
+pid=""
+holder=""
+WARM=16
 
 # True once pid has exited: gone, or a zombie waiting for us to reap it.
 proc_gone() {
@@ -71,21 +78,60 @@ proc_gone() {
     [ -z "$state" ] || [ "$state" = Z ]
 }
 
-mkdir -p "$tmp/pools" "$tmp/state"
-cat >"$tmp/sbxd.yaml" <<EOF
+# Stops the current sbxd (SIGTERM, 30 s, then SIGKILL); sets stop_rc.
+stop_sbxd() {
+    stop_rc=0
+    [ -n "$pid" ] || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    i=0
+    while [ $i -lt 300 ] && ! proc_gone "$pid"; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    if proc_gone "$pid"; then
+        wait "$pid" || stop_rc=$?
+    else
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        stop_rc=255
+    fi
+    pid=""
+}
+
+cleanup() {
+    if [ -n "$holder" ]; then
+        kill -TERM "$holder" 2>/dev/null || true
+        wait "$holder" 2>/dev/null || true
+    fi
+    stop_sbxd
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start_sbxd TAG WARM MAX: a fresh sbxd on its own state dir; waits for WARM warm sandboxes.
+start_sbxd() {
+    d=$tmp/$1
+    WARM=$2
+    SOCK=$d/sbxd.sock
+    mkdir -p "$d/pools" "$d/state"
+    cat >"$d/sbxd.yaml" <<EOC
 socket: $SOCK
-admin_socket: $tmp/sbxd-admin.sock
-state_dir: $tmp/state
+admin_socket: $d/sbxd-admin.sock
+state_dir: $d/state
 pools_dir: pools
 default_pool: python
 log_level: warn
 metrics: ""
-EOF
-cat >"$tmp/pools/python.yaml" <<EOF
+limits:
+  max_connections: 1100
+  max_requests_per_connection: 64
+EOC
+    cat >"$d/pools/python.yaml" <<EOC
 name: python
-warm: 16
-max: 32
-queue: 256
+warm: $2
+max: $3
+queue: 512
 memory: 512MiB
 cpu: 1.0
 pids: 128
@@ -95,10 +141,22 @@ output_cap: 32KiB
 tmp_size: 64MiB
 seccomp: default
 image: host
-EOF
-
-"$B/sbxd" --config "$tmp/sbxd.yaml" >"$tmp/sbxd.log" 2>&1 &
-pid=$!
+EOC
+    "$B/sbxd" --config "$d/sbxd.yaml" >"$d/sbxd.log" 2>&1 &
+    pid=$!
+    LOG=$d/sbxd.log
+    start_ns=$(date +%s%N)
+    i=0
+    while :; do
+        sbxd_alive
+        warm=$(pool_field WARM)
+        [ -n "$warm" ] && [ "$warm" -ge "$WARM" ] && break
+        i=$((i + 1))
+        [ $i -lt 600 ] || die "pool did not reach $WARM warm sandboxes in 60 s (warm: ${warm:-?})"
+        sleep 0.1
+    done
+    warm_ms=$(( ($(date +%s%N) - start_ns) / 1000000 ))
+}
 
 # A column of the python pool's row in `sbx pools` (by its title), or nothing.
 pool_field() {
@@ -110,7 +168,7 @@ pool_field() {
 sbxd_alive() {
     if proc_gone "$pid"; then
         echo "bench: sbxd exited early; its log:" >&2
-        cat "$tmp/sbxd.log" >&2
+        cat "$LOG" >&2
         pid=""
         exit 1
     fi
@@ -120,217 +178,217 @@ sbxd_alive() {
 # leftovers (refills, the kernel's deferred network namespace cleanup) do not land in the next.
 settle() {
     i=0
-    while [ $i -lt 100 ]; do
+    while [ $i -lt 150 ]; do
         warm=$(pool_field WARM)
         running=$(pool_field RUNNING)
-        [ -n "$warm" ] && [ "$warm" -ge 16 ] && [ "${running:-1}" = 0 ] && break
+        [ -n "$warm" ] && [ "$warm" -ge "$WARM" ] && [ "${running:-1}" = 0 ] && break
         i=$((i + 1))
         sleep 0.1
     done
-    sleep 1
+    sleep "${1:-1}"
 }
 
-start_ns=$(date +%s%N)
-i=0
-while :; do
-    sbxd_alive
-    warm=$(pool_field WARM)
-    [ -n "$warm" ] && [ "$warm" -ge 16 ] && break
-    i=$((i + 1))
-    [ $i -lt 600 ] || die "the python pool did not reach 16 warm sandboxes in 60 s (warm: ${warm:-?})"
-    sleep 0.1
-done
-warm_s=$(( ($(date +%s%N) - start_ns) / 1000000 ))
-echo "sbxd: pid $pid, 16 warm sandboxes after $warm_s ms"
-
-# Idle: nothing running or queued, and a moment for the last refill to settle.
-settle
-rss_warm_kib=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$pid/status")
-mem_before_kib=$(mem_available)
-
-# ---- bubblewrap ------------------------------------------------------------------------------
-bwrap_ok=0
-set -- --unshare-all --die-with-parent --new-session --ro-bind /usr /usr \
-    --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 \
-    --symlink usr/sbin /sbin --ro-bind /etc/ld.so.cache /etc/ld.so.cache --tmpfs /tmp \
-    --proc /proc --dev /dev --cap-drop ALL --hostname sbx -- /bin/true
-if ! command -v bwrap >/dev/null 2>&1; then
-    echo "bench: bwrap not found (apt package bubblewrap): skipping the bwrap benchmark"
-elif ! out=$(bwrap "$@" 2>&1); then
-    echo "bench: bwrap does not work here, skipping it: $out"
-else
-    bwrap_ok=1
-fi
-
-# ---- the runs --------------------------------------------------------------------------------
-# Each run writes one JSON line; the refill counters go to a side file.
-# A run that takes longer than RUN_LIMIT seconds is stopped (SIGINT, then SIGKILL), so that
-# a stuck sbxd ends the benchmark with its log instead of hanging it.
-RUN_LIMIT=${BENCH_RUN_LIMIT:-120}
-run_load() { # name tasks concurrency
-    timeout -s INT -k 5 "$RUN_LIMIT" "$B/sbx-load" --socket "$SOCK" --pid "$pid" --json \
-        --tasks "$2" --concurrency "$3" -- /bin/true >"$tmp/$1.json" 2>"$tmp/$1.err" || true
-    if ! grep -q '"tasks"' "$tmp/$1.json"; then
-        cat "$tmp/$1.err" >&2
+# ---- runs --------------------------------------------------------------------------------------
+# Each run writes one JSON line to $tmp/NAME.json. A run longer than RUN_LIMIT seconds is
+# stopped (SIGINT, then SIGKILL), so a stuck sbxd ends the benchmark with its log.
+RUN_LIMIT=${BENCH_RUN_LIMIT:-150}
+run_load() { # name sbx-load-args...
+    name=$1
+    shift
+    timeout -s INT -k 5 "$RUN_LIMIT" "$B/sbx-load" --socket "$SOCK" --pid "$pid" --json "$@" \
+        >"$tmp/$name.json" 2>"$tmp/$name.err" || true
+    if ! grep -q '"tasks"' "$tmp/$name.json"; then
+        cat "$tmp/$name.err" >&2
         "$B/sbx" --socket "$SOCK" pools >&2 || true
         echo "bench: last lines of sbxd's log:" >&2
-        tail -n 20 "$tmp/sbxd.log" >&2
-        die "sbx-load did not finish ($1; limit ${RUN_LIMIT}s)"
+        tail -n 20 "$LOG" >&2
+        die "sbx-load did not finish ($name; limit ${RUN_LIMIT}s)"
     fi
 }
-run_spawn() { # name tasks command...
+run_spawn() { # name tasks spawnbench-args... -- command...
     name=$1
     tasks=$2
     shift 2
-    timeout -k 5 "$RUN_LIMIT" "$B/spawnbench" --tasks "$tasks" --concurrency 8 -- "$@" \
+    timeout -k 5 "$RUN_LIMIT" "$B/spawnbench" --tasks "$tasks" --concurrency 8 "$@" \
         >"$tmp/$name.json" || true
     grep -q '"tasks"' "$tmp/$name.json" || die "spawnbench did not finish ($name)"
 }
 
-r=1
-while [ $r -le "$ROUNDS" ]; do
-    echo "round $r/$ROUNDS: sbx c=8 ($SBX_TASKS tasks)..."
-    c0=$(pool_field CREATED)
-    t0=$(date +%s%N)
-    run_load "sbx8.$r" "$SBX_TASKS" 8
-    t1=$(date +%s%N)
-    c1=$(pool_field CREATED)
-    echo "{\"created\": $((c1 - c0)), \"ms\": $(( (t1 - t0) / 1000000 ))}" \
-        >"$tmp/refill.$r.json"
-    sbxd_alive
-    settle
+# ---- alternatives ------------------------------------------------------------------------------
+BWRAP_ARGS="--unshare-all --die-with-parent --new-session --ro-bind /usr /usr
+    --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64
+    --symlink usr/sbin /sbin --ro-bind /etc/ld.so.cache /etc/ld.so.cache --tmpfs /tmp
+    --proc /proc --dev /dev --cap-drop ALL --hostname sbx --"
+bwrap_ok=0
+if ! command -v bwrap >/dev/null 2>&1; then
+    echo "bwrap: skipped (not installed; apt package bubblewrap)"
+    # shellcheck disable=SC2086
+elif ! out=$(bwrap $BWRAP_ARGS /bin/true 2>&1); then
+    echo "bwrap: skipped (does not work here: $out)"
+else
+    bwrap_ok=1
+fi
+# crun needs an OCI bundle and a cgroup layout it supports; this machine's hybrid v1
+# layout (cgroup2 without controllers) is one it refuses.
+crun_note=""
+if ! command -v crun >/dev/null 2>&1; then
+    crun_note="crun: skipped (not installed)"
+elif [ -d /sys/fs/cgroup/unified ] && [ ! -f /sys/fs/cgroup/cgroup.controllers ]; then
+    crun_note="crun: skipped (hybrid cgroup v1/v2 layout, which crun refuses)"
+else
+    crun_note="crun: skipped (bundle benchmark not implemented for this layout; crun $(crun --version | head -n 1))"
+fi
+echo "$crun_note"
 
-    echo "round $r/$ROUNDS: sbx c=1 ($SBX_C1_TASKS tasks)..."
-    run_load "sbx1.$r" "$SBX_C1_TASKS" 1
-    sbxd_alive
-    settle
-
-    echo "round $r/$ROUNDS: floor c=8 ($FLOOR_TASKS x /bin/true)..."
-    run_spawn "floor.$r" "$FLOOR_TASKS" /bin/true
-    settle
-
-    if [ $bwrap_ok = 1 ]; then
-        echo "round $r/$ROUNDS: bwrap c=8 ($BWRAP_TASKS sandboxes)..."
-        run_spawn "bwrap.$r" "$BWRAP_TASKS" bwrap "$@"
+# comparison WORKLOAD TASKS TASKS_C1 STDIN_BYTES command...: sbx c=1, 8, 64, floor, bwrap
+comparison() {
+    w=$1
+    n=$2
+    n1=$3
+    sb=$4
+    shift 4
+    sbx_stdin=""
+    sp_stdin=""
+    if [ "$sb" -gt 0 ]; then
+        sbx_stdin="--stdin-bytes $sb"
+        sp_stdin="--stdin-bytes $sb"
     fi
-    settle
-    r=$((r + 1))
-done
+    r=1
+    while [ $r -le "$ROUNDS" ]; do
+        echo "  $w round $r/$ROUNDS: sbx c=8 ($n tasks)"
+        c0=$(pool_field CREATED)
+        t0=$(date +%s%N)
+        # shellcheck disable=SC2086
+        run_load "$w.sbx8.$r" --tasks "$n" --concurrency 8 $sbx_stdin -- "$@"
+        t1=$(date +%s%N)
+        c1=$(pool_field CREATED)
+        echo "{\"created\": $((c1 - c0)), \"ms\": $(( (t1 - t0) / 1000000 ))}" \
+            >"$tmp/$w.refill.$r.json"
+        sbxd_alive
+        settle
+        echo "  $w round $r/$ROUNDS: sbx c=1 ($n1 tasks)"
+        # shellcheck disable=SC2086
+        run_load "$w.sbx1.$r" --tasks "$n1" --concurrency 1 $sbx_stdin -- "$@"
+        sbxd_alive
+        settle
+        echo "  $w round $r/$ROUNDS: sbx c=64 ($n tasks)"
+        # shellcheck disable=SC2086
+        run_load "$w.sbx64.$r" --tasks "$n" --concurrency 64 $sbx_stdin -- "$@"
+        sbxd_alive
+        settle
+        nf=$n
+        [ "$w" = true ] && nf=$T_FLOOR
+        echo "  $w round $r/$ROUNDS: floor c=8 ($nf tasks)"
+        # shellcheck disable=SC2086
+        run_spawn "$w.floor.$r" "$nf" $sp_stdin -- "$@"
+        settle 0.5
+        if [ $bwrap_ok = 1 ]; then
+            nb=$n
+            [ "$w" = true ] && nb=$T_BWRAP
+            echo "  $w round $r/$ROUNDS: bwrap c=8 ($nb sandboxes)"
+            # shellcheck disable=SC2086
+            run_spawn "$w.bwrap.$r" "$nb" $sp_stdin -- bwrap $BWRAP_ARGS "$@"
+            settle 0.5
+        fi
+        r=$((r + 1))
+    done
+}
 
+# ---- 1. comparison -----------------------------------------------------------------------------
+start_sbxd cmp 16 32
+echo "sbxd: pid $pid, 16 warm sandboxes after $warm_ms ms"
+settle
+rss_warm_kib=$(rss_kib "$pid")
+mem_before_kib=$(mem_available)
+echo "1. comparison"
+comparison true "$T_TRUE" "$T_TRUE1" 0 /bin/true
+comparison pypass "$T_PY" "$T_PY1" 0 python3 -c pass
+comparison parse "$T_PY" "$T_PY1" "$PARSE_BYTES" python3 -c "$PARSE_CODE"
 mem_after_kib=$(mem_available)
-rss_after_kib=$(sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$pid/status")
+rss_after_kib=$(rss_kib "$pid")
 failed=$(pool_field FAILED)
 
-# ---- stop sbxd ------------------------------------------------------------------------------
-kill -TERM "$pid"
-i=0
-while [ $i -lt 300 ] && ! proc_gone "$pid"; do
-    sleep 0.1
-    i=$((i + 1))
+# ---- 2. soak -----------------------------------------------------------------------------------
+peak=$("$PY" -c '
+import json, sys
+best = 0
+for n in sys.argv[1:]:
+    try:
+        best = max(best, json.load(open(n))["rate"])
+    except (OSError, ValueError, KeyError):
+        pass
+print("%.1f" % best)' "$tmp"/true.sbx8.*.json "$tmp"/true.sbx64.*.json)
+soak_rate=$("$PY" -c "print('%.1f' % (0.8 * $peak))")
+mid_s=$((SOAK_S - 20))
+echo "2. soak: ${SOAK_S} s open loop at $soak_rate tasks/s (80% of the peak $peak)"
+settle
+echo "{\"peak\": $peak, \"rate\": $soak_rate, \"seconds\": $SOAK_S, \"rss_start_kib\": $(rss_kib "$pid")}" \
+    >"$tmp/soak.meta.json"
+run_load soak.first --rate "$soak_rate" --duration 10s --concurrency 256 -- /bin/true
+run_load soak.mid --rate "$soak_rate" --duration "${mid_s}s" --concurrency 256 -- /bin/true
+run_load soak.last --rate "$soak_rate" --duration 10s --concurrency 256 -- /bin/true
+sbxd_alive
+echo "{\"rss_end_kib\": $(rss_kib "$pid")}" >"$tmp/soak.end.json"
+
+stop_sbxd
+stop_note="comparison sbxd exited $stop_rc after SIGTERM"
+[ "$stop_rc" = 0 ] || die "$stop_note"
+
+# ---- 3. scaling and idle connections ------------------------------------------------------------
+echo "3. scaling"
+for w in 1 8 32; do
+    start_sbxd "scale$w" "$w" 64
+    settle
+    for c in 1 8 64 256; do
+        echo "  warm $w, c=$c ($SCALE_TASKS tasks)"
+        run_load "scale.$w.$c" --tasks "$SCALE_TASKS" --concurrency "$c" -- /bin/true
+        sbxd_alive
+        settle 0.5
+    done
+    if [ "$w" = 32 ]; then
+        settle
+        idle_before=$(rss_kib "$pid")
+        "$PY" - "$SOCK" "$IDLE_CONNS" "$tmp/idle.ready" <<'EOP' &
+import os, signal, socket, sys, time
+path, n, ready = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+held = []
+for _ in range(n):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    held.append(s)
+open(ready, "w").write("%d\n" % len(held))
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))
+while True:
+    time.sleep(1)
+EOP
+        holder=$!
+        i=0
+        while [ ! -s "$tmp/idle.ready" ] && [ $i -lt 300 ]; do
+            sleep 0.1
+            i=$((i + 1))
+        done
+        [ -s "$tmp/idle.ready" ] || die "could not open $IDLE_CONNS connections to sbxd"
+        sleep 2
+        sbxd_alive
+        # The connections must still be open: sbxd rejects beyond max_connections.
+        run_load idle.probe --tasks 20 --concurrency 1 -- /bin/true
+        idle_after=$(rss_kib "$pid")
+        idle_warm=$(pool_field WARM)
+        echo "{\"before_kib\": $idle_before, \"after_kib\": $idle_after, \"conns\": $IDLE_CONNS, \"warm\": ${idle_warm:-0}}" \
+            >"$tmp/idle.json"
+        kill -TERM "$holder" 2>/dev/null || true
+        wait "$holder" 2>/dev/null || true
+        holder=""
+    fi
+    stop_sbxd
+    [ "$stop_rc" = 0 ] || die "sbxd (warm $w) exited $stop_rc after SIGTERM"
 done
-rc=0
-if proc_gone "$pid"; then
-    wait "$pid" || rc=$?
-    stop_note="sbxd exited $rc after SIGTERM"
-else
-    stop_note="sbxd did not exit within 30 s of SIGTERM"
-    rc=255
-fi
-pid=""
 
 # ---- report -----------------------------------------------------------------------------------
 export BENCH_TMP="$tmp" BENCH_ROUNDS="$ROUNDS" BENCH_RSS_WARM_KIB="$rss_warm_kib" \
     BENCH_RSS_AFTER_KIB="$rss_after_kib" BENCH_MEM_BEFORE_KIB="$mem_before_kib" \
-    BENCH_MEM_AFTER_KIB="$mem_after_kib" BENCH_FAILED="${failed:-?}" BENCH_BWRAP="$bwrap_ok"
-"$PY" - <<'EOF'
-import json, os, statistics
-
-tmp = os.environ["BENCH_TMP"]
-rounds = int(os.environ["BENCH_ROUNDS"])
-
-def load(name):
-    out = []
-    for r in range(1, rounds + 1):
-        try:
-            with open(os.path.join(tmp, "%s.%d.json" % (name, r))) as f:
-                out.append(json.loads(f.read()))
-        except (OSError, ValueError):
-            pass
-    return out
-
-def med(runs, key):
-    vals = [x[key] for x in runs if key in x]
-    return statistics.median(vals) if vals else float("nan")
-
-def errors(runs):
-    n = 0
-    for x in runs:
-        n += sum(x.get("errors", {}).values()) if "errors" in x else x.get("failures", 0)
-    return n
-
-rows = [
-    ("sbx exec /bin/true, c=8", load("sbx8")),
-    ("sbx exec /bin/true, c=1", load("sbx1")),
-    ("floor: posix_spawn /bin/true, c=8", load("floor")),
-]
-if os.environ["BENCH_BWRAP"] == "1":
-    rows.append(("bwrap sandbox per task, c=8", load("bwrap")))
-
-print()
-print("medians of %d round%s" % (rounds, "" if rounds == 1 else "s"))
-print("%-36s %9s %9s %9s %8s" % ("benchmark", "tasks/s", "p50 ms", "p99 ms", "errors"))
-for name, runs in rows:
-    print("%-36s %9.1f %9.2f %9.2f %8d" % (name, med(runs, "rate"), med(runs, "p50_ms"),
-                                           med(runs, "p99_ms"), errors(runs)))
-
-sbx8 = rows[0][1]
-floor = rows[2][1]
-print()
-def ratio(a, b, key):
-    x, y = med(a, key), med(b, key)
-    return x / y if y else float("nan")
-notes = []
-if os.environ["BENCH_BWRAP"] == "1":
-    bw = rows[3][1]
-    notes.append("sbx/bwrap at c=8: throughput %.2fx, p50 %.2fx, p99 %.2fx"
-                 % (ratio(sbx8, bw, "rate"), ratio(sbx8, bw, "p50_ms"), ratio(sbx8, bw, "p99_ms")))
-notes.append("sbx/floor at c=8: throughput %.2fx, p50 %.2fx, p99 %.2fx"
-             % (ratio(sbx8, floor, "rate"), ratio(sbx8, floor, "p50_ms"),
-                ratio(sbx8, floor, "p99_ms")))
-rss = int(os.environ["BENCH_RSS_WARM_KIB"] or 0) * 1024
-notes.append("sbxd RSS with 16 warm sandboxes, idle: %.1f MiB (after the runs: %.1f MiB)"
-             % (rss / 1048576, int(os.environ["BENCH_RSS_AFTER_KIB"] or 0) / 1024))
-refills = []
-for r in range(1, rounds + 1):
-    try:
-        with open(os.path.join(tmp, "refill.%d.json" % r)) as f:
-            x = json.load(f)
-        refills.append(x["created"] * 1000.0 / x["ms"])
-    except (OSError, ValueError, KeyError, ZeroDivisionError):
-        pass
-if refills:
-    notes.append("refill rate during sbx c=8: %.1f sandboxes/s (median); pool creation "
-                 "failures: %s" % (statistics.median(refills), os.environ["BENCH_FAILED"]))
-cpu = [(x["cpu_seconds"]["after"] - x["cpu_seconds"]["before"]) * 1000.0 / x["tasks"]
-       for x in sbx8 if "cpu_seconds" in x and x.get("tasks")]
-ccpu = [(x["children_cpu_seconds"]["after"] - x["children_cpu_seconds"]["before"]) * 1000.0
-        / x["tasks"] for x in sbx8 if "children_cpu_seconds" in x and x.get("tasks")]
-if cpu:
-    notes.append("sbxd CPU per task at c=8: %.2f ms (reaped children: %.2f ms)"
-                 % (statistics.median(cpu), statistics.median(ccpu) if ccpu else 0.0))
-mb, ma = int(os.environ["BENCH_MEM_BEFORE_KIB"]), int(os.environ["BENCH_MEM_AFTER_KIB"])
-notes.append("MemAvailable: %.0f MiB before the runs, %.0f MiB after (%+.0f MiB)"
-             % (mb / 1024, ma / 1024, (ma - mb) / 1024))
-for n in notes:
-    print(n)
-
-print()
-print("| benchmark (medians of %d) | tasks/s | p50 ms | p99 ms |" % rounds)
-print("| --- | ---: | ---: | ---: |")
-for name, runs in rows:
-    print("| %s | %.0f | %.2f | %.2f |" % (name, med(runs, "rate"), med(runs, "p50_ms"),
-                                         med(runs, "p99_ms")))
-EOF
+    BENCH_MEM_AFTER_KIB="$mem_after_kib" BENCH_FAILED="${failed:-?}" BENCH_BWRAP="$bwrap_ok" \
+    BENCH_CRUN="$crun_note"
+"$PY" loadtest/bench_report.py
 echo
-echo "$stop_note"
-[ "$rc" = 0 ] || exit 1
+echo "$stop_note; the scaling sbxds exited 0"

@@ -39,12 +39,16 @@ void load_opts_usage(FILE *f)
         "                      latency counts from each task's intended start. With\n"
         "                      --duration, the schedule holds R * S tasks.\n"
         "  --pool NAME         pool to run in (default: sbxd's default pool)\n"
+        "  --scenario FILE     weighted task mix from a YAML file (loadtest/scenarios/);\n"
+        "                      results that differ from an entry's expect: count as\n"
+        "                      errors \"mismatch\"\n"
         "  --timeout S         task timeout (default: the pool's)\n"
         "  --stdin-bytes N     stream N bytes of stdin to each task, then EOF\n"
         "  --warmup N          run N tasks first, unmeasured\n"
         "  --pid PID           sbxd's pid: report its RSS and CPU time before and after\n"
         "  --json              print the report as one JSON object\n"
-        "exit status: 0 when every task exited with status 0, 1 when some did not or an\n"
+        "exit status: 0 when every task exited with status 0 (with --scenario: met its\n"
+        "expectation), 1 when some did not or an\n"
         "error happened, 64 usage, 69 sbxd unreachable\n",
         f);
 }
@@ -153,6 +157,8 @@ int load_opts_parse(int argc, char **argv, struct load_opts *o)
                     return load_opts_bad("--rate", v);
                 }
             }
+        } else if (OPT("--scenario")) {
+            o->scenario = v;
         } else if (OPT("--pool")) {
             o->pool = v;
         } else if (OPT("--timeout")) {
@@ -188,6 +194,11 @@ int load_opts_parse(int argc, char **argv, struct load_opts *o)
     if (i < argc) {
         o->argv = argv + i;
         o->argc = (size_t)(argc - i);
+    }
+    if (o->scenario && (i < argc || o->pool || o->stdin_bytes >= 0 || o->timeout_s > 0)) {
+        load_opts_errorf("--scenario gives the commands, pools, stdin and timeouts: "
+                         "no COMMAND, --pool, --stdin-bytes or --timeout with it");
+        return EX_USAGE;
     }
     if ((o->tasks > 0) == (o->duration_ns > 0)) {
         load_opts_errorf("give exactly one of --tasks and --duration");

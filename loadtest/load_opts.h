@@ -18,6 +18,7 @@ struct load_opts {
     uint64_t duration_ns; /* 0: --tasks decides */
     double rate;          /* tasks per second; 0: closed loop */
     const char *pool;     /* NULL: the daemon's default */
+    const char *scenario; /* --scenario FILE: tasks from it instead of argv/pool/stdin */
     double timeout_s;     /* 0: the pool's default */
     int64_t stdin_bytes;  /* -1: no stdin; else bytes streamed after exec.started, then EOF */
     uint64_t warmup;

@@ -28,6 +28,7 @@
 #include "load_opts.h"
 #include "procstat.h"
 #include "proto.h"
+#include "scenario.h"
 #include "util.h"
 
 #define LOAD_DAEMON_PER_CONN_LIMIT 64 /* sbxd's default max_requests_per_connection */
@@ -46,6 +47,8 @@ struct load_task_spec {
     const char *pool;
     double timeout_s;
     int64_t stdin_bytes;
+    const char *stdin_data; /* NULL: stdin_bytes of filler */
+    int32_t entry;          /* scenario entry, -1 without a scenario */
 };
 
 /* ---- run state ------------------------------------------------------------------------- */
@@ -74,6 +77,8 @@ struct slot {
     bool started;
     uint64_t t0_ns;      /* latency origin: send time, or the intended time in open loop */
     int64_t stdin_bytes; /* from the task's spec */
+    const char *stdin_data;
+    int32_t entry;
 };
 
 struct conn {
@@ -121,6 +126,11 @@ struct load {
     uint64_t prog_last_done, prog_last_ns;
     int signals;
 
+    struct scenario sc;
+    bool have_sc;
+    uint64_t rng;
+    bool told_mismatch;
+
     struct procstat before, after;
     bool have_before, have_after;
     int exit_status;
@@ -147,12 +157,27 @@ static void load_errorf(const char *fmt, ...)
 static void load_next_task(struct load *l, struct load_task_spec *ret)
 {
     const struct load_opts *o = l->o;
+    if (l->have_sc) {
+        size_t i = scenario_pick(&l->sc, &l->rng);
+        const struct scenario_entry *x = &l->sc.v[i];
+        *ret = (struct load_task_spec){
+            .argv = x->argv,
+            .argc = x->argc,
+            .pool = x->pool,
+            .timeout_s = x->timeout_s,
+            .stdin_bytes = x->stdin_data ? (int64_t)x->stdin_len : -1,
+            .stdin_data = x->stdin_data,
+            .entry = (int32_t)i,
+        };
+        return;
+    }
     *ret = (struct load_task_spec){
         .argv = o->argv,
         .argc = o->argc,
         .pool = o->pool,
         .timeout_s = o->timeout_s,
         .stdin_bytes = o->stdin_bytes,
+        .entry = -1,
     };
 }
 
@@ -274,15 +299,33 @@ static void load_task_result(struct load *l, struct conn *c, struct slot *s,
         return;
     }
     counters_add(&l->outcomes, "", status, status_len);
+    bool has_code = false;
     if (proto_str_eq(status, status_len, "exited")) {
         const msgpack_object *ec = proto_map_get(result, "exit_code");
         if (ec && ec->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
             code = 1;
+            has_code = true;
         } else if (ec && ec->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
             code = ec->via.u64;
+            has_code = true;
         }
-        if (code != 0) {
+        if (code != 0 && s->entry < 0) {
             counters_add_cstr(&l->errors, "nonzero_exit");
+        }
+    }
+    if (s->entry >= 0) {
+        const struct scenario_entry *x = &l->sc.v[s->entry];
+        int64_t got = code > 255 ? 255 : (int64_t)code;
+        if (!scenario_matches(x, status, status_len, has_code, got)) {
+            counters_add_cstr(&l->errors, "mismatch");
+            if (!l->told_mismatch) {
+                l->told_mismatch = true;
+                load_errorf("first mismatch: task '%s' expected %s%s, got %.*s (exit code %"
+                            PRId64 "); further mismatches are counted, not shown",
+                            x->name, x->expect_status[0] ? x->expect_status : "any status",
+                            x->expect_has_code ? " with its exit code" : "", (int)status_len,
+                            status, has_code ? got : (int64_t)-1);
+            }
         }
     }
     hist_record(&l->hist, now > s->t0_ns ? (now - s->t0_ns + 500) / 1000 : 0);
@@ -319,7 +362,8 @@ static void conn_send_stdin(struct conn *c, const struct slot *s)
         size_t k = left > LOAD_STDIN_CHUNK ? LOAD_STDIN_CHUNK : (size_t)left;
         bufs[nb++] = uv_buf_init(w->data + off, (unsigned)(ends[i] - off));
         if (k > 0) {
-            bufs[nb++] = uv_buf_init(load_stdin_block, (unsigned)k);
+            char *src = s->stdin_data ? (char *)s->stdin_data + (total - left) : load_stdin_block;
+            bufs[nb++] = uv_buf_init(src, (unsigned)k);
         }
         off = ends[i];
         left -= k;
@@ -343,6 +387,8 @@ static void load_issue(struct load *l, struct conn *c, uint64_t t0_ns, bool warm
         .warmup = warmup,
         .t0_ns = t0_ns,
         .stdin_bytes = spec.stdin_bytes,
+        .stdin_data = spec.stdin_data,
+        .entry = spec.entry,
     };
     l->inflight++;
     if (warmup) {
@@ -831,9 +877,13 @@ static void load_report(const struct load *l)
     if (o->rate > 0) {
         (void)printf(", %.1f tasks/s scheduled", o->rate);
     }
-    (void)printf(", command:");
-    for (size_t i = 0; i < o->argc; i++) {
-        (void)printf(" %s", o->argv[i]);
+    if (l->have_sc) {
+        (void)printf(", scenario %s (%zu kinds of task)", o->scenario, l->sc.n);
+    } else {
+        (void)printf(", command:");
+        for (size_t i = 0; i < o->argc; i++) {
+            (void)printf(" %s", o->argv[i]);
+        }
     }
     (void)printf("\n");
     (void)printf("tasks       %" PRIu64 " in %.2f s: %.1f tasks/s", l->done, secs, rate);
@@ -877,7 +927,7 @@ static void load_finish(struct load *l)
         l->have_after = l->o->pid > 0 && procstat_read(l->o->pid, &l->after) == 0;
         load_report(l);
         bool all_ok = counters_total(&l->errors) == 0;
-        for (size_t i = 0; i < l->outcomes.n; i++) {
+        for (size_t i = 0; i < l->outcomes.n && !l->have_sc; i++) {
             all_ok = all_ok && strcmp(l->outcomes.v[i].name, "exited") == 0;
         }
         if (l->exit_status == 0 && !all_ok) {
@@ -919,10 +969,21 @@ int main(int argc, char **argv)
     l->phase = PHASE_CONNECTING;
     l->n_conns = o.connections;
     hist_init(&l->hist);
+    l->rng = (uv_hrtime() ^ (uint64_t)getpid() << 32) | 1;
+    if (o.scenario) {
+        struct err e = ERR_INIT;
+        if (scenario_load(o.scenario, &l->sc, &e) < 0) {
+            load_errorf("%s", err_msg(&e));
+            free(l);
+            return EX_USAGE;
+        }
+        l->have_sc = true;
+    }
 
     uint32_t per_conn = (o.concurrency + o.connections - 1) / o.connections;
     if (per_conn > LOAD_MAX_SLOTS) {
         load_errorf("%u tasks per connection is too many; add --connections", per_conn);
+        scenario_free(&l->sc);
         free(l);
         return EX_USAGE;
     }
@@ -971,6 +1032,7 @@ int main(int argc, char **argv)
         free(c->free_slots);
     }
     free(l->conns);
+    scenario_free(&l->sc);
     (void)uv_loop_close(l->loop);
     free(l);
     (void)fflush(stdout);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/wait.h>
 #include <sysexits.h>
@@ -32,6 +33,7 @@ struct bench {
     uint64_t tasks;
     uint32_t concurrency;
     bool inherit_stderr;
+    int64_t stdin_bytes; /* -1: stdin on /dev/null */
     char **argv;
 
     struct run *runs; /* concurrency entries; pid 0 when free */
@@ -142,11 +144,32 @@ static int spawnbench_start(struct bench *b, struct run *r, const posix_spawn_fi
     return 0;
 }
 
+/* Writes n bytes of 'x' to fd. Returns 0 or -1 with errno set. */
+static int spawnbench_fill(int fd, uint64_t n)
+{
+    char buf[65536];
+    memset(buf, 'x', sizeof(buf));
+    while (n > 0) {
+        size_t k = n > sizeof(buf) ? sizeof(buf) : (size_t)n;
+        ssize_t w = write(fd, buf, k);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return -1;
+        }
+        n -= (uint64_t)w;
+    }
+    return 0;
+}
+
 static void spawnbench_usage(FILE *f)
 {
-    (void)fputs("usage: spawnbench --tasks N [--concurrency C] [--stderr] -- COMMAND [ARG...]\n"
+    (void)fputs("usage: spawnbench --tasks N [--concurrency C] [--stderr] [--stdin-bytes N]\n"
+                "                  -- COMMAND [ARG...]\n"
                 "Runs COMMAND N times, at most C at once (default 1), stdio on /dev/null\n"
-                "(--stderr keeps stderr), and prints one JSON line: tasks, seconds, rate,\n"
+                "(--stderr keeps stderr; --stdin-bytes gives each run its own read of an\n"
+                "N-byte in-memory file as stdin), and prints one JSON line: tasks, seconds, rate,\n"
                 "p50_ms, p90_ms, p99_ms, max_ms, failures, concurrency.\n",
                 f);
 }
@@ -172,6 +195,7 @@ static int spawnbench_args(int argc, char **argv, struct bench *b)
     int i;
 
     b->concurrency = 1;
+    b->stdin_bytes = -1;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
@@ -190,6 +214,12 @@ static int spawnbench_args(int argc, char **argv, struct bench *b)
                 return EX_USAGE;
             }
             b->tasks = v;
+        } else if (strcmp(a, "--stdin-bytes") == 0 && i + 1 < argc) {
+            if (spawnbench_parse_u64(argv[++i], &v) < 0 || v > (UINT64_C(1) << 30)) {
+                (void)fprintf(stderr, "spawnbench: bad --stdin-bytes '%s'\n", argv[i]);
+                return EX_USAGE;
+            }
+            b->stdin_bytes = (int64_t)v;
         } else if (strcmp(a, "--concurrency") == 0 && i + 1 < argc) {
             if (spawnbench_parse_u64(argv[++i], &v) < 0 || v == 0 || v > 4096) {
                 (void)fprintf(stderr, "spawnbench: bad --concurrency '%s'\n", argv[i]);
@@ -218,6 +248,8 @@ int main(int argc, char **argv)
     posix_spawn_file_actions_t fa;
     int status = spawnbench_args(argc, argv, &b);
     int devnull;
+    int memfd = -1;
+    char memfd_path[64];
 
     if (status != 0) {
         return status < 0 ? 0 : status;
@@ -229,7 +261,18 @@ int main(int argc, char **argv)
     }
     /* dup2 onto 0, 1 and 2 clears CLOEXEC on the copies only. */
     (void)posix_spawn_file_actions_init(&fa);
-    (void)posix_spawn_file_actions_adddup2(&fa, devnull, 0);
+    if (b.stdin_bytes >= 0) {
+        /* Each child opens the file anew through /proc/self/fd (its own offset 0). */
+        memfd = memfd_create("spawnbench-stdin", MFD_CLOEXEC);
+        if (memfd < 0 || spawnbench_fill(memfd, (uint64_t)b.stdin_bytes) < 0) {
+            (void)fprintf(stderr, "spawnbench: stdin file: %s\n", strerror(errno));
+            return EX_OSERR;
+        }
+        (void)snprintf(memfd_path, sizeof(memfd_path), "/proc/self/fd/%d", memfd);
+        (void)posix_spawn_file_actions_addopen(&fa, 0, memfd_path, O_RDONLY, 0);
+    } else {
+        (void)posix_spawn_file_actions_adddup2(&fa, devnull, 0);
+    }
     (void)posix_spawn_file_actions_adddup2(&fa, devnull, 1);
     if (!b.inherit_stderr) {
         (void)posix_spawn_file_actions_adddup2(&fa, devnull, 2);
@@ -292,6 +335,9 @@ int main(int argc, char **argv)
     }
     uint64_t elapsed = spawnbench_now_ns() - t0;
     (void)close(devnull);
+    if (memfd >= 0) {
+        (void)close(memfd);
+    }
     (void)posix_spawn_file_actions_destroy(&fa);
 
     qsort(b.lat_ns, b.n_lat, sizeof(*b.lat_ns), spawnbench_cmp_u64);
