@@ -230,7 +230,9 @@ static int walk_list(struct walk *w, DIR *dir, struct names *ns, struct err *e)
     if (errno != 0) {
         return err_set(e, -errno, "read directory %s", w->path);
     }
-    qsort(ns->v, ns->n, sizeof(*ns->v), name_cmp);
+    if (ns->n > 1) {
+        qsort(ns->v, ns->n, sizeof(*ns->v), name_cmp);
+    }
     return 0;
 }
 

@@ -374,6 +374,46 @@ static char *subtree_name(const struct config *c)
     return xasprintf("%s-%08x", c->cgroup_name, h);
 }
 
+/* A start-up failure once the loop exists: close what was opened, in the order of the
+ * normal exit, so that nothing is left (sockets, cgroup subtree, lock) and nothing leaks.
+ * Returns code. */
+static int startup_abort(struct daemon *d, struct image *images, int code)
+{
+    if (d->agents) {
+        server_close(d->agents);
+        d->agents = NULL;
+    }
+    if (d->admin) {
+        server_close(d->admin);
+        d->admin = NULL;
+    }
+    for (size_t i = 0; i < d->n_pools; i++) {
+        pool_close(d->pools[i]);
+    }
+    uv_close((uv_handle_t *)&d->drain_timer, NULL);
+    image_cancel_all(d);
+    audit_shutdown(d->audit);
+    if (d->tokens) {
+        token_store_shutdown(d->tokens);
+    }
+    uv_run(d->loop, UV_RUN_DEFAULT);
+    (void)uv_loop_close(d->loop);
+    d->netns = netns_pool_free(d->netns);
+    d->cg_root = cgroup_root_free(d->cg_root);
+    free(d->pools);
+    (void)image_list_free(images);
+    d->tokens = token_store_free(d->tokens);
+    d->egress = egress_free(d->egress);
+    d->audit = audit_close(d->audit);
+    d->metrics = metrics_free(d->metrics);
+    d->reaper = reaper_free(d->reaper);
+    d->scrub = scrub_free(d->scrub);
+    free(d->init_path);
+    seccomp_set_free(d->seccomp);
+    config_free((struct config *)d->cfg);
+    return code;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -599,23 +639,20 @@ int main(int argc, char **argv)
     struct image *images = NULL;
     if (image_setup(d, require_images, &images, &e) < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
-        d->cg_root = cgroup_root_free(d->cg_root);
-        return 78;
+        return startup_abort(d, images, 78);
     }
     if (metrics_new(d, &d->metrics, &e) < 0) {
         fprintf(stderr, "sbxd: metrics: %s\n", err_msg(&e));
-        return 70;
+        return startup_abort(d, images, 70);
     }
     audit_set_batch_hook(d->audit, audit_batch_metrics, d->metrics);
     if (egress_new(cfg, d->scrub, &d->egress, &e) < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
-        d->cg_root = cgroup_root_free(d->cg_root);
-        return 78;
+        return startup_abort(d, images, 78);
     }
     if (tokens_open(d, &e) < 0) {
         fprintf(stderr, "sbxd: tokens: %s\n", err_msg(&e));
-        d->cg_root = cgroup_root_free(d->cg_root);
-        return 78;
+        return startup_abort(d, images, 78);
     }
     r = server_new(d, SERVER_AGENTS, cfg->socket_path, 0660, &d->agents, &e);
     if (r == 0) {
@@ -623,16 +660,13 @@ int main(int argc, char **argv)
     }
     if (r < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
-        return 73;
+        return startup_abort(d, images, 73);
     }
     if (*cfg->metrics_addr) {
         r = http_server_new(d->loop, cfg->metrics_addr, metrics_http, d, &d->http, &e);
         if (r < 0) {
             fprintf(stderr, "sbxd: metrics: %s\n", err_msg(&e));
-            server_stop_listening(d->agents);
-            server_stop_listening(d->admin);
-            d->cg_root = cgroup_root_free(d->cg_root);
-            return 73;
+            return startup_abort(d, images, 73);
         }
         log_info("metrics=%s msg=\"serving /metrics and /healthz\"", cfg->metrics_addr);
     }

@@ -26,9 +26,11 @@ if [ "$QUICK" = 1 ]; then
 else
     T_TRUE=${BENCH_SBX_TASKS:-1000}; T_TRUE1=${BENCH_SBX_C1_TASKS:-300}
     T_FLOOR=${BENCH_FLOOR_TASKS:-1000}; T_BWRAP=${BENCH_BWRAP_TASKS:-300}
-    T_PY=${BENCH_PY_TASKS:-64}; T_PY1=${BENCH_PY_C1_TASKS:-20}
+    T_PY=${BENCH_PY_TASKS:-200}; T_PY1=${BENCH_PY_C1_TASKS:-50}
     SCALE_TASKS=${BENCH_SCALE_TASKS:-300}; SOAK_S=${BENCH_SOAK_S:-60}; IDLE_CONNS=1000
 fi
+# /usr/bin/python3 by path: PATH may find another python (pyenv, a venv) that the sandboxes,
+# which see only the host's /usr, do not have; the floor and bwrap run the same binary.
 PARSE_BYTES=1048576
 PARSE_CODE='import sys; sys.stdout.write(str(len(sys.stdin.buffer.read())))'
 
@@ -302,8 +304,8 @@ rss_warm_kib=$(rss_kib "$pid")
 mem_before_kib=$(mem_available)
 echo "1. comparison"
 comparison true "$T_TRUE" "$T_TRUE1" 0 /bin/true
-comparison pypass "$T_PY" "$T_PY1" 0 python3 -c pass
-comparison parse "$T_PY" "$T_PY1" "$PARSE_BYTES" python3 -c "$PARSE_CODE"
+comparison pypass "$T_PY" "$T_PY1" 0 /usr/bin/python3 -c pass
+comparison parse "$T_PY" "$T_PY1" "$PARSE_BYTES" /usr/bin/python3 -c "$PARSE_CODE"
 mem_after_kib=$(mem_available)
 rss_after_kib=$(rss_kib "$pid")
 failed=$(pool_field FAILED)

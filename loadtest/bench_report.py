@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: MIT
+"""make bench's report: reads the JSON lines loadtest/bench.sh left in $BENCH_TMP and prints
+the comparison (medians over rounds), pair-by-pair ratios, the soak, the scaling grid and
+the idle-connection memory, as plain text and as Markdown tables for docs/BENCHMARKS.md."""
+import json
+import os
+import statistics
+
+tmp = os.environ["BENCH_TMP"]
+rounds = int(os.environ["BENCH_ROUNDS"])
+bwrap = os.environ.get("BENCH_BWRAP") == "1"
+
+
+def read(name):
+    try:
+        with open(os.path.join(tmp, name + ".json")) as f:
+            return json.loads(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def runs(name):
+    out = [read("%s.%d" % (name, r)) for r in range(1, rounds + 1)]
+    return [x for x in out if x]
+
+
+def med(rs, key):
+    vals = [x[key] for x in rs if key in x]
+    return statistics.median(vals) if vals else float("nan")
+
+
+def errors(rs):
+    n = 0
+    for x in rs:
+        n += sum(x.get("errors", {}).values()) if "errors" in x else x.get("failures", 0)
+    return n
+
+
+def ratio(a, b, key):
+    x, y = med(a, key), med(b, key)
+    return x / y if y else float("nan")
+
+
+WORKLOADS = [("true", "/bin/true"), ("pypass", "/usr/bin/python3 -c pass"),
+             ("parse", "1 MiB stdin -> python3 -> its length")]
+rows = []
+for w, desc in WORKLOADS:
+    rows.append((w, desc, "sbx c=1", runs(w + ".sbx1")))
+    rows.append((w, desc, "sbx c=8", runs(w + ".sbx8")))
+    rows.append((w, desc, "sbx c=64", runs(w + ".sbx64")))
+    rows.append((w, desc, "floor: posix_spawn c=8", runs(w + ".floor")))
+    if bwrap:
+        rows.append((w, desc, "bwrap per task c=8", runs(w + ".bwrap")))
+
+print()
+print("== comparison (medians of %d round%s) ==" % (rounds, "" if rounds == 1 else "s"))
+print("%-38s %-24s %9s %9s %9s %7s" % ("workload", "runner", "tasks/s", "p50 ms", "p99 ms",
+                                       "errors"))
+for w, desc, name, rs in rows:
+    print("%-38s %-24s %9.1f %9.2f %9.2f %7d" % (desc, name, med(rs, "rate"), med(rs, "p50_ms"),
+                                                med(rs, "p99_ms"), errors(rs)))
+print(os.environ.get("BENCH_CRUN", ""))
+
+print()
+print("== ratios (same run) ==")
+ratio_lines = []
+for w, desc in WORKLOADS:
+    s1, s8, s64 = runs(w + ".sbx1"), runs(w + ".sbx8"), runs(w + ".sbx64")
+    fl = runs(w + ".floor")
+    line = "%s: sbx c=8 / floor c=8: throughput %.2fx, p50 %.2fx" % (
+        desc, ratio(s8, fl, "rate"), ratio(s8, fl, "p50_ms"))
+    if bwrap:
+        bw = runs(w + ".bwrap")
+        line += "; sbx c=8 / bwrap c=8: throughput %.2fx, p50 %.2fx; sbx c=64 / bwrap c=8: " \
+                "throughput %.2fx" % (ratio(s8, bw, "rate"), ratio(s8, bw, "p50_ms"),
+                                      ratio(s64, bw, "rate"))
+    ratio_lines.append(line)
+    print(line)
+
+notes = []
+rss = int(os.environ["BENCH_RSS_WARM_KIB"] or 0)
+notes.append("sbxd RSS with 16 warm sandboxes, idle: %.1f MiB (after the comparison: %.1f MiB)"
+             % (rss / 1024, int(os.environ["BENCH_RSS_AFTER_KIB"] or 0) / 1024))
+refills = []
+for r in range(1, rounds + 1):
+    x = read("true.refill.%d" % r)
+    if x and x.get("ms"):
+        refills.append(x["created"] * 1000.0 / x["ms"])
+if refills:
+    notes.append("refill rate during sbx true c=8: %.1f sandboxes/s; pool creation failures: %s"
+                 % (statistics.median(refills), os.environ["BENCH_FAILED"]))
+s8 = runs("true.sbx8")
+cpu = [(x["cpu_seconds"]["after"] - x["cpu_seconds"]["before"]) * 1000.0 / x["tasks"]
+       for x in s8 if "cpu_seconds" in x and x.get("tasks")]
+ccpu = [(x["children_cpu_seconds"]["after"] - x["children_cpu_seconds"]["before"]) * 1000.0
+        / x["tasks"] for x in s8 if "children_cpu_seconds" in x and x.get("tasks")]
+if cpu:
+    notes.append("sbxd CPU per task, true c=8: %.2f ms (reaped children: %.2f ms)"
+                 % (statistics.median(cpu), statistics.median(ccpu) if ccpu else 0.0))
+mb, ma = int(os.environ["BENCH_MEM_BEFORE_KIB"]), int(os.environ["BENCH_MEM_AFTER_KIB"])
+notes.append("MemAvailable: %.0f MiB before the comparison, %.0f MiB after (%+.0f MiB)"
+             % (mb / 1024, ma / 1024, (ma - mb) / 1024))
+for n in notes:
+    print(n)
+
+# ---- soak
+meta, end = read("soak.meta"), read("soak.end")
+first, mid, last = read("soak.first"), read("soak.mid"), read("soak.last")
+soak_lines = []
+if meta and end and first and last:
+    print()
+    print("== soak: %d s open loop at %.1f tasks/s (80%% of %.1f) ==" % (
+        meta["seconds"], meta["rate"], meta["peak"]))
+    errs = sum(sum(x.get("errors", {}).values()) for x in (first, mid, last) if x)
+    for label, x in (("first 10 s", first), ("middle", mid), ("last 10 s", last)):
+        if x:
+            soak_lines.append("| %s | %d | %.1f | %.2f | %.2f | %.2f |" % (
+                label, x["tasks"], x["rate"], x["p50_ms"], x["p99_ms"], x["max_ms"]))
+            print("%-10s tasks %5d  %.1f tasks/s  p50 %.2f ms  p99 %.2f ms  max %.2f ms" % (
+                label, x["tasks"], x["rate"], x["p50_ms"], x["p99_ms"], x["max_ms"]))
+    r0, r1 = meta["rss_start_kib"] / 1024, end["rss_end_kib"] / 1024
+    drift = last["p99_ms"] / first["p99_ms"] if first["p99_ms"] else float("nan")
+    verdict = ("sbxd RSS %.1f MiB at the start, %.1f MiB at the end (%+.1f MiB); p99 last/first "
+               "%.2fx; errors %d" % (r0, r1, r1 - r0, drift, errs))
+    print(verdict)
+    soak_lines.append(verdict)
+
+# ---- scaling
+print()
+print("== scaling: /bin/true, fresh sbxd per warm size (max 64) ==")
+print("%-6s %-6s %9s %9s %9s %9s" % ("warm", "c", "tasks/s", "p50 ms", "p99 ms", "RSS MiB"))
+scale_md = []
+for w in (1, 8, 32):
+    for c in (1, 8, 64, 256):
+        x = read("scale.%d.%d" % (w, c))
+        if not x:
+            continue
+        rssm = x.get("rss_bytes", {}).get("after", 0) / 1048576
+        print("%-6d %-6d %9.1f %9.2f %9.2f %9.1f" % (w, c, x["rate"], x["p50_ms"], x["p99_ms"],
+                                                    rssm))
+        scale_md.append("| %d | %d | %.0f | %.2f | %.2f | %.1f |" % (w, c, x["rate"], x["p50_ms"],
+                                                                     x["p99_ms"], rssm))
+idle = read("idle")
+idle_line = ""
+if idle:
+    idle_line = ("sbxd RSS with %d warm sandboxes: %.1f MiB idle, %.1f MiB holding %d idle "
+                 "connections" % (idle["warm"], idle["before_kib"] / 1024,
+                                  idle["after_kib"] / 1024, idle["conns"]))
+    print(idle_line)
+
+# ---- markdown
+print()
+print("| workload | runner | tasks/s | p50 ms | p99 ms | errors |")
+print("| --- | --- | ---: | ---: | ---: | ---: |")
+for w, desc, name, rs in rows:
+    print("| %s | %s | %.0f | %.2f | %.2f | %d |" % (desc, name, med(rs, "rate"),
+                                                    med(rs, "p50_ms"), med(rs, "p99_ms"),
+                                                    errors(rs)))
+print()
+print("| warm | concurrency | tasks/s | p50 ms | p99 ms | sbxd RSS MiB |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+for line in scale_md:
+    print(line)
+if soak_lines:
+    print()
+    print("| soak window | tasks | tasks/s | p50 ms | p99 ms | max ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for line in soak_lines[:-1]:
+        print(line)
+    print()
+    print(soak_lines[-1])
