@@ -22,7 +22,7 @@ QUICK=${BENCH_QUICK:-0}
 if [ "$QUICK" = 1 ]; then
     T_TRUE=${BENCH_SBX_TASKS:-200}; T_TRUE1=${BENCH_SBX_C1_TASKS:-100}
     T_FLOOR=${BENCH_FLOOR_TASKS:-200}; T_BWRAP=${BENCH_BWRAP_TASKS:-50}
-    T_PY=12; T_PY1=6; SCALE_TASKS=60; SOAK_S=${BENCH_SOAK_S:-20}; IDLE_CONNS=1000
+    T_PY=12; T_PY1=6; SCALE_TASKS=60; SOAK_S=${BENCH_SOAK_S:-25}; IDLE_CONNS=1000
 else
     T_TRUE=${BENCH_SBX_TASKS:-1000}; T_TRUE1=${BENCH_SBX_C1_TASKS:-300}
     T_FLOOR=${BENCH_FLOOR_TASKS:-1000}; T_BWRAP=${BENCH_BWRAP_TASKS:-300}
@@ -321,6 +321,8 @@ for n in sys.argv[1:]:
         pass
 print("%.1f" % best)' "$tmp"/true.sbx8.*.json "$tmp"/true.sbx64.*.json)
 soak_rate=$("$PY" -c "print('%.1f' % (0.8 * $peak))")
+# The soak is three phases: the first 10 s, the middle, the last 10 s.
+[ "$SOAK_S" -ge 21 ] || die "BENCH_SOAK_S must be at least 21 (seconds)"
 mid_s=$((SOAK_S - 20))
 echo "2. soak: ${SOAK_S} s open loop at $soak_rate tasks/s (80% of the peak $peak)"
 settle
@@ -350,6 +352,7 @@ for w in 1 8 32; do
     if [ "$w" = 32 ]; then
         settle
         idle_before=$(rss_kib "$pid")
+        idle_fds_before=$(ls "/proc/$pid/fd" | wc -l)
         "$PY" - "$SOCK" "$IDLE_CONNS" "$tmp/idle.ready" <<'EOP' &
 import os, signal, socket, sys, time
 path, n, ready = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -376,7 +379,8 @@ EOP
         run_load idle.probe --tasks 20 --concurrency 1 -- /bin/true
         idle_after=$(rss_kib "$pid")
         idle_warm=$(pool_field WARM)
-        echo "{\"before_kib\": $idle_before, \"after_kib\": $idle_after, \"conns\": $IDLE_CONNS, \"warm\": ${idle_warm:-0}}" \
+        idle_fds=$(ls "/proc/$pid/fd" | wc -l)
+        echo "{\"before_kib\": $idle_before, \"after_kib\": $idle_after, \"conns\": $IDLE_CONNS, \"warm\": ${idle_warm:-0}, \"fds_before\": $idle_fds_before, \"fds\": $idle_fds}" \
             >"$tmp/idle.json"
         kill -TERM "$holder" 2>/dev/null || true
         wait "$holder" 2>/dev/null || true

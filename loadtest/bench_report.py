@@ -146,6 +146,9 @@ if idle:
     idle_line = ("sbxd RSS with %d warm sandboxes: %.1f MiB idle, %.1f MiB holding %d idle "
                  "connections" % (idle["warm"], idle["before_kib"] / 1024,
                                   idle["after_kib"] / 1024, idle["conns"]))
+    if "fds" in idle:
+        idle_line += " (sbxd's open files: %d before, %d with them)" % (idle["fds_before"],
+                                                                       idle["fds"])
     print(idle_line)
 
 # ---- markdown

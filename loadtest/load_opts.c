@@ -47,9 +47,9 @@ void load_opts_usage(FILE *f)
         "  --warmup N          run N tasks first, unmeasured\n"
         "  --pid PID           sbxd's pid: report its RSS and CPU time before and after\n"
         "  --json              print the report as one JSON object\n"
-        "exit status: 0 when every task exited with status 0 (with --scenario: met its\n"
-        "expectation), 1 when some did not or an\n"
-        "error happened, 64 usage, 69 sbxd unreachable\n",
+        "exit status: 0 when every task exited with status 0 (with --scenario: got its\n"
+        "expected result), 1 when some did not or an error happened, 64 usage, 69 sbxd\n"
+        "unreachable\n",
         f);
 }
 
