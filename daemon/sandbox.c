@@ -288,6 +288,7 @@ static void sandbox_reaped(struct sandbox *sb)
     }
     uv_close((uv_handle_t *)&sb->ctl_poll, handle_closed);
     uv_close((uv_handle_t *)&sb->pid_poll, handle_closed);
+    uv_close((uv_handle_t *)&sb->setup_timer, handle_closed);
 }
 
 static void pid_cb(uv_poll_t *h, int status, int events)
@@ -313,6 +314,22 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     sandbox_reaped(sb);
 }
 
+/* An init that never answers its setup would hold a place in its pool for ever: it counts
+ * as a failed creation (with the pool's backoff) and is killed. */
+static void setup_timeout(uv_timer_t *h)
+{
+    struct sandbox *sb = h->data;
+    if (sb->ready_seen || sb->reaped || sb->state != SB_CREATING) {
+        return;
+    }
+    struct err e = ERR_INIT;
+    err_setx(&e, -ETIMEDOUT, "sandbox init did not finish its setup within %d ms",
+             SANDBOX_SETUP_TIMEOUT_MS);
+    pool_sandbox_failed(sb->pool, sb, &e);
+    sb->failure_reported = true;
+    sandbox_kill(sb);
+}
+
 static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
 {
     switch (ev->type) {
@@ -322,6 +339,7 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         }
         sb->ready_seen = true;
         sb->ready_ns = now_ns();
+        uv_timer_stop(&sb->setup_timer);
         if (sb->kill_requested || sb->d->draining) {
             sandbox_kill(sb);
             break;
@@ -459,11 +477,14 @@ static void create_done(uv_work_t *w, int status)
     (void)fd_set_nonblock(sb->ctl_fd, true);
     uv_poll_init(d->loop, &sb->ctl_poll, sb->ctl_fd);
     uv_poll_init(d->loop, &sb->pid_poll, sb->pidfd);
+    uv_timer_init(d->loop, &sb->setup_timer);
     sb->ctl_poll.data = sb;
     sb->pid_poll.data = sb;
-    sb->open_handles = 2;
+    sb->setup_timer.data = sb;
+    sb->open_handles = 3;
     uv_poll_start(&sb->ctl_poll, UV_READABLE, ctl_cb);
     uv_poll_start(&sb->pid_poll, UV_READABLE, pid_cb);
+    uv_timer_start(&sb->setup_timer, setup_timeout, SANDBOX_SETUP_TIMEOUT_MS, 0);
     if (sb->kill_requested || d->draining) {
         sandbox_kill(sb);
     }

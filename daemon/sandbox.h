@@ -17,6 +17,9 @@ struct task;
 struct cgroup;
 struct cgroup_usage;
 
+/* How long an init may take from spawn to READY before it counts as a failed creation. */
+#define SANDBOX_SETUP_TIMEOUT_MS 10000
+
 enum sandbox_state {
     SB_CREATING = 0, /* worker creating it, or init setting up */
     SB_WARM,         /* ready, in its pool's warm set */
@@ -38,6 +41,7 @@ struct sandbox {
     int proxy_fd;            /* egress proxy listener from init's READY, or -1 (egress.c) */
     uv_poll_t ctl_poll;
     uv_poll_t pid_poll;
+    uv_timer_t setup_timer;  /* SANDBOX_SETUP_TIMEOUT_MS from spawn to READY */
     int open_handles;        /* embedded handles not yet closed */
     uv_work_t work;
     int work_r;

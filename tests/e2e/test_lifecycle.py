@@ -157,3 +157,27 @@ class Lifecycle(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SetupTimeout(unittest.TestCase):
+    def test_an_init_that_never_gets_ready_is_failed_and_killed(self):
+        # An "init" that never answers CTL_SETUP: after the setup timeout (10 s) its sandbox
+        # counts as a failed creation and is killed; nothing is left when sbxd stops.
+        d0 = tempfile.mkdtemp(prefix="sbx-hang-")
+        os.chmod(d0, 0o755)  # the child runs as an unprivileged host id
+        fake = os.path.join(d0, "hang-init")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\nexec sleep 4404\n")
+        os.chmod(fake, 0o755)
+        d = Daemon(pools=[pool_yaml(warm=1, max=1)], config_extra="init_path: %s\n" % fake)
+        try:
+            deadline = time.time() + 30
+            failed = 0
+            while time.time() < deadline and failed == 0:
+                with d.client() as c:
+                    failed = c.call("pools")[0]["failed"]
+                time.sleep(0.5)
+            self.assertGreaterEqual(failed, 1)
+            self.assertIn("did not finish its setup", d.logtext())
+        finally:
+            d.stop()
