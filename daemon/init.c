@@ -295,26 +295,9 @@ static int init_proxy_listen(uint16_t port, struct err *e)
 /* Sends an event with one fd attached (SCM_RIGHTS). */
 static void init_send_with_fd(const struct init *in, struct ctl_event *ev, int fd)
 {
-    union {
-        struct cmsghdr hdr;
-        char space[CMSG_SPACE(sizeof(int))];
-    } cmsg;
     struct iovec iov = {ev, sizeof(*ev)};
-    struct msghdr msg;
     ev->magic = CTL_MAGIC;
-    memset(&msg, 0, sizeof(msg));
-    memset(&cmsg, 0, sizeof(cmsg));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cmsg.space;
-    msg.msg_controllen = sizeof(cmsg.space);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    ssize_t n = RETRY_EINTR(sendmsg(in->ctl, &msg, MSG_NOSIGNAL));
-    if (n != (ssize_t)sizeof(*ev)) {
+    if (fd_sendmsg(in->ctl, &iov, 1, &fd, 1, MSG_NOSIGNAL) != (ssize_t)sizeof(*ev)) {
         _exit(1);
     }
 }
@@ -412,26 +395,10 @@ __attribute__((noreturn)) static void init_child_fail(int report, int stage, int
 static int init_child_send_fd(int report, int fd)
 {
     struct init_report rep = {CTL_STAGE_NONE, 0};
-    union {
-        struct cmsghdr hdr;
-        char space[CMSG_SPACE(sizeof(int))];
-    } cmsg;
     struct iovec iov = {&rep, sizeof(rep)};
-    struct msghdr msg;
-    memset(&msg, 0, sizeof(msg));
-    memset(&cmsg, 0, sizeof(cmsg));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cmsg.space;
-    msg.msg_controllen = sizeof(cmsg.space);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    ssize_t n = RETRY_EINTR(sendmsg(report, &msg, 0));
+    ssize_t n = fd_sendmsg(report, &iov, 1, &fd, 1, 0);
     if (n < 0) {
-        return -errno;
+        return (int)n;
     }
     return n == (ssize_t)sizeof(rep) ? 0 : -EIO;
 }

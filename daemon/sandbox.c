@@ -44,22 +44,7 @@ static void set_state(struct sandbox *sb, enum sandbox_state to)
 static ssize_t send_setup(int fd, const void *buf, size_t len, int image_fd)
 {
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } cm;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (image_fd >= 0) {
-        memset(&cm, 0, sizeof(cm));
-        mh.msg_control = cm.buf;
-        mh.msg_controllen = sizeof(cm.buf);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &image_fd, sizeof(int));
-    }
-    return RETRY_EINTR(sendmsg(fd, &mh, MSG_NOSIGNAL));
+    return fd_sendmsg(fd, &iov, 1, &image_fd, image_fd >= 0 ? 1 : 0, MSG_NOSIGNAL);
 }
 
 /* Worker thread: everything that blocks. Touches only sb's own fields and read-only
@@ -146,7 +131,7 @@ static void create_work(uv_work_t *w)
     }
     ssize_t n = send_setup(sb->ctl_fd, buf, len, image_fd);
     if (n < 0) {
-        sb->work_r = err_set(e, -errno, "send CTL_SETUP");
+        sb->work_r = err_set(e, (int)n, "send CTL_SETUP");
         return;
     }
     sb->work_r = 0;
@@ -534,28 +519,15 @@ int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task
         {.iov_base = (void *)hdr, .iov_len = sizeof(*hdr)},
         {.iov_base = (void *)data, .iov_len = hdr->data_len},
     };
-    union {
-        char buf[CMSG_SPACE((3 + CTL_MOUNTS_MAX) * sizeof(int))];
-        struct cmsghdr align;
-    } cm;
-    memset(&cm, 0, sizeof(cm));
-    struct msghdr mh = {
-        .msg_iov = iov,
-        .msg_iovlen = hdr->data_len > 0 ? 2 : 1,
-        .msg_control = cm.buf,
-        .msg_controllen = CMSG_SPACE(nfds * sizeof(int)),
-    };
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-    memcpy(CMSG_DATA(c), fds, 3 * sizeof(int));
+    int all[3 + CTL_MOUNTS_MAX];
+    memcpy(all, fds, 3 * sizeof(int));
     if (hdr->n_mounts > 0) {
-        memcpy(CMSG_DATA(c) + 3 * sizeof(int), t->mount_fds, hdr->n_mounts * sizeof(int));
+        memcpy(all + 3, t->mount_fds, hdr->n_mounts * sizeof(int));
     }
-    ssize_t n = RETRY_EINTR(sendmsg(sb->ctl_fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT));
+    ssize_t n = fd_sendmsg(sb->ctl_fd, iov, hdr->data_len > 0 ? 2 : 1, all, nfds,
+                           MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
-        return err_set(e, -errno, "sandbox %s: send CTL_TASK", sb->id);
+        return err_set(e, (int)n, "sandbox %s: send CTL_TASK", sb->id);
     }
     if ((size_t)n != sizeof(*hdr) + hdr->data_len) {
         return err_setx(e, -EMSGSIZE, "sandbox %s: CTL_TASK truncated", sb->id);

@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 
 void util_freep(void *p)
 {
@@ -253,4 +255,32 @@ size_t utf8_valid_seq(const unsigned char *s, size_t n)
         return 0;
     }
     return len;
+}
+
+ssize_t fd_sendmsg(int sock, const struct iovec *iov, size_t iovlen, const int *fds, size_t nfds,
+                   int flags)
+{
+    union {
+        char buf[CMSG_SPACE(FD_SEND_MAX * sizeof(int))];
+        struct cmsghdr align;
+    } cm;
+    if (nfds > FD_SEND_MAX) {
+        return -EINVAL;
+    }
+    struct msghdr mh;
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = (struct iovec *)iov;
+    mh.msg_iovlen = iovlen;
+    if (nfds > 0) {
+        memset(&cm, 0, sizeof(cm));
+        mh.msg_control = cm.buf;
+        mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+    }
+    ssize_t n = RETRY_EINTR(sendmsg(sock, &mh, flags));
+    return n < 0 ? -errno : n;
 }

@@ -72,3 +72,11 @@ void hex_encode(const void *buf, size_t len, char *out);
 /* Length (1-4) of the valid UTF-8 sequence at s (n bytes available), or 0 when it is not
  * valid: truncated, overlong, a surrogate or past U+10FFFF. CHILD-SAFE. */
 size_t utf8_valid_seq(const unsigned char *s, size_t n);
+
+struct iovec;
+/* The most fds fd_sendmsg attaches to one message. */
+#define FD_SEND_MAX 16
+/* sendmsg of iov with nfds (<= FD_SEND_MAX; 0 allowed) fds attached as SCM_RIGHTS, retrying
+ * EINTR. Returns the bytes sent or -errno (-EINVAL for too many fds). CHILD-SAFE. */
+ssize_t fd_sendmsg(int sock, const struct iovec *iov, size_t iovlen, const int *fds, size_t nfds,
+                   int flags);
