@@ -15,7 +15,8 @@ int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t ne
 static void oom(size_t n)
 {
     char msg[96];
-    int len = snprintf(msg, sizeof(msg), "level=error mod=alloc msg=\"out of memory\" size=%zu\n", n);
+    int len =
+        snprintf(msg, sizeof(msg), "level=error mod=alloc msg=\"out of memory\" size=%zu\n", n);
     (void)!write(2, msg, (size_t)len);
     abort();
 }

@@ -254,8 +254,7 @@ static const struct field profile_fields[] = {
             check_cidr),
     FIELD("routes", T_ROUTES, PFM_ROUTES, 0, PROF(routes)),
     FIELD("read_only", T_BOOL, PFM_READ_ONLY, 0, PROF(read_only)),
-    RANGE("max_request_bytes", T_SIZE, PFM_MAX_REQUEST, PROF(max_request_bytes), KIB,
-          UINT64_MAX),
+    RANGE("max_request_bytes", T_SIZE, PFM_MAX_REQUEST, PROF(max_request_bytes), KIB, UINT64_MAX),
     RANGE("max_task_bytes", T_SIZE, PFM_MAX_TASK, PROF(max_task_bytes), KIB, UINT64_MAX),
     RANGE("max_connections", T_U32, PFM_MAX_CONN, PROF(max_connections), 1, 1024),
     END,
@@ -1078,8 +1077,17 @@ static int check_header_name(const char *s, const char **why)
 {
     /* Framing and hop-by-hop headers are the proxy's own business. */
     static const char *const reserved[] = {
-        "host",    "content-length", "transfer-encoding", "connection", "keep-alive",
-        "proxy-connection", "te", "trailer", "upgrade", "expect", "proxy-authorization",
+        "host",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+        "expect",
+        "proxy-authorization",
     };
     size_t n = strlen(s);
     *why = "must be an HTTP header name (letters, digits, '-'; at most 64 bytes)";
@@ -1198,9 +1206,9 @@ static const struct {
     const char *name;
     uint32_t bit;
 } egress_methods[] = {
-    {"GET", EGRESS_METHOD_GET},     {"HEAD", EGRESS_METHOD_HEAD},
-    {"POST", EGRESS_METHOD_POST},   {"PUT", EGRESS_METHOD_PUT},
-    {"PATCH", EGRESS_METHOD_PATCH}, {"DELETE", EGRESS_METHOD_DELETE},
+    {"GET", EGRESS_METHOD_GET},         {"HEAD", EGRESS_METHOD_HEAD},
+    {"POST", EGRESS_METHOD_POST},       {"PUT", EGRESS_METHOD_PUT},
+    {"PATCH", EGRESS_METHOD_PATCH},     {"DELETE", EGRESS_METHOD_DELETE},
     {"OPTIONS", EGRESS_METHOD_OPTIONS},
 };
 
@@ -1209,7 +1217,8 @@ static int walk_methods(struct walk *w, const struct field *f, const char *path,
 {
     struct mark m = node_mark(v);
     uint32_t bits = 0;
-    if (v->type != YAML_SEQUENCE_NODE || v->data.sequence.items.start == v->data.sequence.items.top) {
+    if (v->type != YAML_SEQUENCE_NODE ||
+        v->data.sequence.items.start == v->data.sequence.items.top) {
         return fail(e, w->file, &m, "'%s' must be %s", path, type_desc(f->type));
     }
     for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
@@ -1224,8 +1233,10 @@ static int walk_methods(struct walk *w, const struct field *f, const char *path,
             }
         }
         if (bit == 0) {
-            return fail(e, w->file, &im, "'%s' entries must be GET, HEAD, POST, PUT, PATCH, "
-                        "DELETE or OPTIONS (in capitals)", path);
+            return fail(e, w->file, &im,
+                        "'%s' entries must be GET, HEAD, POST, PUT, PATCH, "
+                        "DELETE or OPTIONS (in capitals)",
+                        path);
         }
         bits |= bit;
     }
@@ -1256,8 +1267,7 @@ static int walk_routes(struct walk *w, const struct field *f, const char *path, 
         char rpath[128];
         (void)snprintf(rpath, sizeof(rpath), "%s[%zu]", path, *n);
         if (item->type != YAML_MAPPING_NODE) {
-            return fail(e, w->file, &im, "'%s' must be a mapping, not %s", rpath,
-                        node_kind(item));
+            return fail(e, w->file, &im, "'%s' must be a mapping, not %s", rpath, node_kind(item));
         }
         if (*n >= EGRESS_ROUTES_MAX) {
             return fail(e, w->file, &im, "'%s' has more than %d routes", path, EGRESS_ROUTES_MAX);
@@ -1297,7 +1307,8 @@ static int profile_finish(struct egress_profile_config *p, const char *file, con
     if (p->read_only && p->n_allow > 0) {
         return fail(e, file, mark_pick(pm, PFM_ALLOW, PFM_READ_ONLY),
                     "egress profile '%s': a read_only profile cannot allow CONNECT destinations "
-                    "(the method inside TLS cannot be checked)", p->name);
+                    "(the method inside TLS cannot be checked)",
+                    p->name);
     }
     for (size_t i = 0; i < p->n_routes; i++) {
         struct egress_route_config *r = &p->routes[i];
@@ -1307,7 +1318,8 @@ static int profile_finish(struct egress_profile_config *p, const char *file, con
         if (p->read_only && (r->methods & ~(uint32_t)EGRESS_METHODS_READ_ONLY)) {
             return fail(e, file, mark_pick(pm, PFM_ROUTES, PFM_READ_ONLY),
                         "egress profile '%s': route '%s' allows methods beyond GET, HEAD and "
-                        "OPTIONS in a read_only profile", p->name, r->name);
+                        "OPTIONS in a read_only profile",
+                        p->name, r->name);
         }
     }
     return 0;
@@ -1397,7 +1409,8 @@ static int config_check_egress(const struct config *c, const struct mark *m, str
     for (size_t i = 0; i < c->n_egress_profiles; i++) {
         const struct egress_profile_config *p = &c->egress_profiles[i];
         if (!name_ok(p->name) || strcmp(p->name, "none") == 0) {
-            return fail(e, f, pm, "egress profile names must match [a-z0-9_-]{1,32} and not be "
+            return fail(e, f, pm,
+                        "egress profile names must match [a-z0-9_-]{1,32} and not be "
                         "'none'");
         }
         for (size_t j = 0; j < i; j++) {
@@ -1413,14 +1426,16 @@ static int config_check_egress(const struct config *c, const struct mark *m, str
         }
         for (size_t j = 0; j < p->n_allow_addresses; j++) {
             if (check_cidr(p->allow_addresses[j], &why) < 0) {
-                return fail(e, f, pm, "egress profile '%s': allow_addresses '%.80s': %s",
-                            p->name, p->allow_addresses[j], why);
+                return fail(e, f, pm, "egress profile '%s': allow_addresses '%.80s': %s", p->name,
+                            p->allow_addresses[j], why);
             }
         }
         if (p->max_request_bytes < KIB || p->max_task_bytes < KIB || p->max_connections < 1 ||
             p->max_connections > 1024) {
-            return fail(e, f, pm, "egress profile '%s': byte limits must be at least 1KiB and "
-                        "max_connections between 1 and 1024", p->name);
+            return fail(e, f, pm,
+                        "egress profile '%s': byte limits must be at least 1KiB and "
+                        "max_connections between 1 and 1024",
+                        p->name);
         }
         for (size_t j = 0; j < p->n_routes; j++) {
             const struct egress_route_config *r = &p->routes[j];
@@ -1434,13 +1449,17 @@ static int config_check_egress(const struct config *c, const struct mark *m, str
                             p->name, j, why ? ": " : "", why ? why : "");
             }
             if (p->read_only && (r->methods & ~(uint32_t)EGRESS_METHODS_READ_ONLY)) {
-                return fail(e, f, pm, "egress profile '%s': route '%s' allows methods beyond "
-                            "GET, HEAD and OPTIONS in a read_only profile", p->name, r->name);
+                return fail(e, f, pm,
+                            "egress profile '%s': route '%s' allows methods beyond "
+                            "GET, HEAD and OPTIONS in a read_only profile",
+                            p->name, r->name);
             }
         }
         if (p->read_only && p->n_allow > 0) {
-            return fail(e, f, pm, "egress profile '%s': a read_only profile cannot allow CONNECT "
-                        "destinations", p->name);
+            return fail(e, f, pm,
+                        "egress profile '%s': a read_only profile cannot allow CONNECT "
+                        "destinations",
+                        p->name);
         }
     }
     return 0;
@@ -2131,7 +2150,7 @@ struct config *config_free(struct config *c)
 }
 
 const struct egress_profile_config *config_find_egress_profile(const struct config *c,
-                                                                const char *name)
+                                                               const char *name)
 {
     if (!c || !name) {
         return NULL;

@@ -11,25 +11,25 @@
 #include "log.h"
 
 struct pool_config {
-    char *name;               /* [a-z0-9_-]{1,32}, from the file's `name:` */
-    char *file;               /* where it came from (for messages) */
-    uint32_t warm;            /* sandboxes kept ready; default 2 */
-    uint32_t max;             /* concurrent sandboxes (warm + busy); default 16, >= warm, >= 1 */
-    uint32_t queue;           /* tasks waiting for a sandbox; default 64 */
-    uint64_t memory_bytes;    /* memory + swap; default 512 MiB */
-    double cpu;               /* CPUs; default 1.0, > 0 */
-    uint32_t pids;            /* default 128 */
-    uint64_t timeout_ns;      /* default task timeout; default 30 s */
-    uint64_t max_timeout_ns;  /* the largest timeout a request may ask; default = 4 * timeout */
-    uint64_t output_cap;      /* stdout + stderr bytes; default 32768 */
-    uint64_t tmp_size;        /* /tmp tmpfs bytes; default 64 MiB */
-    uint32_t uid;             /* task user inside the sandbox; default 10001 */
-    uint32_t gid;             /* default = uid */
-    uint32_t nofile;          /* RLIMIT_NOFILE of the task; default 256 */
-    char *seccomp;            /* profile name; default "default" */
-    char *image;              /* image name; default "host" */
-    bool dev_shm;             /* mount /dev/shm; default false */
-    uint64_t shm_size;        /* default 16 MiB */
+    char *name;              /* [a-z0-9_-]{1,32}, from the file's `name:` */
+    char *file;              /* where it came from (for messages) */
+    uint32_t warm;           /* sandboxes kept ready; default 2 */
+    uint32_t max;            /* concurrent sandboxes (warm + busy); default 16, >= warm, >= 1 */
+    uint32_t queue;          /* tasks waiting for a sandbox; default 64 */
+    uint64_t memory_bytes;   /* memory + swap; default 512 MiB */
+    double cpu;              /* CPUs; default 1.0, > 0 */
+    uint32_t pids;           /* default 128 */
+    uint64_t timeout_ns;     /* default task timeout; default 30 s */
+    uint64_t max_timeout_ns; /* the largest timeout a request may ask; default = 4 * timeout */
+    uint64_t output_cap;     /* stdout + stderr bytes; default 32768 */
+    uint64_t tmp_size;       /* /tmp tmpfs bytes; default 64 MiB */
+    uint32_t uid;            /* task user inside the sandbox; default 10001 */
+    uint32_t gid;            /* default = uid */
+    uint32_t nofile;         /* RLIMIT_NOFILE of the task; default 256 */
+    char *seccomp;           /* profile name; default "default" */
+    char *image;             /* image name; default "host" */
+    bool dev_shm;            /* mount /dev/shm; default false */
+    uint64_t shm_size;       /* default 16 MiB */
 };
 
 /* Egress (docs/EGRESS.md). Methods a route may allow, as bits. */
@@ -56,17 +56,17 @@ struct egress_route_config {
 };
 
 struct egress_profile_config {
-    char *name;               /* [a-z0-9_-]{1,32}, not "none" */
-    char **allow;             /* CONNECT destinations: "host:port" or "*.suffix:port" */
+    char *name;   /* [a-z0-9_-]{1,32}, not "none" */
+    char **allow; /* CONNECT destinations: "host:port" or "*.suffix:port" */
     size_t n_allow;
-    char **allow_addresses;   /* CIDRs that may be dialed although not public */
+    char **allow_addresses; /* CIDRs that may be dialed although not public */
     size_t n_allow_addresses;
     struct egress_route_config *routes;
     size_t n_routes;
-    bool read_only;           /* GET, HEAD, OPTIONS only; no CONNECT; default false */
+    bool read_only;             /* GET, HEAD, OPTIONS only; no CONNECT; default false */
     uint64_t max_request_bytes; /* one request and its response (a tunnel); default 8 MiB */
-    uint64_t max_task_bytes;  /* everything through the proxy for one task; default 64 MiB */
-    uint32_t max_connections; /* open at once for one task; default 16 */
+    uint64_t max_task_bytes;    /* everything through the proxy for one task; default 64 MiB */
+    uint32_t max_connections;   /* open at once for one task; default 16 */
 };
 
 struct config {
@@ -80,30 +80,30 @@ struct config {
     char *default_pool;       /* default "python"; must name a loaded pool */
     enum log_level log_level; /* default info */
 
-    uint32_t max_connections;      /* default 256 */
+    uint32_t max_connections;       /* default 256 */
     uint32_t max_requests_per_conn; /* in-flight requests per connection; default 64 */
-    uint64_t max_message_bytes;    /* largest msgpack message from a client; default 1 MiB */
-    uint64_t max_argv_bytes;       /* argv + env bytes of one exec; default 64 KiB */
-    uint64_t drain_grace_ns;       /* SIGTERM: how long running tasks may finish; default 10 s */
-    uint32_t refill_parallelism;   /* sandboxes created at once, all pools; default 2 */
-    bool netns_recycle;            /* reuse clean network namespaces (netns.c); default true */
+    uint64_t max_message_bytes;     /* largest msgpack message from a client; default 1 MiB */
+    uint64_t max_argv_bytes;        /* argv + env bytes of one exec; default 64 KiB */
+    uint64_t drain_grace_ns;        /* SIGTERM: how long running tasks may finish; default 10 s */
+    uint32_t refill_parallelism;    /* sandboxes created at once, all pools; default 2 */
+    bool netns_recycle;             /* reuse clean network namespaces (netns.c); default true */
 
-    int cgroup_version;       /* 0 auto, 1, 2; default 0 */
-    char *cgroup_parent;      /* NULL: the cgroup sbxd starts in */
-    char *cgroup_name;        /* subtree name; default "sbxd" */
+    int cgroup_version;  /* 0 auto, 1, 2; default 0 */
+    char *cgroup_parent; /* NULL: the cgroup sbxd starts in */
+    char *cgroup_name;   /* subtree name; default "sbxd" */
 
-    bool userns;              /* default true */
-    uint32_t userns_base;     /* first host id of the map; default 100000 */
-    uint32_t userns_count;    /* default 65536 */
+    bool userns;           /* default true */
+    uint32_t userns_base;  /* first host id of the map; default 100000 */
+    uint32_t userns_count; /* default 65536 */
 
     struct pool_config *pools;
     size_t n_pools;
 
     /* Audit trail (audit.c, <state_dir>/audit.db). */
-    bool audit_enabled;         /* default true; false writes nothing (benchmarks only) */
-    uint64_t audit_max_age_ns;  /* older rows are pruned; default 720 h; 0 keeps them */
-    uint32_t audit_max_rows;    /* rows beyond are pruned, oldest first; default 2000000;
-                                   0: no limit, else at least 1000 */
+    bool audit_enabled;        /* default true; false writes nothing (benchmarks only) */
+    uint64_t audit_max_age_ns; /* older rows are pruned; default 720 h; 0 keeps them */
+    uint32_t audit_max_rows;   /* rows beyond are pruned, oldest first; default 2000000;
+                                  0: no limit, else at least 1000 */
 
     /* Capability tokens (docs/TOKENS.md). */
     char **token_mount_roots;      /* host dirs tokens may expose (absolute); default none */
@@ -113,7 +113,7 @@ struct config {
     uint32_t token_max_tokens;     /* tokens kept in memory and in the database; default 10000 */
     bool token_required;           /* exec without a token is denied; default false */
 
-    uint32_t egress_port;     /* the proxy's port on 127.0.0.1 in each sandbox; default 3128 */
+    uint32_t egress_port; /* the proxy's port on 127.0.0.1 in each sandbox; default 3128 */
     struct egress_profile_config *egress_profiles;
     size_t n_egress_profiles;
 };
@@ -137,4 +137,4 @@ struct config *config_free(struct config *c);
 const struct pool_config *config_find_pool(const struct config *c, const char *name);
 /* The egress profile of that name, or NULL. */
 const struct egress_profile_config *config_find_egress_profile(const struct config *c,
-                                                                const char *name);
+                                                               const char *name);

@@ -102,18 +102,18 @@ struct ctl_task {
 
 struct ctl_event {
     uint32_t magic;
-    uint32_t type;    /* CTL_READY .. CTL_EXEC_FAILED */
-    int32_t err;      /* -errno for failures, else 0 */
-    uint32_t stage;   /* enum ctl_stage for failures */
-    int32_t wstatus;  /* CTL_EXITED: status as from waitpid */
-    uint32_t pid;     /* the task's pid inside the sandbox */
+    uint32_t type;     /* CTL_READY .. CTL_EXEC_FAILED */
+    int32_t err;       /* -errno for failures, else 0 */
+    uint32_t stage;    /* enum ctl_stage for failures */
+    int32_t wstatus;   /* CTL_EXITED: status as from waitpid */
+    uint32_t pid;      /* the task's pid inside the sandbox */
     uint64_t utime_us; /* CTL_EXITED: rusage of the task and its reaped descendants */
     uint64_t stime_us;
     uint64_t maxrss_kb;
     uint32_t seccomp_denials; /* CTL_EXITED: denied syscalls answered by init, or
                                  CTL_DENIALS_UNKNOWN when the kernel could not count */
     uint32_t reserved;
-    char msg[128];    /* a short human note for failures */
+    char msg[128]; /* a short human note for failures */
 };
 
 /* Where a token mount may appear inside a sandbox: the one rule both sbxd (when a token is

@@ -25,7 +25,7 @@ struct daemon {
     const struct config *cfg;
     struct cgroup_root *cg_root;
     struct seccomp_set *seccomp;
-    struct netns_pool *netns;    /* recycled network namespaces (NULL: one per sandbox) */
+    struct netns_pool *netns; /* recycled network namespaces (NULL: one per sandbox) */
     char *init_path;
     struct pool **pools;
     size_t n_pools;
@@ -38,14 +38,14 @@ struct daemon {
     struct reaper *reaper;      /* leftovers and leaks (reaper.c) */
     struct metrics *metrics;    /* sbxd's series (metrics.c); NULL before start-up ends */
     struct http_server *http;   /* the metrics listener; NULL when disabled or closed */
-    uint32_t instance;       /* random, prefixes sandbox and task ids */
+    uint32_t instance;          /* random, prefixes sandbox and task ids */
     uint64_t next_sandbox;
     uint64_t next_task;
     uint32_t creating;       /* sandboxes being created, all pools (<= refill_parallelism) */
     uint32_t live_sandboxes; /* not yet freed, all pools */
     uint32_t running_tasks;
-    bool draining;           /* SIGTERM received: no new tasks, no refills */
-    bool killing;            /* grace over or second SIGTERM: kill everything */
+    bool draining; /* SIGTERM received: no new tasks, no refills */
+    bool killing;  /* grace over or second SIGTERM: kill everything */
     bool drain_done;
     uint64_t start_ns;
     uv_signal_t sig_term;

@@ -11,7 +11,13 @@ struct err {
     char msg[ERR_MSG_MAX];
 };
 
-#define ERR_INIT {0, {0}}
+#define ERR_INIT                                                                                   \
+    {                                                                                              \
+        0,                                                                                         \
+        {                                                                                          \
+            0                                                                                      \
+        }                                                                                          \
+    }
 
 /* Sets e to "<fmt>: <ERRNAME>" (the errno name only when r is a known errno) and returns r. */
 int err_set(struct err *e, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

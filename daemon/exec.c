@@ -436,8 +436,8 @@ static void outcome_of(struct task *t, struct exec_outcome *o)
     }
     uint64_t end = t->t_exit_ns ? t->t_exit_ns : now_ns();
     o->wall_ms = t->t_start_ns && end > t->t_start_ns ? (end - t->t_start_ns) / 1000000 : 0;
-    o->cpu_ms = t->have_usage && t->usage.cpu_ns ? t->usage.cpu_ns / 1000000
-                                                  : t->rusage_cpu_us / 1000;
+    o->cpu_ms =
+        t->have_usage && t->usage.cpu_ns ? t->usage.cpu_ns / 1000000 : t->rusage_cpu_us / 1000;
     o->mem_peak_bytes = t->have_usage ? t->usage.mem_peak_bytes : 0;
     o->has_exit_code = !t->exec_failed && t->kill == KILL_NONE && WIFEXITED(t->wstatus);
     o->exit_code = o->has_exit_code ? WEXITSTATUS(t->wstatus) : 0;
@@ -614,8 +614,8 @@ void exec_client_gone(struct task *t)
     detach_conn(t);
     if (t->state == TASK_QUEUED) {
         pool_cancel(t->pool, t);
-        (void)audit_task_result(t, "cancelled", NULL,
-                                "the client left before a sandbox was free", NULL);
+        (void)audit_task_result(t, "cancelled", NULL, "the client left before a sandbox was free",
+                                NULL);
         t->state = TASK_DONE;
         task_release(t);
         return;

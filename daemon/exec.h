@@ -20,46 +20,46 @@ struct sandbox;
 struct conn;
 
 enum task_state {
-    TASK_QUEUED = 0,  /* waiting for a sandbox */
-    TASK_RUNNING,     /* handed to a sandbox */
-    TASK_FINISHING,   /* exited or killed; draining output */
-    TASK_DONE,        /* result sent (or client gone); handles closing */
+    TASK_QUEUED = 0, /* waiting for a sandbox */
+    TASK_RUNNING,    /* handed to a sandbox */
+    TASK_FINISHING,  /* exited or killed; draining output */
+    TASK_DONE,       /* result sent (or client gone); handles closing */
 };
 
 enum task_kill {
     KILL_NONE = 0,
     KILL_TIMEOUT,
     KILL_OUTPUT,
-    KILL_CLIENT,   /* the client disconnected */
-    KILL_SHUTDOWN, /* the daemon's drain grace ran out */
+    KILL_CLIENT,        /* the client disconnected */
+    KILL_SHUTDOWN,      /* the daemon's drain grace ran out */
     KILL_TOKEN_EXPIRED, /* the capability token it ran under expired: status token_expired */
     KILL_TOKEN_REVOKED, /* ... or was revoked: status token_revoked */
 };
 
 struct task {
     struct daemon *d;
-    struct conn *conn;          /* NULL once the client is gone */
+    struct conn *conn; /* NULL once the client is gone */
     uint32_t msgid;
     struct pool *pool;
     struct sandbox *sb;
     char id[24];
-    char sb_id[24];             /* the sandbox it ran in, kept for the result */
+    char sb_id[24]; /* the sandbox it ran in, kept for the result */
     enum task_state state;
     enum task_kill kill;
     struct ctl_task hdr;
-    char *data;                 /* argv and env strings for CTL_TASK */
+    char *data; /* argv and env strings for CTL_TASK */
     uint64_t timeout_ns;
-    bool cold;                  /* waited in the queue */
+    bool cold; /* waited in the queue */
     /* Grants from the capability token (token.c fills them before pool_submit; all NULL/0
      * without a token). The task owns these strings and fds. */
-    char *token_id;             /* the token's public id (never the token itself) */
-    char *net_profile;          /* egress profile name, NULL = loopback only */
-    struct egress_session *egress; /* the proxy serving net_profile while it runs (egress.c) */
+    char *token_id;                   /* the token's public id (never the token itself) */
+    char *net_profile;                /* egress profile name, NULL = loopback only */
+    struct egress_session *egress;    /* the proxy serving net_profile while it runs (egress.c) */
     struct egress_stats egress_stats; /* what it did through the proxy, for its result */
-    int *mount_fds;             /* detached read-only mounts (open_tree), one per mount_dst */
+    int *mount_fds;                   /* detached read-only mounts (open_tree), one per mount_dst */
     char **mount_dst;
     size_t n_mounts;
-    struct token_link tlink;    /* the token's task list (token.c); tlink.tok NULL without */
+    struct token_link tlink; /* the token's task list (token.c); tlink.tok NULL without */
     /* stdio: child ends are sent to the sandbox, ours are libuv pipes */
     int child_fds[3];
     uv_pipe_t in;
@@ -68,36 +68,36 @@ struct task {
     uv_timer_t timer;
     int open_handles;
     bool in_open;
-    bool in_eof_requested;      /* client sent the empty stdin chunk */
-    size_t in_pending;          /* stdin bytes queued to the pipe */
+    bool in_eof_requested; /* client sent the empty stdin chunk */
+    size_t in_pending;     /* stdin bytes queued to the pipe */
     bool out_eof;
     bool err_eof;
-    bool reading;               /* output reads active (false: backpressure) */
+    bool reading; /* output reads active (false: backpressure) */
     struct outcap cap;
     uint64_t out_bytes;
     uint64_t err_bytes;
     /* outcome */
-    bool exited;                /* CTL_EXITED or CTL_EXEC_FAILED seen, or sandbox died */
+    bool exited; /* CTL_EXITED or CTL_EXEC_FAILED seen, or sandbox died */
     bool exec_failed;
     int wstatus;
-    struct err error;           /* status "error": why */
+    struct err error; /* status "error": why */
     uint64_t t_request_ns;
     uint64_t t_start_ns;
     uint64_t t_exit_ns;
     uint64_t rusage_cpu_us;
-    uint32_t seccomp_denials;   /* CTL_DENIALS_UNKNOWN when not counted */
-    struct cgroup_usage usage;  /* last snapshot of the sandbox's cgroup */
+    uint32_t seccomp_denials;  /* CTL_DENIALS_UNKNOWN when not counted */
+    struct cgroup_usage usage; /* last snapshot of the sandbox's cgroup */
     bool have_usage;
-    bool admitted;              /* policy.decision (allowed) is in the audit trail */
-    bool start_audited;         /* task.started is in the audit trail */
-    struct task *qnext;         /* pool queue */
-    struct task *cprev;         /* connection's task list */
+    bool admitted;      /* policy.decision (allowed) is in the audit trail */
+    bool start_audited; /* task.started is in the audit trail */
+    struct task *qnext; /* pool queue */
+    struct task *cprev; /* connection's task list */
     struct task *cnext;
 };
 
 /* What a finished task came to: computed once for its result and its audit events. */
 struct exec_outcome {
-    const char *status;       /* exited, signaled, timeout, output_limit, oom, error */
+    const char *status; /* exited, signaled, timeout, output_limit, oom, error */
     bool has_exit_code;
     int exit_code;
     bool has_signal;
@@ -105,7 +105,7 @@ struct exec_outcome {
     uint64_t wall_ms;
     uint64_t cpu_ms;
     uint64_t mem_peak_bytes;
-    const char *error;        /* status "error": why (points into the task), else NULL */
+    const char *error; /* status "error": why (points into the task), else NULL */
 };
 
 /* Writes a fresh task id (d->instance and a counter) into buf (>= 24 bytes): for

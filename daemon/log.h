@@ -34,7 +34,27 @@ const char *log_quote(const char *s, char *buf, size_t size);
 #define log_info(...) log_at(LOG_INFO, 0, __VA_ARGS__)
 #define log_debug(...) log_at(LOG_DEBUG, 0, __VA_ARGS__)
 /* The _errno variants append err=NAME and evaluate to r. */
-#define log_error_errno(r, ...) ({ int _r = (r); log_at(LOG_ERROR, _r, __VA_ARGS__); _r; })
-#define log_warn_errno(r, ...) ({ int _r = (r); log_at(LOG_WARN, _r, __VA_ARGS__); _r; })
-#define log_info_errno(r, ...) ({ int _r = (r); log_at(LOG_INFO, _r, __VA_ARGS__); _r; })
-#define log_debug_errno(r, ...) ({ int _r = (r); log_at(LOG_DEBUG, _r, __VA_ARGS__); _r; })
+#define log_error_errno(r, ...)                                                                    \
+    ({                                                                                             \
+        int _r = (r);                                                                              \
+        log_at(LOG_ERROR, _r, __VA_ARGS__);                                                        \
+        _r;                                                                                        \
+    })
+#define log_warn_errno(r, ...)                                                                     \
+    ({                                                                                             \
+        int _r = (r);                                                                              \
+        log_at(LOG_WARN, _r, __VA_ARGS__);                                                         \
+        _r;                                                                                        \
+    })
+#define log_info_errno(r, ...)                                                                     \
+    ({                                                                                             \
+        int _r = (r);                                                                              \
+        log_at(LOG_INFO, _r, __VA_ARGS__);                                                         \
+        _r;                                                                                        \
+    })
+#define log_debug_errno(r, ...)                                                                    \
+    ({                                                                                             \
+        int _r = (r);                                                                              \
+        log_at(LOG_DEBUG, _r, __VA_ARGS__);                                                        \
+        _r;                                                                                        \
+    })

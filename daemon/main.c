@@ -121,8 +121,7 @@ void daemon_drain_progress(struct daemon *d)
 static void drain_timeout(uv_timer_t *h)
 {
     struct daemon *d = h->data;
-    log_warn("running=%u msg=\"drain grace over, killing the remaining tasks\"",
-             d->running_tasks);
+    log_warn("running=%u msg=\"drain grace over, killing the remaining tasks\"", d->running_tasks);
     d->killing = true;
     audit_give_up_if_failing(d->audit);
     if (d->agents) {
@@ -208,15 +207,14 @@ static int audit_setup(struct daemon *d, struct err *e)
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: sbxd [--config FILE] [--socket PATH] [--admin-socket PATH]\n"
-            "            [--state-dir DIR] [--metrics ADDR:PORT] [--log-level LEVEL]\n"
-            "            [--check-config] [--require-images] [--image-hash DIR]\n"
-            "            [--mount-root DIR]...\n"
-            "Runs tasks in fresh sandboxes from warm pools. With no --config, the embedded\n"
-            "default (deploy/sbxd.yaml and pools/*.yaml) is used. --require-images makes a\n"
-            "pool image that was never built an error; --image-hash prints the manifest\n"
-            "lines of an image tree (docs/IMAGES.md).\n");
+    fprintf(f, "usage: sbxd [--config FILE] [--socket PATH] [--admin-socket PATH]\n"
+               "            [--state-dir DIR] [--metrics ADDR:PORT] [--log-level LEVEL]\n"
+               "            [--check-config] [--require-images] [--image-hash DIR]\n"
+               "            [--mount-root DIR]...\n"
+               "Runs tasks in fresh sandboxes from warm pools. With no --config, the embedded\n"
+               "default (deploy/sbxd.yaml and pools/*.yaml) is used. --require-images makes a\n"
+               "pool image that was never built an error; --image-hash prints the manifest\n"
+               "lines of an image tree (docs/IMAGES.md).\n");
 }
 
 static void replace(char **field, const char *value)
@@ -672,8 +670,8 @@ int main(int argc, char **argv)
     }
     signals_start(d);
     log_info("pid=%d socket=%s admin_socket=%s state_dir=%s pools=%zu cgroup=\"%s\" msg=\"ready\"",
-             (int)getpid(), cfg->socket_path, cfg->admin_socket_path, cfg->state_dir,
-             cfg->n_pools, cgroup_root_describe(d->cg_root));
+             (int)getpid(), cfg->socket_path, cfg->admin_socket_path, cfg->state_dir, cfg->n_pools,
+             cgroup_root_describe(d->cg_root));
     reaper_start(d);
     daemon_refill(d);
 

@@ -29,7 +29,6 @@
 #include "util.h"
 #include "version.h"
 
-
 /* ---- The registry ---------------------------------------------------------------------- */
 
 struct metric_series {

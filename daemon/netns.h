@@ -13,9 +13,9 @@
 struct netns_pool;
 
 struct netns_stats {
-    uint64_t created;  /* namespaces made */
-    uint64_t reused;   /* handed out again after a clean check */
-    uint64_t dropped;  /* not clean (or the free list was full): destroyed */
+    uint64_t created; /* namespaces made */
+    uint64_t reused;  /* handed out again after a clean check */
+    uint64_t dropped; /* not clean (or the free list was full): destroyed */
 };
 
 /* max_free: namespaces kept for reuse. Returns 0 or -errno. */

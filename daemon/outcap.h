@@ -8,10 +8,10 @@
 #include <stdint.h>
 
 struct outcap {
-    uint64_t cap;       /* bytes allowed, stdout + stderr */
-    uint64_t passed;    /* bytes let through so far */
-    uint64_t dropped;   /* bytes seen after the cap */
-    bool tripped;       /* more output arrived than the cap allows */
+    uint64_t cap;     /* bytes allowed, stdout + stderr */
+    uint64_t passed;  /* bytes let through so far */
+    uint64_t dropped; /* bytes seen after the cap */
+    bool tripped;     /* more output arrived than the cap allows */
 };
 
 void outcap_init(struct outcap *oc, uint64_t cap);

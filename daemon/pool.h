@@ -22,21 +22,21 @@ struct pool {
     struct cgroup_limits limits;
     const struct sock_filter *bpf; /* seccomp program (owned by the daemon's set) or NULL */
     uint32_t bpf_n;
-    struct sandbox *warm_head;     /* FIFO of WARM sandboxes */
+    struct sandbox *warm_head; /* FIFO of WARM sandboxes */
     struct sandbox *warm_tail;
     uint32_t n_state[SB_DEAD + 1]; /* sandboxes of this pool by state, until freed */
     struct task *q_head;           /* FIFO of tasks waiting for a sandbox */
     struct task *q_tail;
     uint32_t n_queued;
-    uint64_t created;              /* sandboxes that became WARM */
-    uint64_t failed;               /* creations that failed */
-    uint64_t tasks;                /* tasks started */
-    uint64_t cold_starts;          /* tasks that had to wait for a sandbox */
-    uint32_t fail_streak;          /* consecutive creation failures */
-    uint64_t retry_at_ns;          /* no creation before this (backoff) */
+    uint64_t created;     /* sandboxes that became WARM */
+    uint64_t failed;      /* creations that failed */
+    uint64_t tasks;       /* tasks started */
+    uint64_t cold_starts; /* tasks that had to wait for a sandbox */
+    uint32_t fail_streak; /* consecutive creation failures */
+    uint64_t retry_at_ns; /* no creation before this (backoff) */
     uv_timer_t retry_timer;
-    struct image *image;           /* the pool's image (image.c; shared, owned by main) */
-    bool image_wait;               /* its image is being verified: no sandbox until then */
+    struct image *image; /* the pool's image (image.c; shared, owned by main) */
+    bool image_wait;     /* its image is being verified: no sandbox until then */
 };
 
 /* Creates the pool (no sandbox yet; daemon_refill starts them). Returns 0 or -errno. */

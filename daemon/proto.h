@@ -27,12 +27,12 @@ enum proto_type {
  * proto_msg_done(). */
 struct proto_msg {
     enum proto_type type;
-    uint32_t msgid;                /* request, response */
-    const char *method;            /* request, notification; not NUL-terminated */
+    uint32_t msgid;     /* request, response */
+    const char *method; /* request, notification; not NUL-terminated */
     uint32_t method_len;
-    const msgpack_object *params;  /* request, notification: any type (usually an array) */
-    const msgpack_object *error;   /* response: nil on success */
-    const msgpack_object *result;  /* response */
+    const msgpack_object *params; /* request, notification: any type (usually an array) */
+    const msgpack_object *error;  /* response: nil on success */
+    const msgpack_object *result; /* response */
     msgpack_unpacked unpacked;
 };
 
@@ -87,8 +87,8 @@ const msgpack_object *proto_map_get(const msgpack_object *map, const char *key);
 const msgpack_object *proto_params_arg0(const msgpack_object *params);
 /* Typed lookups in a map. Missing key: -ENOENT (e names the key). Wrong type or out of
  * range: -EINVAL (e says "'key' must be ..."). */
-int proto_get_str(const msgpack_object *map, const char *key, const char **ret,
-                  uint32_t *ret_len, struct err *e);
+int proto_get_str(const msgpack_object *map, const char *key, const char **ret, uint32_t *ret_len,
+                  struct err *e);
 int proto_get_u64(const msgpack_object *map, const char *key, uint64_t *ret, struct err *e);
 /* Accepts integers and floats; rejects NaN and infinities. */
 int proto_get_f64(const msgpack_object *map, const char *key, double *ret, struct err *e);

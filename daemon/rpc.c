@@ -157,8 +157,8 @@ static const char *const exec_keys[] = {"argv", "pool", "timeout", "env", "cwd",
 /* Validates exec arguments into a CTL_TASK header and its data. Returns 0 or -errno with
  * e holding the message for the client. */
 static int parse_exec(struct daemon *d, const msgpack_object *a, struct pool **ret_pool,
-                      struct ctl_task *hdr, char **ret_data, uint64_t *ret_timeout,
-                      bool *ret_stdin, struct err *e)
+                      struct ctl_task *hdr, char **ret_data, uint64_t *ret_timeout, bool *ret_stdin,
+                      struct err *e)
 {
     if (!a || a->type != MSGPACK_OBJECT_MAP) {
         return err_setx(e, -EINVAL, "exec takes a map of arguments");
@@ -302,8 +302,8 @@ static int parse_exec(struct daemon *d, const msgpack_object *a, struct pool **r
 
 /* Refuses an exec request that never became a task: its chain (request, denied decision,
  * result) goes to the audit trail, or is only counted while the trail is behind. */
-static void deny_exec(struct conn *c, uint32_t msgid, const msgpack_object *args,
-                      const char *code, const char *message)
+static void deny_exec(struct conn *c, uint32_t msgid, const msgpack_object *args, const char *code,
+                      const char *message)
 {
     if (!audit_suppress(c->d->audit)) {
         char id[24];
@@ -392,7 +392,8 @@ static void m_exec(struct conn *c, uint32_t msgid, const msgpack_object *args)
     }
     if (c->inflight >= d->cfg->max_requests_per_conn) {
         char msg[96];
-        (void)snprintf(msg, sizeof(msg), "too many requests in flight on this connection (limit %u)",
+        (void)snprintf(msg, sizeof(msg),
+                       "too many requests in flight on this connection (limit %u)",
                        d->cfg->max_requests_per_conn);
         rpc_note_error(d, "limit");
         deny_exec(c, msgid, args, "limit", msg);
@@ -447,8 +448,8 @@ static void m_exec(struct conn *c, uint32_t msgid, const msgpack_object *args)
         exec_admit(t); /* queued: started ones were admitted by exec_start */
     } else if (r == -EBUSY) {
         char msg[128];
-        (void)snprintf(msg, sizeof(msg), "pool '%s' is full: %u tasks already waiting",
-                       p->pc->name, p->n_queued);
+        (void)snprintf(msg, sizeof(msg), "pool '%s' is full: %u tasks already waiting", p->pc->name,
+                       p->n_queued);
         rpc_note_error(d, "busy");
         exec_fail(t, "busy", msg);
     } else if (r < 0) {

@@ -335,8 +335,8 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         break;
     case CTL_SETUP_FAILED: {
         struct err e = ERR_INIT;
-        err_setx(&e, ev->err, "sandbox setup failed at stage %u: %.100s: %s", ev->stage,
-                 ev->msg, err_name(ev->err));
+        err_setx(&e, ev->err, "sandbox setup failed at stage %u: %.100s: %s", ev->stage, ev->msg,
+                 err_name(ev->err));
         pool_sandbox_failed(sb->pool, sb, &e);
         sb->failure_reported = true;
         sandbox_kill(sb);
@@ -350,8 +350,7 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         }
         break;
     default:
-        log_warn("sb=%s type=%u msg=\"unknown control event, killing sandbox\"", sb->id,
-                 ev->type);
+        log_warn("sb=%s type=%u msg=\"unknown control event, killing sandbox\"", sb->id, ev->type);
         sandbox_kill(sb);
         break;
     }
@@ -409,8 +408,8 @@ static void ctl_cb(uv_poll_t *h, int status, int events)
         struct ctl_event ev;
         int fd = -1;
         ssize_t n = recv_event(sb->ctl_fd, &ev, &fd);
-        if (fd >= 0 && n == (ssize_t)sizeof(ev) && ev.magic == CTL_MAGIC &&
-            ev.type == CTL_READY && sb->proxy_fd < 0 && !sb->ready_seen) {
+        if (fd >= 0 && n == (ssize_t)sizeof(ev) && ev.magic == CTL_MAGIC && ev.type == CTL_READY &&
+            sb->proxy_fd < 0 && !sb->ready_seen) {
             sb->proxy_fd = take_fd(&fd); /* the egress proxy's listener (egress.c) */
         }
         fd = fd_close(fd);

@@ -37,23 +37,23 @@ struct sandbox {
     pid_t pid;
     int pidfd;
     int ctl_fd;
-    int netns_fd;            /* its network namespace (netns.c), recycled when it is freed */
-    int proxy_fd;            /* egress proxy listener from init's READY, or -1 (egress.c) */
+    int netns_fd; /* its network namespace (netns.c), recycled when it is freed */
+    int proxy_fd; /* egress proxy listener from init's READY, or -1 (egress.c) */
     uv_poll_t ctl_poll;
     uv_poll_t pid_poll;
-    uv_timer_t setup_timer;  /* SANDBOX_SETUP_TIMEOUT_MS from spawn to READY */
-    int open_handles;        /* embedded handles not yet closed */
+    uv_timer_t setup_timer; /* SANDBOX_SETUP_TIMEOUT_MS from spawn to READY */
+    int open_handles;       /* embedded handles not yet closed */
     uv_work_t work;
     int work_r;
     struct err work_err;
-    bool kill_requested;     /* kill as soon as creation finishes */
+    bool kill_requested; /* kill as soon as creation finishes */
     bool reaped;
     bool ready_seen;
-    bool failure_reported;   /* pool_sandbox_failed already counted this sandbox */
-    struct task *task;       /* the task it serves (BUSY), not owned */
-    struct sandbox *next;    /* pool's warm list */
-    uint64_t created_ns;     /* creation started */
-    uint64_t ready_ns;       /* init reported READY */
+    bool failure_reported; /* pool_sandbox_failed already counted this sandbox */
+    struct task *task;     /* the task it serves (BUSY), not owned */
+    struct sandbox *next;  /* pool's warm list */
+    uint64_t created_ns;   /* creation started */
+    uint64_t ready_ns;     /* init reported READY */
 };
 
 /* Starts creating a sandbox for pool on a worker thread. The pool is told through

@@ -205,10 +205,9 @@ void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, 
                            const char *err, size_t err_len, bool dropped)
 {
     static const char *const fields[] = {
-        "status",       "exit_code", "signal", "stdout",         "stderr",
-        "truncated",    "wall_ms",   "cpu_ms", "mem_peak_bytes", "stdout_bytes",
-        "stderr_bytes", "sandbox",   "task",   "pool",           "seccomp_denials",
-        "cold",         "error",
+        "status",  "exit_code", "signal",          "stdout",       "stderr",       "truncated",
+        "wall_ms", "cpu_ms",    "mem_peak_bytes",  "stdout_bytes", "stderr_bytes", "sandbox",
+        "task",    "pool",      "seccomp_denials", "cold",         "error",
     };
     static const msgpack_object nil = {.type = MSGPACK_OBJECT_NIL};
     bool truncated = false;

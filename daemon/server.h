@@ -38,9 +38,9 @@ struct conn {
     uint64_t id;
     uid_t peer_uid;
     pid_t peer_pid;
-    struct task *tasks;     /* tasks of this connection (queued or running) */
-    uint32_t inflight;      /* requests not yet answered */
-    size_t stdin_pending;   /* stdin bytes queued to its tasks */
+    struct task *tasks;   /* tasks of this connection (queued or running) */
+    uint32_t inflight;    /* requests not yet answered */
+    size_t stdin_pending; /* stdin bytes queued to its tasks */
     bool closing;
     bool reading;
     bool close_after_flush; /* a fatal protocol error was answered */

@@ -17,10 +17,10 @@ struct spawn_plan {
     bool userns;           /* new user namespace with the map below */
     uint32_t host_id_base; /* inside ids 0..id_count-1 map to host base..base+count-1 */
     uint32_t id_count;
-    struct cgroup *cg;     /* the sandbox's cgroup: CLONE_INTO_CGROUP on v2, attach on v1 */
-    int ctl_fd;            /* the child's end of the control socketpair (becomes CTL_FD) */
-    bool join_netns;       /* true: the sandbox joins netns_fd (netns.c) instead of getting a
-                              new network namespace from clone3 */
+    struct cgroup *cg; /* the sandbox's cgroup: CLONE_INTO_CGROUP on v2, attach on v1 */
+    int ctl_fd;        /* the child's end of the control socketpair (becomes CTL_FD) */
+    bool join_netns;   /* true: the sandbox joins netns_fd (netns.c) instead of getting a
+                          new network namespace from clone3 */
     int netns_fd;
 };
 

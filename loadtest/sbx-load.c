@@ -320,8 +320,8 @@ static void load_task_result(struct load *l, struct conn *c, struct slot *s,
             counters_add_cstr(&l->errors, "mismatch");
             if (!l->told_mismatch) {
                 l->told_mismatch = true;
-                load_errorf("first mismatch: task '%s' expected %s%s, got %.*s (exit code %"
-                            PRId64 "); further mismatches are counted, not shown",
+                load_errorf("first mismatch: task '%s' expected %s%s, got %.*s (exit code %" PRId64
+                            "); further mismatches are counted, not shown",
                             x->name, x->expect_status[0] ? x->expect_status : "any status",
                             x->expect_has_code ? " with its exit code" : "", (int)status_len,
                             status, has_code ? got : (int64_t)-1);

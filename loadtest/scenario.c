@@ -15,8 +15,8 @@
 #include "util.h"
 
 static const char *const scenario_statuses[] = {
-    "exited", "signaled", "timeout", "output_limit", "oom", "token_expired", "token_revoked",
-    "error",
+    "exited", "signaled",      "timeout",       "output_limit",
+    "oom",    "token_expired", "token_revoked", "error",
 };
 
 static const char *scenario_scalar(yaml_document_t *d, yaml_node_t *n)
@@ -116,7 +116,8 @@ static int scenario_argv(yaml_document_t *d, yaml_node_t *n, struct scenario_ent
     }
     x->argv = xcalloc(c + 1, sizeof(*x->argv));
     for (size_t i = 0; i < c; i++) {
-        const char *s = scenario_scalar(d, yaml_document_get_node(d, n->data.sequence.items.start[i]));
+        const char *s =
+            scenario_scalar(d, yaml_document_get_node(d, n->data.sequence.items.start[i]));
         if (!s || (i == 0 && s[0] == '\0')) {
             return scenario_bad(e, path, n, "argv: every item a string, the first not empty");
         }
@@ -126,8 +127,8 @@ static int scenario_argv(yaml_document_t *d, yaml_node_t *n, struct scenario_ent
     return 0;
 }
 
-static int scenario_entry(yaml_document_t *d, yaml_node_t *m, size_t idx,
-                          struct scenario_entry *x, const char *path, struct err *e)
+static int scenario_entry(yaml_document_t *d, yaml_node_t *m, size_t idx, struct scenario_entry *x,
+                          const char *path, struct err *e)
 {
     uint64_t gen_bytes = 0;
     bool have_gen = false;
@@ -167,7 +168,8 @@ static int scenario_entry(yaml_document_t *d, yaml_node_t *m, size_t idx,
             uint64_t ns = 0;
             if (scenario_number(v, &x->timeout_s) < 0) {
                 if (parse_duration_ns(v, &ns) < 0) {
-                    return scenario_bad(e, path, vn, "timeout: seconds (0.5) or a duration (500ms)");
+                    return scenario_bad(e, path, vn,
+                                        "timeout: seconds (0.5) or a duration (500ms)");
                 }
                 x->timeout_s = (double)ns / 1e9;
             }
@@ -317,8 +319,8 @@ size_t scenario_pick(const struct scenario *s, uint64_t *rng)
 bool scenario_matches(const struct scenario_entry *x, const char *status, size_t status_len,
                       bool has_code, int64_t code)
 {
-    if (x->expect_status[0] != '\0' &&
-        (strlen(x->expect_status) != status_len || memcmp(x->expect_status, status, status_len) != 0)) {
+    if (x->expect_status[0] != '\0' && (strlen(x->expect_status) != status_len ||
+                                        memcmp(x->expect_status, status, status_len) != 0)) {
         return false;
     }
     if (x->expect_has_code && (!has_code || code != x->expect_code)) {

@@ -550,8 +550,8 @@ static void config_parse__egress_errors(void **state)
                 -EINVAL,
                 "t.yaml:4:25: 'egress.profiles.p.allow_addresses' entry '10.0.0.1/8': must be "
                 "an address or ADDRESS/PREFIX with zero host bits");
-    parse_fails("egress:\n  profiles:\n    p:\n      routes:\n        - {name: a}\n", NULL,
-                -EINVAL, "t.yaml:5:11: 'egress.profiles.p.routes[0]': missing required key "
+    parse_fails("egress:\n  profiles:\n    p:\n      routes:\n        - {name: a}\n", NULL, -EINVAL,
+                "t.yaml:5:11: 'egress.profiles.p.routes[0]': missing required key "
                 "'upstream'");
     parse_fails("egress:\n  profiles:\n    p:\n      routes:\n"
                 "        - {name: a, upstream: \"https://x\"}\n",

@@ -47,8 +47,8 @@ static void outcap_take__chunk_straddling_cap_is_cut_to_prefix(void **state)
     (void)state;
     struct outcap oc;
     outcap_init(&oc, 100);
-    assert_int_equal(outcap_take(&oc, 70), 70);  /* stdout */
-    assert_int_equal(outcap_take(&oc, 50), 30);  /* stderr: only 30 fit */
+    assert_int_equal(outcap_take(&oc, 70), 70); /* stdout */
+    assert_int_equal(outcap_take(&oc, 50), 30); /* stderr: only 30 fit */
     assert_true(oc.tripped);
     assert_int_equal(oc.passed, 100);
     assert_int_equal(oc.dropped, 20);
