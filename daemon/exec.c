@@ -352,9 +352,10 @@ void exec_sandbox_event(struct task *t, const struct ctl_event *ev)
         t->seccomp_denials = ev->seccomp_denials;
         t->t_exit_ns = now_ns();
         uv_timer_stop(&t->timer);
-        /* Whatever the task left running dies with its sandbox. */
+        /* Whatever the task left running dies with its sandbox. Usage is read once, when
+         * the task finishes (or when the sandbox is reaped first): the counters keep their
+         * peak and totals after the kill. */
         if (t->sb) {
-            snapshot_usage(t);
             sandbox_kill(t->sb);
         }
         maybe_finish(t);
