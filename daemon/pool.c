@@ -5,6 +5,7 @@
 #define LOG_MOD "pool"
 #include "pool.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -200,7 +201,12 @@ void pool_sandbox_failed(struct pool *p, struct sandbox *sb, const struct err *e
     if (p->fail_streak >= 3 && p->n_state[SB_WARM] == 0 && p->n_state[SB_BUSY] == 0) {
         struct task *t;
         while ((t = queue_pop(p))) {
-            exec_fail(t, "internal", "sandbox creation is failing in this pool");
+            /* The cause (host paths, image state) stays in the log: agents get the pool. */
+            char msg[128];
+            (void)snprintf(msg, sizeof(msg),
+                           "sandbox creation is failing in pool '%s'; the operator's log says why",
+                           p->pc->name);
+            exec_fail(t, "internal", msg);
         }
     }
 }
