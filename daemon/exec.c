@@ -366,8 +366,11 @@ void exec_sandbox_event(struct task *t, const struct ctl_event *ev)
         }
         t->exited = true;
         t->exec_failed = true;
+        t->fail_stage = ev->stage;
         t->t_exit_ns = now_ns();
-        err_setx(&t->error, ev->err, "cannot execute task (stage %u%s%s): %s", ev->stage,
+        err_setx(&t->error, ev->err, "%s%s%s: %s",
+                 ev->stage == CTL_STAGE_EXEC ? "cannot execute the command"
+                                             : "the task could not start",
                  ev->msg[0] ? ": " : "", ev->msg, err_name(ev->err));
         uv_timer_stop(&t->timer);
         if (t->sb) {
@@ -447,16 +450,36 @@ static void outcome_of(struct task *t, struct exec_outcome *o)
     o->error = is_error ? err_msg(&t->error) : NULL;
 }
 
+/* Where a task that never ran its command failed, for clients to tell "the command could
+ * not be executed" (exit 127 in sbx) from a sandbox-side failure. NULL when not known. */
+static const char *fail_stage_name(const struct task *t)
+{
+    if (!t->exec_failed) {
+        return NULL;
+    }
+    switch (t->fail_stage) {
+    case CTL_STAGE_EXEC:
+        return "exec";
+    case CTL_STAGE_CHDIR:
+        return "cwd";
+    case CTL_STAGE_TASK_MOUNT:
+        return "mounts";
+    default:
+        return "setup";
+    }
+}
+
 static void send_result(struct task *t, const struct exec_outcome *o)
 {
     bool is_error = o->error != NULL;
+    const char *stage = is_error ? fail_stage_name(t) : NULL;
 
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_response_ok(&pk, t->msgid);
-    msgpack_pack_map(&pk, is_error ? 16 : 15);
+    msgpack_pack_map(&pk, 15 + (is_error ? 1 : 0) + (stage ? 1 : 0));
     proto_pack_kv_str(&pk, "status", o->status);
     if (o->has_exit_code) {
         proto_pack_kv_i64(&pk, "exit_code", o->exit_code);
@@ -486,6 +509,9 @@ static void send_result(struct task *t, const struct exec_outcome *o)
     egress_pack_result(&pk, t);
     if (is_error) {
         proto_pack_kv_str(&pk, "error", o->error);
+    }
+    if (stage) {
+        proto_pack_kv_str(&pk, "error_stage", stage);
     }
     conn_send(t->conn, &sb);
     msgpack_sbuffer_destroy(&sb);

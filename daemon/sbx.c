@@ -1121,7 +1121,13 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
         if (!json) {
             sbx_errorf("error: %s", msg);
         }
-        code = sbx_is_exec_failure(msg) ? SBX_EXIT_NOEXEC : EX_SOFTWARE;
+        /* sbxd says where the task failed; older daemons only say it in words. */
+        char stage[16];
+        if (sbx_text(proto_map_get(res, "error_stage"), stage, sizeof(stage))[0]) {
+            code = strcmp(stage, "exec") == 0 ? SBX_EXIT_NOEXEC : EX_SOFTWARE;
+        } else {
+            code = sbx_is_exec_failure(msg) ? SBX_EXIT_NOEXEC : EX_SOFTWARE;
+        }
     } else {
         sbx_errorf("unknown task status '%s' from sbxd", status);
         code = EX_SOFTWARE;

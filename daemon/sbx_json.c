@@ -207,7 +207,7 @@ void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, 
     static const char *const fields[] = {
         "status",  "exit_code", "signal",          "stdout",       "stderr",       "truncated",
         "wall_ms", "cpu_ms",    "mem_peak_bytes",  "stdout_bytes", "stderr_bytes", "sandbox",
-        "task",    "pool",      "seccomp_denials", "cold",         "error",
+        "task",    "pool",      "seccomp_denials", "cold",         "error",        "error_stage",
     };
     static const msgpack_object nil = {.type = MSGPACK_OBJECT_NIL};
     bool truncated = false;
@@ -216,7 +216,7 @@ void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, 
     (void)fputc('{', f);
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         const msgpack_object *v = proto_map_get(res, fields[i]);
-        if (strcmp(fields[i], "error") == 0 && !v) {
+        if ((strcmp(fields[i], "error") == 0 || strcmp(fields[i], "error_stage") == 0) && !v) {
             continue;
         }
         (void)fprintf(f, "%s\"%s\":", i > 0 ? "," : "", fields[i]);

@@ -158,6 +158,10 @@ class Isolation(DaemonTest):
             self.assertEqual(out.decode().strip(), "/tmp")
             res, out, err = c.exec(["pwd"], cwd="/nonexistent")
             self.assertEqual(res["status"], "error")
+            self.assertEqual(res["error_stage"], "cwd")
+            res, out, err = c.exec(["no-such-command"])
+            self.assertEqual((res["status"], res["error_stage"]), ("error", "exec"))
+            self.assertIn("ENOENT", res["error"])
 
     def test_each_task_gets_a_fresh_sandbox(self):
         with self.d.client() as c:
