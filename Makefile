@@ -133,8 +133,8 @@ $(BUILD)/probe: tests/helpers/probe.c
 # TEST_<module>_EXTRA names more sources (proto.c when a test needs it).
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
-TEST_config_EXTRA := $(BUILD)/embedded.c daemon/textfile.c
-TEST_seccomp_EXTRA := $(BUILD)/embedded.c daemon/textfile.c
+TEST_config_EXTRA := $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
+TEST_seccomp_EXTRA := $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
 TEST_hist_EXTRA := loadtest/hist.c
 TEST_cgroup_EXTRA := daemon/cgroup_v1.c daemon/cgroup_v2.c
 TEST_outcap_EXTRA :=

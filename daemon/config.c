@@ -24,6 +24,7 @@
 #include "ctl.h"
 #include "embedded.h"
 #include "textfile.h"
+#include "yamlnode.h"
 #include "util.h"
 
 #define KIB (1024ULL)
@@ -416,7 +417,8 @@ static void yparser_done(struct yparser *y)
 
 static struct mark mark_of(yaml_mark_t m)
 {
-    return (struct mark){m.line + 1, m.column + 1, m.line + 1};
+    struct yaml_pos q = yamlnode_pos(m);
+    return (struct mark){q.line, q.col, q.line};
 }
 
 static struct mark node_mark(const yaml_node_t *n)
@@ -424,37 +426,16 @@ static struct mark node_mark(const yaml_node_t *n)
     return mark_of(n->start_mark);
 }
 
-/* Line and column (in characters) of a byte offset, for reader errors that carry no mark. */
-static struct mark offset_mark(const char *text, size_t len, size_t off)
-{
-    struct mark m = {1, 1, 1};
-    for (size_t i = 0; i < off && i < len; i++) {
-        unsigned char ch = (unsigned char)text[i];
-        if (ch == '\n') {
-            m.line++;
-            m.col = 1;
-        } else if ((ch & 0xc0) != 0x80) {
-            m.col++;
-        }
-    }
-    m.key_line = m.line;
-    return m;
-}
-
 static int yaml_problem(const char *file, const char *text, size_t len, const yaml_parser_t *p,
                         struct err *e)
 {
-    if (p->error == YAML_MEMORY_ERROR) {
+    char msg[ERR_MSG_MAX];
+    struct yaml_pos q;
+    if (yamlnode_problem(p, text, len, &q, msg, sizeof(msg)) < 0) {
         return err_setx(e, -ENOMEM, "%s: out of memory while parsing", file);
     }
-    struct mark m = p->error == YAML_READER_ERROR ? offset_mark(text, len, p->problem_offset)
-                                                  : mark_of(p->problem_mark);
-    const char *problem = p->problem ? p->problem : "invalid YAML";
-    if (p->context) {
-        struct mark cm = mark_of(p->context_mark);
-        return fail(e, file, &m, "%s (%s at %zu:%zu)", problem, p->context, cm.line, cm.col);
-    }
-    return fail(e, file, &m, "%s", problem);
+    struct mark m = {q.line, q.col, q.line};
+    return fail(e, file, &m, "%s", msg);
 }
 
 /* Parses text as exactly one YAML document into y (an empty stream gives a document without
@@ -488,31 +469,6 @@ static int ydoc_load(const char *file, const char *text, size_t len, struct ydoc
     y->loaded = true;
     first.loaded = false;
     return 0;
-}
-
-static bool node_is_null(const yaml_node_t *n)
-{
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
-        return false;
-    }
-    const char *s = (const char *)n->data.scalar.value;
-    return strcmp(s, "") == 0 || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 ||
-           strcmp(s, "Null") == 0 || strcmp(s, "NULL") == 0;
-}
-
-static const char *node_kind(const yaml_node_t *n)
-{
-    switch (n->type) {
-    case YAML_MAPPING_NODE:
-        return "a mapping";
-    case YAML_SEQUENCE_NODE:
-        return "a sequence";
-    case YAML_SCALAR_NODE:
-        return "a scalar";
-    case YAML_NO_NODE:
-        break;
-    }
-    return "nothing";
 }
 
 /* ---- Scalars ---- */
@@ -633,7 +589,7 @@ static int walk_string(struct walk *w, const struct field *f, const char *path,
                        const yaml_node_t *v, const char *s, const struct mark *m, struct err *e)
 {
     char **dst = (char **)(w->target + f->off);
-    if (node_is_null(v) || *s == '\0') {
+    if (yamlnode_is_null(v) || *s == '\0') {
         if (f->flags & F_NULLABLE) {
             free(*dst);
             *dst = NULL;
@@ -726,11 +682,11 @@ static int walk_value(struct walk *w, const struct field *f, const char *path, y
 {
     struct mark m = node_mark(v);
     if (f->type == T_MAP) {
-        if (node_is_null(v)) {
+        if (yamlnode_is_null(v)) {
             return 0;
         }
         if (v->type != YAML_MAPPING_NODE) {
-            return fail(e, w->file, &m, "'%s' must be a mapping, not %s", path, node_kind(v));
+            return fail(e, w->file, &m, "'%s' must be a mapping, not %s", path, yamlnode_kind(v));
         }
         return walk_map(w, v, f->sub, path, e);
     }
@@ -748,7 +704,7 @@ static int walk_value(struct walk *w, const struct field *f, const char *path, y
     }
     if (v->type != YAML_SCALAR_NODE) {
         return fail(e, w->file, &m, "'%s' must be %s, not %s", path, type_desc(f->type),
-                    node_kind(v));
+                    yamlnode_kind(v));
     }
     return walk_scalar(w, f, path, v, &m, e);
 }
@@ -778,7 +734,7 @@ static int walk_map(struct walk *w, yaml_node_t *map, const struct field *fields
         }
         struct mark km = node_mark(k);
         if (k->type != YAML_SCALAR_NODE) {
-            return fail(e, w->file, &km, "keys must be strings, not %s", node_kind(k));
+            return fail(e, w->file, &km, "keys must be strings, not %s", yamlnode_kind(k));
         }
         const char *key = (const char *)k->data.scalar.value;
         const struct field *f = field_find(fields, key, k->data.scalar.length);
@@ -815,12 +771,12 @@ static int walk_document(struct walk *w, const struct field *fields, struct err 
         return 0;
     }
     w->marks[0] = node_mark(root);
-    if (node_is_null(root)) {
+    if (yamlnode_is_null(root)) {
         return 0;
     }
     if (root->type != YAML_MAPPING_NODE) {
         return fail(e, w->file, &w->marks[0], "the top level must be a mapping of keys, not %s",
-                    node_kind(root));
+                    yamlnode_kind(root));
     }
     return walk_map(w, root, fields, NULL, e);
 }
@@ -1170,12 +1126,12 @@ static int walk_strlist(struct walk *w, const struct field *f, const char *path,
     struct mark m = node_mark(v);
     char ***list = (char ***)(w->target + f->off);
     size_t *n = (size_t *)(w->target + f->off + sizeof(char **));
-    if (node_is_null(v)) {
+    if (yamlnode_is_null(v)) {
         return 0;
     }
     if (v->type != YAML_SEQUENCE_NODE) {
         return fail(e, w->file, &m, "'%s' must be %s, not %s", path, type_desc(f->type),
-                    node_kind(v));
+                    yamlnode_kind(v));
     }
     for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
          it++) {
@@ -1185,7 +1141,7 @@ static int walk_strlist(struct walk *w, const struct field *f, const char *path,
         }
         struct mark im = node_mark(item);
         const char *s = (const char *)item->data.scalar.value;
-        if (item->type != YAML_SCALAR_NODE || node_is_null(item) || *s == '\0' ||
+        if (item->type != YAML_SCALAR_NODE || yamlnode_is_null(item) || *s == '\0' ||
             strlen(s) != item->data.scalar.length) {
             return fail(e, w->file, &im, "'%s' entries must be non-empty strings", path);
         }
@@ -1250,12 +1206,12 @@ static int walk_routes(struct walk *w, const struct field *f, const char *path, 
     struct mark m = node_mark(v);
     struct egress_route_config **routes = (struct egress_route_config **)(w->target + f->off);
     size_t *n = (size_t *)(w->target + f->off + sizeof(void *));
-    if (node_is_null(v)) {
+    if (yamlnode_is_null(v)) {
         return 0;
     }
     if (v->type != YAML_SEQUENCE_NODE) {
         return fail(e, w->file, &m, "'%s' must be %s, not %s", path, type_desc(f->type),
-                    node_kind(v));
+                    yamlnode_kind(v));
     }
     for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
          it++) {
@@ -1267,7 +1223,8 @@ static int walk_routes(struct walk *w, const struct field *f, const char *path, 
         char rpath[128];
         (void)snprintf(rpath, sizeof(rpath), "%s[%zu]", path, *n);
         if (item->type != YAML_MAPPING_NODE) {
-            return fail(e, w->file, &im, "'%s' must be a mapping, not %s", rpath, node_kind(item));
+            return fail(e, w->file, &im, "'%s' must be a mapping, not %s", rpath,
+                        yamlnode_kind(item));
         }
         if (*n >= EGRESS_ROUTES_MAX) {
             return fail(e, w->file, &im, "'%s' has more than %d routes", path, EGRESS_ROUTES_MAX);
@@ -1331,12 +1288,12 @@ static int walk_profiles(struct walk *w, const struct field *f, const char *path
     struct mark m = node_mark(v);
     struct egress_profile_config **list = (struct egress_profile_config **)(w->target + f->off);
     size_t *n = (size_t *)(w->target + f->off + sizeof(void *));
-    if (node_is_null(v)) {
+    if (yamlnode_is_null(v)) {
         return 0;
     }
     if (v->type != YAML_MAPPING_NODE) {
         return fail(e, w->file, &m, "'%s' must be %s, not %s", path, type_desc(f->type),
-                    node_kind(v));
+                    yamlnode_kind(v));
     }
     for (yaml_node_pair_t *pair = v->data.mapping.pairs.start; pair < v->data.mapping.pairs.top;
          pair++) {
@@ -1368,11 +1325,11 @@ static int walk_profiles(struct walk *w, const struct field *f, const char *path
         memset(pm, 0, sizeof(pm));
         profile_defaults(&p, name);
         pm[PFM_ROOT] = node_mark(val);
-        if (!node_is_null(val)) {
+        if (!yamlnode_is_null(val)) {
             if (val->type != YAML_MAPPING_NODE) {
                 struct mark vm = node_mark(val);
                 return fail(e, w->file, &vm, "'%s' must be a mapping, not %s", ppath,
-                            node_kind(val));
+                            yamlnode_kind(val));
             }
             struct walk pw = {w->file, w->doc, pm, (char *)&p};
             int r = walk_map(&pw, val, profile_fields, ppath, e);

@@ -439,31 +439,6 @@ static int sbx_usage_error(const struct sbx_cmd *cmd, const char *fmt, ...)
     return EX_USAGE;
 }
 
-/* Matches argv[*i] against "--name VALUE" or "--name=VALUE". Returns 1 with *ret set and *i
- * on the last word used, 0 when it is another option, -EINVAL when VALUE is missing. */
-static int sbx_opt(int argc, char **argv, int *i, const char *name, const char **ret)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-
-    if (strncmp(a, name, n) != 0) {
-        return 0;
-    }
-    if (a[n] == '=') {
-        *ret = a + n + 1;
-        return 1;
-    }
-    if (a[n] != '\0') {
-        return 0;
-    }
-    if (*i + 1 >= argc) {
-        return -EINVAL;
-    }
-    *i += 1;
-    *ret = argv[*i];
-    return 1;
-}
-
 static const struct sbx_cmd *sbx_cmd_find(const char *name)
 {
     for (size_t i = 0; i < ARRAY_SIZE(sbx_cmds); i++) {
@@ -763,26 +738,26 @@ static int sbx_exec_parse(int argc, char **argv, struct sbx_exec_opts *o)
             o->json = true;
             continue;
         }
-        if ((r = sbx_opt(argc, argv, &i, "--pool", &v)) != 0) {
+        if ((r = parse_long_opt(argc, argv, &i, "--pool", &v)) != 0) {
             if (r < 0 || v[0] == '\0') {
                 return sbx_usage_error(cmd, "exec: --pool needs a pool name");
             }
             o->pool = v;
-        } else if ((r = sbx_opt(argc, argv, &i, "--token", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--token", &v)) != 0) {
             if (r < 0 || v[0] == '\0') {
                 return sbx_usage_error(cmd, "exec: --token needs a token");
             }
             o->token = v;
-        } else if ((r = sbx_opt(argc, argv, &i, "--cwd", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--cwd", &v)) != 0) {
             if (r < 0 || v[0] == '\0') {
                 return sbx_usage_error(cmd, "exec: --cwd needs a directory");
             }
             o->cwd = v;
-        } else if ((r = sbx_opt(argc, argv, &i, "--timeout", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--timeout", &v)) != 0) {
             if (r < 0 || parse_duration_ns(v, &o->timeout_ns) < 0 || o->timeout_ns == 0) {
                 return sbx_usage_error(cmd, "exec: --timeout needs a positive number of seconds");
             }
-        } else if ((r = sbx_opt(argc, argv, &i, "--env", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--env", &v)) != 0) {
             const char *eq = r > 0 ? strchr(v, '=') : NULL;
             if (!eq || eq == v) {
                 return sbx_usage_error(cmd, "exec: --env needs K=V with a non-empty K, not '%s'",
@@ -1441,26 +1416,26 @@ static int sbx_cmd_audit(const struct sbx_ctx *ctx, int argc, char **argv)
         }
         if (strcmp(argv[i], "--json") == 0) {
             o.json = true;
-        } else if ((r = sbx_opt(argc, argv, &i, "--task", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--task", &v)) != 0) {
             if (r < 0 || !v[0]) {
                 return sbx_usage_error(cmd, "audit: --task needs a task id");
             }
             o.task = v;
-        } else if ((r = sbx_opt(argc, argv, &i, "--pool", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--pool", &v)) != 0) {
             if (r < 0 || !v[0]) {
                 return sbx_usage_error(cmd, "audit: --pool needs a pool name");
             }
             o.pool = v;
-        } else if ((r = sbx_opt(argc, argv, &i, "--status", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--status", &v)) != 0) {
             if (r < 0 || !v[0]) {
                 return sbx_usage_error(cmd, "audit: --status needs a status");
             }
             o.status = v;
-        } else if ((r = sbx_opt(argc, argv, &i, "--since", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--since", &v)) != 0) {
             if (r < 0 || sbx_audit_duration(v, &o.since_ns) < 0) {
                 return sbx_usage_error(cmd, "audit: --since needs a duration (30s, 15m, 2h, 7d)");
             }
-        } else if ((r = sbx_opt(argc, argv, &i, "--limit", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--limit", &v)) != 0) {
             if (r < 0 || parse_u64(v, &o.limit) < 0 || o.limit == 0 || o.limit > 1000) {
                 return sbx_usage_error(cmd, "audit: --limit needs a number from 1 to 1000");
             }
@@ -1603,7 +1578,7 @@ static int sbx_token_issue_parse(int argc, char **argv, struct sbx_token_issue *
     for (int i = 2; i < argc; i++) {
         const char *v = NULL;
         int r;
-        if ((r = sbx_opt(argc, argv, &i, "--mount", &v)) != 0) {
+        if ((r = parse_long_opt(argc, argv, &i, "--mount", &v)) != 0) {
             if (r < 0 || ti->n_mounts >= SBX_TOKEN_MOUNTS_MAX ||
                 sbx_token_mount(v, &ti->src[ti->n_mounts], &ti->dst[ti->n_mounts]) < 0) {
                 return sbx_usage_error(cmd,
@@ -1612,23 +1587,23 @@ static int sbx_token_issue_parse(int argc, char **argv, struct sbx_token_issue *
                                        SBX_TOKEN_MOUNTS_MAX);
             }
             ti->n_mounts++;
-        } else if ((r = sbx_opt(argc, argv, &i, "--pool", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--pool", &v)) != 0) {
             if (r < 0 || v[0] == '\0' || ti->n_pools >= SBX_TOKEN_POOLS_MAX) {
                 return sbx_usage_error(cmd, "token issue: --pool needs a pool name (at most %d)",
                                        SBX_TOKEN_POOLS_MAX);
             }
             ti->pools[ti->n_pools++] = v;
-        } else if ((r = sbx_opt(argc, argv, &i, "--net", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--net", &v)) != 0) {
             if (r < 0 || v[0] == '\0') {
                 return sbx_usage_error(cmd, "token issue: --net needs none or a profile name");
             }
             ti->net = v;
-        } else if ((r = sbx_opt(argc, argv, &i, "--ttl", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--ttl", &v)) != 0) {
             if (r < 0 || parse_duration_ns(v, &ti->ttl_ns) < 0 || ti->ttl_ns == 0) {
                 return sbx_usage_error(cmd,
                                        "token issue: --ttl needs a positive number of seconds");
             }
-        } else if ((r = sbx_opt(argc, argv, &i, "--uses", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--uses", &v)) != 0) {
             if (r < 0 || parse_u64(v, &ti->uses) < 0 || ti->uses > UINT32_MAX) {
                 return sbx_usage_error(cmd, "token issue: --uses needs a whole number");
             }
@@ -1913,12 +1888,12 @@ int main(int argc, char **argv)
             sbx_usage(stdout, NULL);
             return 0;
         }
-        if ((r = sbx_opt(argc, argv, &i, "--socket", &v)) != 0) {
+        if ((r = parse_long_opt(argc, argv, &i, "--socket", &v)) != 0) {
             if (r < 0 || v[0] == '\0') {
                 return sbx_usage_error(NULL, "--socket needs a path");
             }
             ctx.socket_path = v;
-        } else if ((r = sbx_opt(argc, argv, &i, "--admin-socket", &v)) != 0) {
+        } else if ((r = parse_long_opt(argc, argv, &i, "--admin-socket", &v)) != 0) {
             if (r < 0 || v[0] == '\0') {
                 return sbx_usage_error(NULL, "--admin-socket needs a path");
             }

@@ -25,6 +25,7 @@
 #include "embedded.h"
 #include "log.h"
 #include "textfile.h"
+#include "yamlnode.h"
 #include "util.h"
 
 /* Profiles are small; anything bigger is a mistake, not a profile. */
@@ -200,7 +201,8 @@ static int failr(struct err *e, int r, const char *file, struct mark m, const ch
 
 static struct mark mark_of(yaml_mark_t m)
 {
-    return (struct mark){m.line + 1, m.column + 1};
+    struct yaml_pos q = yamlnode_pos(m);
+    return (struct mark){q.line, q.col};
 }
 
 static struct mark node_mark(const yaml_node_t *n)
@@ -208,36 +210,15 @@ static struct mark node_mark(const yaml_node_t *n)
     return mark_of(n->start_mark);
 }
 
-/* Line and column (in characters) of a byte offset, for reader errors that carry no mark. */
-static struct mark offset_mark(const char *text, size_t len, size_t off)
-{
-    struct mark m = {1, 1};
-    for (size_t i = 0; i < off && i < len; i++) {
-        unsigned char ch = (unsigned char)text[i];
-        if (ch == '\n') {
-            m.line++;
-            m.col = 1;
-        } else if ((ch & 0xc0) != 0x80) {
-            m.col++;
-        }
-    }
-    return m;
-}
-
 static int yaml_fail(const char *file, const char *text, size_t len, const yaml_parser_t *p,
                      struct err *e)
 {
-    if (p->error == YAML_MEMORY_ERROR) {
+    char msg[ERR_MSG_MAX];
+    struct yaml_pos q;
+    if (yamlnode_problem(p, text, len, &q, msg, sizeof(msg)) < 0) {
         return err_setx(e, -ENOMEM, "%s: out of memory while parsing", file);
     }
-    struct mark m = p->error == YAML_READER_ERROR ? offset_mark(text, len, p->problem_offset)
-                                                  : mark_of(p->problem_mark);
-    const char *problem = p->problem ? p->problem : "invalid YAML";
-    if (p->context) {
-        struct mark cm = mark_of(p->context_mark);
-        return fail(e, file, m, "%s (%s at %zu:%zu)", problem, p->context, cm.line, cm.col);
-    }
-    return fail(e, file, m, "%s", problem);
+    return fail(e, file, ((struct mark){q.line, q.col}), "%s", msg);
 }
 
 struct ydoc {
@@ -290,36 +271,13 @@ struct parse {
     struct profile *p;
 };
 
-static bool node_is_null(const yaml_node_t *n)
-{
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE) {
-        return false;
-    }
-    const char *s = (const char *)n->data.scalar.value;
-    return strcmp(s, "") == 0 || strcmp(s, "~") == 0 || strcmp(s, "null") == 0;
-}
-
-static const char *node_kind(const yaml_node_t *n)
-{
-    switch (n->type) {
-    case YAML_MAPPING_NODE:
-        return "a mapping";
-    case YAML_SEQUENCE_NODE:
-        return "a sequence";
-    case YAML_SCALAR_NODE:
-        return "a scalar";
-    case YAML_NO_NODE:
-        break;
-    }
-    return "nothing";
-}
-
 /* The text of a scalar node that names `what`; refuses other node kinds and NUL bytes. */
 static int scalar(const struct parse *ps, const yaml_node_t *n, const char *what, const char **ret,
                   struct err *e)
 {
     if (n->type != YAML_SCALAR_NODE) {
-        return fail(e, ps->file, node_mark(n), "'%s' must be a scalar, not %s", what, node_kind(n));
+        return fail(e, ps->file, node_mark(n), "'%s' must be a scalar, not %s", what,
+                    yamlnode_kind(n));
     }
     const char *s = (const char *)n->data.scalar.value;
     if (strlen(s) != n->data.scalar.length) {
@@ -333,13 +291,13 @@ static int scalar(const struct parse *ps, const yaml_node_t *n, const char *what
 static int sequence(const struct parse *ps, yaml_node_t *n, const char *what,
                     yaml_node_item_t **ret_start, yaml_node_item_t **ret_end, struct err *e)
 {
-    if (node_is_null(n)) {
+    if (yamlnode_is_null(n)) {
         *ret_start = *ret_end = NULL;
         return 0;
     }
     if (n->type != YAML_SEQUENCE_NODE) {
         return fail(e, ps->file, node_mark(n), "'%s' must be a sequence, not %s", what,
-                    node_kind(n));
+                    yamlnode_kind(n));
     }
     *ret_start = n->data.sequence.items.start;
     *ret_end = n->data.sequence.items.top;
@@ -359,7 +317,7 @@ static int map_slots(const struct parse *ps, yaml_node_t *map, const char *what,
 {
     if (map->type != YAML_MAPPING_NODE) {
         return fail(e, ps->file, node_mark(map), "%s must be a mapping, not %s", what,
-                    node_kind(map));
+                    yamlnode_kind(map));
     }
     for (yaml_node_pair_t *pair = map->data.mapping.pairs.start; pair < map->data.mapping.pairs.top;
          pair++) {
@@ -702,7 +660,7 @@ static int parse_profile(const char *file, const char *text, size_t len, struct 
     }
     struct parse ps = {file, &y.doc, p};
     yaml_node_t *root = yaml_document_get_root_node(&y.doc);
-    if (!root || node_is_null(root)) {
+    if (!root || yamlnode_is_null(root)) {
         ydoc_done(&y);
         return fail(e, file, ((struct mark){1, 1}), "missing key 'default_action'");
     }

@@ -199,6 +199,29 @@ int parse_duration_ns(const char *s, uint64_t *ret)
     return 0;
 }
 
+int parse_long_opt(int argc, char **argv, int *i, const char *name, const char **ret)
+{
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+
+    if (strncmp(a, name, n) != 0) {
+        return 0;
+    }
+    if (a[n] == '=') {
+        *ret = a + n + 1;
+        return 1;
+    }
+    if (a[n] != '\0') {
+        return 0;
+    }
+    if (*i + 1 >= argc) {
+        return -EINVAL;
+    }
+    *i += 1;
+    *ret = argv[*i];
+    return 1;
+}
+
 size_t str_copy(char *dst, const char *src, size_t size)
 {
     size_t len = strlen(src);

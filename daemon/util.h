@@ -65,6 +65,9 @@ int parse_size(const char *s, uint64_t *ret);
 /* Duration: plain seconds (may be fractional) or with ms, s, m, h suffix. */
 int parse_duration_ns(const char *s, uint64_t *ret);
 
+/* Matches argv[*i] against "--name VALUE" or "--name=VALUE". Returns 1 with *ret set and *i
+ * on the last word used, 0 when it is another option, -EINVAL when VALUE is missing. */
+int parse_long_opt(int argc, char **argv, int *i, const char *name, const char **ret);
 /* strlcpy semantics: always NUL-terminates, returns strlen(src). CHILD-SAFE. */
 size_t str_copy(char *dst, const char *src, size_t size);
 /* Lowercase hex of len bytes into out (2*len+1 bytes). */

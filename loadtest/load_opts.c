@@ -53,29 +53,6 @@ void load_opts_usage(FILE *f)
         f);
 }
 
-static int load_opts_match(int argc, char **argv, int *i, const char *name, const char **ret)
-{
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-
-    if (strncmp(a, name, n) != 0) {
-        return 0;
-    }
-    if (a[n] == '=') {
-        *ret = a + n + 1;
-        return 1;
-    }
-    if (a[n] != '\0') {
-        return 0;
-    }
-    if (*i + 1 >= argc) {
-        return -EINVAL;
-    }
-    *i += 1;
-    *ret = argv[*i];
-    return 1;
-}
-
 static int load_opts_bad(const char *name, const char *v)
 {
     load_opts_errorf("%s: invalid value '%s'", name, v);
@@ -125,7 +102,7 @@ int load_opts_parse(int argc, char **argv, struct load_opts *o)
         if (a[0] != '-') {
             break;
         }
-#define OPT(name) ((r = load_opts_match(argc, argv, &i, (name), &v)) != 0)
+#define OPT(name) ((r = parse_long_opt(argc, argv, &i, (name), &v)) != 0)
         if (OPT("--socket")) {
             o->socket_path = v;
         } else if (OPT("--connections")) {
