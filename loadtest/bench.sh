@@ -73,12 +73,8 @@ pid=""
 holder=""
 WARM=16
 
-# True once pid has exited: gone, or a zombie waiting for us to reap it.
-proc_gone() {
-    [ ! -r "/proc/$1/stat" ] && return 0
-    state=$(sed -n 's/^.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null || true)
-    [ -z "$state" ] || [ "$state" = Z ]
-}
+# shellcheck source=loadtest/lib.sh
+. ./loadtest/lib.sh
 
 # Stops the current sbxd (SIGTERM, 30 s, then SIGKILL); sets stop_rc.
 stop_sbxd() {

@@ -31,12 +31,8 @@ tmp=$(mktemp -d /tmp/sbx-seccomp-bench.XXXXXX)
 SOCK=$tmp/sbxd.sock
 pid=""
 
-# True once pid has exited: gone, or a zombie waiting for us to reap it.
-proc_gone() {
-    [ ! -r "/proc/$1/stat" ] && return 0
-    state=$(sed -n 's/^.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null || true)
-    [ -z "$state" ] || [ "$state" = Z ]
-}
+# shellcheck source=loadtest/lib.sh
+. ./loadtest/lib.sh
 
 cleanup() {
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
