@@ -403,6 +403,7 @@ uint64_t audit_end(struct audit_ev *ev)
         free(r);
         return ticket;
     }
+    bool was_empty = a->q_head == NULL;
     if (a->q_tail) {
         a->q_tail->next = r;
     } else {
@@ -412,7 +413,12 @@ uint64_t audit_end(struct audit_ev *ev)
     a->q_events++;
     a->q_bytes += sizeof(*r) + r->len;
     a->st.queued = a->q_events;
-    pthread_cond_signal(&a->cond);
+    /* The writer needs waking only to learn of a first event (it then sleeps until that
+     * one is due) or of a full batch: a wake-up per event would cost a context switch
+     * each, several per task. Waiting for a commit wakes it too (audit_when_committed). */
+    if (was_empty || a->q_events == AUDIT_FLUSH_EVENTS) {
+        pthread_cond_signal(&a->cond);
+    }
     pthread_mutex_unlock(&a->mu);
     return ticket;
 }

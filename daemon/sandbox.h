@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <uv.h>
 
+#include "cgroup.h"
 #include "ctl.h"
 #include "err.h"
 
@@ -19,6 +20,8 @@ struct cgroup_usage;
 
 /* How long an init may take from spawn to READY before it counts as a failed creation. */
 #define SANDBOX_SETUP_TIMEOUT_MS 10000
+/* The nice value of sandbox creation and teardown (sandbox.c: background_thread). */
+#define SANDBOX_BACKGROUND_NICE 10
 
 enum sandbox_state {
     SB_CREATING = 0, /* worker creating it, or init setting up */
@@ -54,6 +57,10 @@ struct sandbox {
     struct sandbox *next;  /* pool's warm list */
     uint64_t created_ns;   /* creation started */
     uint64_t ready_ns;     /* init reported READY */
+    /* The cgroup's counters at READY: what the sandbox's setup used, which sandbox_usage
+     * takes off so that a task is charged only for itself. */
+    struct cgroup_usage usage_base;
+    bool have_usage_base;
 };
 
 /* Starts creating a sandbox for pool on a worker thread. The pool is told through
@@ -66,6 +73,8 @@ int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task
 /* Kills the sandbox (SIGKILL to its init through the pidfd, which ends its pid namespace).
  * Safe to call in any state and more than once. */
 void sandbox_kill(struct sandbox *sb);
-/* Reads the cgroup's usage counters. Returns 0 or -errno. */
+/* Reads the cgroup's usage counters, less what they were when the sandbox became warm
+ * (cpu, OOM kills and pids.max hits: the task's own; the memory peak is the sandbox's).
+ * Returns 0 or -errno. */
 int sandbox_usage(struct sandbox *sb, struct cgroup_usage *ret);
 const char *sandbox_state_name(enum sandbox_state s);

@@ -116,6 +116,21 @@ class Limits(DaemonTest):
         self.assertGreaterEqual(res["wall_ms"], 1000)
         self.assertTrue(wait_gone("sleep 4322"), procs_with("sleep 4322"))
 
+    def test_cpu_ms_counts_the_task_not_the_sandbox_setup(self):
+        # A single-threaded task cannot use more CPU than the wall time it ran, and the
+        # sandbox's own setup (milliseconds of init's CPU before READY) is not the task's.
+        # A CPU-bound task shows its CPU.
+        with self.d.client() as c:
+            for _ in range(5):
+                res, _, _ = c.exec(["true"])
+                self.assertEqual(res["status"], "exited", res)
+                self.assertLessEqual(res["cpu_ms"], res["wall_ms"] + 1, res)
+            res, _, _ = c.exec([PY, "-c", "import time\nt = time.process_time()\n"
+                                "while time.process_time() - t < 0.3: pass\n"])
+        self.assertEqual(res["status"], "exited", res)
+        self.assertGreaterEqual(res["cpu_ms"], 290, res)
+        self.assertLessEqual(res["cpu_ms"], res["wall_ms"] + 1, res)
+
     def test_timeout_above_pool_maximum_is_refused(self):
         with self.d.client() as c:
             with self.assertRaises(sbx_client.RpcError) as cm:
