@@ -745,7 +745,9 @@ int audit_open_tasks(struct sqlite3 *db, void (*fn)(const struct audit_open_task
             db,
             "SELECT (SELECT CASE WHEN json_valid(fields) THEN json_extract(fields, '$.sandbox')"
             " END FROM events WHERE task = ?1 AND type = 'sandbox.assigned' ORDER BY id LIMIT 1),"
-            " EXISTS (SELECT 1 FROM events WHERE task = ?1 AND type = 'sandbox.destroyed')",
+            " EXISTS (SELECT 1 FROM events WHERE task = ?1 AND type = 'sandbox.destroyed'),"
+            " (SELECT CASE WHEN json_valid(fields) THEN json_extract(fields, '$.cgroup')"
+            " END FROM events WHERE task = ?1 AND type = 'sandbox.assigned' ORDER BY id LIMIT 1)",
             -1, &sb, NULL) != SQLITE_OK) {
         return ro_fail(db, e, "open tasks");
     }
@@ -778,6 +780,7 @@ int audit_open_tasks(struct sqlite3 *db, void (*fn)(const struct audit_open_task
         if (sqlite3_step(sb) == SQLITE_ROW) {
             t.sandbox = (const char *)sqlite3_column_text(sb, 0);
             t.destroyed = sqlite3_column_int(sb, 1) != 0;
+            t.cgroup = (const char *)sqlite3_column_text(sb, 2);
         }
         fn(&t, ud);
         sqlite3_reset(sb);

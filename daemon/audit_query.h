@@ -63,6 +63,7 @@ struct audit_open_task {
     const char *task;
     const char *pool;    /* NULL when unknown */
     const char *sandbox; /* from sandbox.assigned, NULL when none */
+    const char *cgroup;  /* the sandbox's cgroup (sandbox.assigned), NULL when not recorded */
     bool destroyed;      /* a sandbox.destroyed was recorded */
 };
 /* Calls fn for each open task. Returns how many or -errno. */

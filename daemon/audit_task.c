@@ -12,6 +12,7 @@
 #include "exec.h"
 #include "pool.h"
 #include "proto.h"
+#include "sandbox.h"
 #include "scrub.h"
 #include "server.h"
 #include "util.h"
@@ -151,6 +152,9 @@ void audit_task_assigned(const struct task *t)
 {
     struct audit_ev *ev = audit_begin(t->d->audit, "sandbox.assigned", t->id);
     audit_id(ev, "sandbox", t->sb_id);
+    if (t->sb) {
+        audit_id(ev, "cgroup", t->sb->cg_name);
+    }
     audit_id(ev, "pool", t->pool->pc->name);
     audit_bool(ev, "warm", !t->cold);
     audit_u64(ev, "queued_ms",

@@ -361,13 +361,9 @@ int cgroup_write_u64(int dfd, const char *file, uint64_t v, struct err *e)
     return cgroup_write(dfd, file, s, e);
 }
 
-int cgroup_read_u64(int dfd, const char *file, uint64_t *ret)
+/* Parses a counter file's text (n bytes in buf, NUL-terminated): a number or "max". */
+static int parse_counter(char *buf, ssize_t n, uint64_t *ret)
 {
-    char buf[64];
-    ssize_t n = file_read_small(dfd, file, buf, sizeof(buf));
-    if (n < 0) {
-        return (int)n;
-    }
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) {
         buf[--n] = '\0';
     }
@@ -376,6 +372,27 @@ int cgroup_read_u64(int dfd, const char *file, uint64_t *ret)
         return 0;
     }
     return parse_u64(buf, ret);
+}
+
+int cgroup_read_u64(int dfd, const char *file, uint64_t *ret)
+{
+    char buf[64];
+    ssize_t n = file_read_small(dfd, file, buf, sizeof(buf));
+    if (n < 0) {
+        return (int)n;
+    }
+    return parse_counter(buf, n, ret);
+}
+
+int cgroup_pread_u64(int fd, uint64_t *ret)
+{
+    char buf[64];
+    ssize_t n = RETRY_EINTR(pread(fd, buf, sizeof(buf) - 1, 0));
+    if (n < 0) {
+        return -errno;
+    }
+    buf[n] = '\0';
+    return parse_counter(buf, n, ret);
 }
 
 int cgroup_read_keys(int dfd, const char *file, const char *const *keys, uint64_t *vals, size_t n)
@@ -592,6 +609,7 @@ static struct cgroup *cgroup_alloc(struct cgroup_root *root, const char *name)
     struct cgroup *cg = xcalloc(1, sizeof(*cg));
     cg->root = root;
     cg->name = xstrdup(name);
+    cg->peak_fd = -1;
     for (size_t h = 0; h < CGROUP_HIER_MAX; h++) {
         cg->dfd[h] = -1;
     }
@@ -700,6 +718,11 @@ int cgroup_kill_all(struct cgroup *cg)
     return cg->root->ops->kill_all(cg);
 }
 
+int cgroup_reset(struct cgroup *cg, struct err *e)
+{
+    return cg->root->ops->reset(cg, e);
+}
+
 int cgroup_remove(struct cgroup *cg, struct err *e)
 {
     return rmdir_n(cg, cg->root->nhier, e);
@@ -713,6 +736,7 @@ struct cgroup *cgroup_free(struct cgroup *cg)
     for (size_t h = 0; h < CGROUP_HIER_MAX; h++) {
         cg->dfd[h] = fd_close(cg->dfd[h]);
     }
+    cg->peak_fd = fd_close(cg->peak_fd);
     free(cg->name);
     free(cg);
     return NULL;

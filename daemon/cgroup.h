@@ -63,6 +63,14 @@ bool cgroup_is_empty(struct cgroup *cg);
 /* SIGKILLs every process in the cgroup (v2: cgroup.kill when available; v1: cgroup.procs
  * loop). Returns the number of processes signalled or -errno. */
 int cgroup_kill_all(struct cgroup *cg);
+/* Readies an emptied cgroup for another sandbox of the same limits, instead of removing it
+ * and making a new one (a mkdir and rmdir per hierarchy, and the limits written again, are
+ * a large part of a sandbox's cost on v1). Resets what a caller cannot take as a difference
+ * of two readings: the memory peak (v1: and failcnt). Cumulative counters (CPU, OOM kills,
+ * pids.max hits) are not reset: read them before and after. Returns 0, -EOPNOTSUPP when
+ * the kernel cannot reset the peak (v2 before linux 6.12: remove the cgroup instead), or
+ * -errno. */
+int cgroup_reset(struct cgroup *cg, struct err *e);
 /* Removes the cgroup directories (must be empty). Returns 0 or -errno (-EBUSY if busy). */
 int cgroup_remove(struct cgroup *cg, struct err *e);
 /* Frees the handle (does not remove). Accepts NULL; returns NULL. */

@@ -67,6 +67,7 @@ struct cgroup {
     struct cgroup_root *root; /* borrowed: the root outlives its cgroups */
     char *name;
     int dfd[CGROUP_HIER_MAX]; /* per root->hier[], -1 when missing (cgroup_open_existing) */
+    int peak_fd; /* v2: memory.peak, held open once reset (the reset is per open file) */
 };
 
 /* What differs between v1 and v2. All return 0 or -errno. */
@@ -82,6 +83,8 @@ struct cgroup_ops {
     int (*usage)(struct cgroup *cg, struct cgroup_usage *ret);
     bool (*is_empty)(struct cgroup *cg);
     int (*kill_all)(struct cgroup *cg);
+    /* Readies an emptied cgroup for another sandbox (cgroup_reset). */
+    int (*reset)(struct cgroup *cg, struct err *e);
 };
 
 extern const struct cgroup_ops cgroup_v1_ops;
@@ -110,6 +113,8 @@ int cgroup_write(int dfd, const char *file, const char *s, struct err *e);
 int cgroup_write_u64(int dfd, const char *file, uint64_t v, struct err *e);
 /* Reads a file holding one number ("max" reads as UINT64_MAX). */
 int cgroup_read_u64(int dfd, const char *file, uint64_t *ret);
+/* The same from an open counter file, read from its start. */
+int cgroup_pread_u64(int fd, uint64_t *ret);
 /* Reads the values of "<key> <value>" lines of a flat-keyed file (cpu.stat, memory.events,
  * pids.events, memory.oom_control) with one read: vals[i] is set for each keys[i] found and
  * left alone otherwise. Returns how many keys were found or -errno. */

@@ -412,11 +412,27 @@ static int v1_kill_all(struct cgroup *cg)
     return cgroup_v1_procs_kill(cg->dfd, cg->root->nhier);
 }
 
+/* The peak and failcnt start again from the current usage; the leftover page cache a
+ * previous sandbox faulted in stays charged here, reclaimable under the limit. */
+static int v1_reset(struct cgroup *cg, struct err *e)
+{
+    int mem = cgroup_ctrl_dfd(cg, CGROUP_CTRL_MEMORY);
+    if (mem < 0) {
+        return 0;
+    }
+    int r = cgroup_write(mem, "memory.max_usage_in_bytes", "0", e);
+    if (r == 0) {
+        r = cgroup_write(mem, "memory.failcnt", "0", e);
+    }
+    return r;
+}
+
 const struct cgroup_ops cgroup_v1_ops = {
     .version = CGROUP_V1,
     .root_open = v1_root_open,
     .set_limits = v1_set_limits,
     .usage = v1_usage,
+    .reset = v1_reset,
     .is_empty = v1_is_empty,
     .kill_all = v1_kill_all,
 };

@@ -198,7 +198,12 @@ static int v2_usage(struct cgroup *cg, struct cgroup_usage *ret)
         return r;
     }
     u.cpu_ns = usec * 1000;
-    if (cg->root->v2_peak) {
+    if (cg->peak_fd >= 0) {
+        r = cgroup_pread_u64(cg->peak_fd, &u.mem_peak_bytes);
+        if (r < 0) {
+            return r;
+        }
+    } else if (cg->root->v2_peak) {
         r = tolerate(cgroup_read_u64(dfd, "memory.peak", &u.mem_peak_bytes));
         if (r < 0) {
             return r;
@@ -258,11 +263,40 @@ static int v2_kill_all(struct cgroup *cg)
     return cgroup_v1_procs_kill(&dfd, 1);
 }
 
+/* memory.peak is reset per open file (linux >= 6.12): the peak is read from then on
+ * through the file that reset it. Older kernels refuse the write. */
+static int v2_reset(struct cgroup *cg, struct err *e)
+{
+    if (!cg->root->v2_peak) {
+        return 0; /* no peak is reported at all */
+    }
+    if (cg->peak_fd < 0) {
+        cg->peak_fd = openat(cg->dfd[0], "memory.peak", O_RDWR | O_CLOEXEC);
+        if (cg->peak_fd < 0) {
+            int r = -errno;
+            if (r == -EACCES || r == -EPERM) {
+                return err_setx(e, -EOPNOTSUPP, "memory.peak cannot be reset (linux < 6.12)");
+            }
+            return err_set(e, r, "open memory.peak");
+        }
+    }
+    if (RETRY_EINTR(write(cg->peak_fd, "reset\n", 6)) < 0) {
+        int r = -errno;
+        cg->peak_fd = fd_close(cg->peak_fd);
+        if (r == -EINVAL || r == -EACCES || r == -EPERM) {
+            return err_setx(e, -EOPNOTSUPP, "memory.peak cannot be reset (linux < 6.12)");
+        }
+        return err_set(e, r, "reset memory.peak");
+    }
+    return 0;
+}
+
 const struct cgroup_ops cgroup_v2_ops = {
     .version = CGROUP_V2,
     .root_open = v2_root_open,
     .set_limits = v2_set_limits,
     .usage = v2_usage,
+    .reset = v2_reset,
     .is_empty = v2_is_empty,
     .kill_all = v2_kill_all,
 };

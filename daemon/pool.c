@@ -9,10 +9,12 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "cgroup.h"
 #include "config.h"
 #include "daemon.h"
 #include "exec.h"
 #include "log.h"
+#include "reaper.h"
 #include "util.h"
 
 #define BACKOFF_MIN_NS (50ULL * 1000 * 1000)
@@ -38,9 +40,55 @@ static void pool_closed(uv_handle_t *h)
     free(h->data);
 }
 
+/* At shutdown, on the loop: the spares are empty, so this is one rmdir per hierarchy. */
+static void free_spares(struct pool *p)
+{
+    for (uint32_t i = 0; i < p->n_spare; i++) {
+        struct cgroup *cg = p->spare_cg[i];
+        struct err e = ERR_INIT;
+        if (cgroup_remove(cg, &e) < 0) {
+            log_error("pool=%s cgroup=%s msg=\"spare cgroup not removed\" detail=\"%s\"",
+                      p->pc->name, cgroup_name(cg), err_msg(&e));
+        } else {
+            reaper_untrack(p->d, cgroup_name(cg));
+        }
+        cgroup_free(cg);
+    }
+    p->n_spare = 0;
+    free(p->spare_cg);
+    p->spare_cg = NULL;
+}
+
 void pool_close(struct pool *p)
 {
+    free_spares(p);
     uv_close((uv_handle_t *)&p->retry_timer, pool_closed);
+}
+
+struct cgroup *pool_take_cgroup(struct pool *p)
+{
+    return p->n_spare > 0 ? p->spare_cg[--p->n_spare] : NULL;
+}
+
+bool pool_reserve_spare(struct pool *p)
+{
+    if (p->d->draining || p->n_spare + p->n_spare_pending >= p->pc->max) {
+        return false;
+    }
+    p->n_spare_pending++;
+    return true;
+}
+
+void pool_put_cgroup(struct pool *p, struct cgroup *cg)
+{
+    p->n_spare_pending--;
+    if (!cg) {
+        return;
+    }
+    if (!p->spare_cg) {
+        p->spare_cg = xcalloc(p->pc->max, sizeof(*p->spare_cg));
+    }
+    p->spare_cg[p->n_spare++] = cg;
 }
 
 uint32_t pool_live(const struct pool *p)

@@ -37,12 +37,24 @@ struct pool {
     uv_timer_t retry_timer;
     struct image *image; /* the pool's image (image.c; shared, owned by main) */
     bool image_wait;     /* its image is being verified: no sandbox until then */
+    /* Emptied cgroups of this pool's dead sandboxes, reset for the next ones (sandbox.c);
+     * at most pc->max, counting those being emptied (n_spare_pending). */
+    struct cgroup **spare_cg;
+    uint32_t n_spare;
+    uint32_t n_spare_pending;
 };
 
 /* Creates the pool (no sandbox yet; daemon_refill starts them). Returns 0 or -errno. */
 int pool_new(struct daemon *d, const struct pool_config *pc, struct pool **ret, struct err *e);
-/* Closes the pool's handles and frees it once closed. Sandboxes must all be gone. */
+/* Closes the pool's handles and frees it once closed, removing its spare cgroups.
+ * Sandboxes must all be gone. */
 void pool_close(struct pool *p);
+/* A spare cgroup for a new sandbox (the caller owns it), or NULL. */
+struct cgroup *pool_take_cgroup(struct pool *p);
+/* Whether one more emptied cgroup may be kept; if so, it counts as pending from now. */
+bool pool_reserve_spare(struct pool *p);
+/* Ends a reservation: cg (reset, owned by the pool from now) or NULL when it was not kept. */
+void pool_put_cgroup(struct pool *p, struct cgroup *cg);
 /* Queues or starts a task. Returns 0, -EBUSY when the queue is full, -ESHUTDOWN when
  * draining. On success the pool owns the scheduling of t until exec_start is called. */
 int pool_submit(struct pool *p, struct task *t);

@@ -291,7 +291,9 @@ static void abandon_one(const struct audit_open_task *t, void *ud)
     if (t->sandbox && !t->destroyed) {
         struct audit_ev *ev = audit_begin(a, "sandbox.destroyed", t->task);
         audit_id(ev, "sandbox", t->sandbox);
-        audit_id(ev, "how", names_has(&rp->start_ids, t->sandbox) ? "reaped" : "gone");
+        /* Cgroups are reused by later sandboxes of a pool: the one it ran in is recorded. */
+        const char *cg = t->cgroup ? t->cgroup : t->sandbox;
+        audit_id(ev, "how", names_has(&rp->start_ids, cg) ? "reaped" : "gone");
         audit_id(ev, "by", "reaper");
         audit_end(ev);
     }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* A sandbox's life: created on a worker thread (cgroup, clone3, CTL_SETUP), WARM when its
  * init reports READY, BUSY with one task, then killed through its pidfd, reaped through
- * the pidfd, and its cgroup removed on a worker thread. It never serves a second task. */
+ * the pidfd, and its cgroup emptied on a worker thread: reset for the pool's next sandbox
+ * (pool.h: spare cgroups) or removed. It never serves a second task. */
 #define LOG_MOD "sandbox"
 #include "sandbox.h"
 
@@ -88,10 +89,12 @@ static void create_work(uv_work_t *w)
         sb->work_r = r;
         return;
     }
-    r = cgroup_create(d->cg_root, sb->id, &sb->pool->limits, &sb->cg, e);
-    if (r < 0) {
-        sb->work_r = r;
-        return;
+    if (!sb->cg) {
+        r = cgroup_create(d->cg_root, sb->id, &sb->pool->limits, &sb->cg, e);
+        if (r < 0) {
+            sb->work_r = r;
+            return;
+        }
     }
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -217,7 +220,9 @@ static void sandbox_free(struct sandbox *sb)
     pool_sandbox_state(p, sb, SB_DEAD);
     p->n_state[SB_DEAD]--; /* freed: it no longer counts at all */
     d->live_sandboxes--;
-    reaper_untrack(d, sb->id);
+    if (!sb->cg_kept) {
+        reaper_untrack(d, sb->cg_name);
+    }
     free(sb);
     daemon_refill(d);
     daemon_drain_progress(d);
@@ -242,6 +247,13 @@ static void remove_work(uv_work_t *w)
             usleep(1000);
             continue;
         }
+        if (sb->cg_reserved && cgroup_reset(sb->cg, &sb->work_err) == 0) {
+            sb->cg_reset_ok = true;
+            r = 0;
+            break;
+        }
+        /* Not reusable (the kernel cannot reset its peak, say): removed as usual. */
+        sb->work_err.msg[0] = '\0';
         r = cgroup_remove(sb->cg, &sb->work_err);
         if (r == -EBUSY) {
             usleep(1000);
@@ -258,12 +270,28 @@ static void remove_done(uv_work_t *w, int status)
         log_error("sb=%s msg=\"cgroup not removed, leaking it\" detail=\"%s\"", sb->id,
                   err_msg(&sb->work_err));
     }
+    if (sb->cg_reserved) {
+        struct cgroup *keep = NULL;
+        if (sb->cg_reset_ok && !sb->d->draining) {
+            keep = take_ptr(&sb->cg);
+            sb->cg_kept = true;
+        } else if (sb->cg_reset_ok) {
+            /* Draining since: nobody will reuse it. Empty, so one rmdir per hierarchy. */
+            struct err e = ERR_INIT;
+            if (cgroup_remove(sb->cg, &e) < 0) {
+                log_error("sb=%s msg=\"cgroup not removed, leaking it\" detail=\"%s\"", sb->id,
+                          err_msg(&e));
+            }
+        }
+        pool_put_cgroup(sb->pool, keep);
+    }
     sandbox_free(sb);
 }
 
 static void sandbox_remove_cgroup(struct sandbox *sb)
 {
     sb->work_err.msg[0] = '\0';
+    sb->cg_reserved = sb->cg && pool_reserve_spare(sb->pool);
     int r = uv_queue_work(sb->d->loop, &sb->work, remove_work, remove_done);
     if (r < 0) {
         log_error("sb=%s msg=\"cannot queue cgroup removal\"", sb->id);
@@ -516,7 +544,16 @@ void sandbox_create(struct daemon *d, struct pool *p)
     p->n_state[SB_CREATING]++;
     d->creating++;
     d->live_sandboxes++;
-    reaper_track(d, sb->id); /* before its cgroup exists: the leak sweep relies on it */
+    /* A dead sandbox's emptied cgroup when there is one (the reaper tracks it already),
+     * else a new one named after this sandbox, tracked before it exists: the leak sweep
+     * relies on it. */
+    sb->cg = pool_take_cgroup(p);
+    if (sb->cg) {
+        str_copy(sb->cg_name, cgroup_name(sb->cg), sizeof(sb->cg_name));
+    } else {
+        str_copy(sb->cg_name, sb->id, sizeof(sb->cg_name));
+        reaper_track(d, sb->id);
+    }
     int r = uv_queue_work(d->loop, &sb->work, create_work, create_done);
     if (r < 0) {
         sb->work_r = r;
@@ -596,6 +633,9 @@ int sandbox_usage(struct sandbox *sb, struct cgroup_usage *ret)
     const struct cgroup_usage *b = &sb->usage_base;
     ret->cpu_ns = ret->cpu_ns > b->cpu_ns ? ret->cpu_ns - b->cpu_ns : 0;
     ret->oom_kills = ret->oom_kills > b->oom_kills ? ret->oom_kills - b->oom_kills : 0;
+    if (b->oom_kills > 0 || b->oom) {
+        ret->oom = ret->oom_kills > 0; /* a reused cgroup: an earlier sandbox's OOM */
+    }
     ret->pids_max_hits =
         ret->pids_max_hits > b->pids_max_hits ? ret->pids_max_hits - b->pids_max_hits : 0;
     return 0;

@@ -4,6 +4,7 @@ daemonized children, clients that vanish, bursts, backpressure and stdin streami
 import hashlib
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -49,6 +50,51 @@ def rss_kib(pid):
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+class CgroupReuse(DaemonTest):
+    # One sandbox at a time: each next sandbox gets the emptied cgroup of the one before.
+    pools = [pool_yaml("one", warm=1, max=1, memory="128MiB", pids=64)]
+
+    def cgroups_of(self, tasks):
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.d.state, "audit.db"),
+                             uri=True, timeout=10)
+        try:
+            return [db.execute("SELECT json_extract(fields, '$.cgroup') FROM events WHERE "
+                               "task = ? AND type = 'sandbox.assigned'", (t,)).fetchone()[0]
+                    for t in tasks]
+        finally:
+            db.close()
+
+    def run_until_reused(self, c, cgroup):
+        """Runs `true` until a sandbox gets that cgroup (a new sandbox is made while the old
+        one is still being emptied, so the reuse may take a few turns); its result."""
+        for _ in range(30):
+            res, _, _ = c.exec(["true"], pool="one")
+            if self.cgroups_of([res["task"]])[0] == cgroup:
+                return res
+        self.fail("cgroup %s was never reused" % cgroup)
+
+    def test_a_reused_cgroup_carries_nothing_of_the_sandbox_before(self):
+        bomb = "x = []\nwhile True: x.append(bytearray(8 << 20))\n"
+        fork = ("import os, time\nn = 0\ntry:\n    while True:\n        pid = os.fork()\n"
+                "        if pid == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\n"
+                "except OSError:\n    print(n)\n")
+        with self.d.client() as c:
+            big, _, _ = c.exec([PY, "-c", bomb], pool="one", timeout=30)
+            self.assertEqual(big["status"], "oom", big)
+            self.assertGreater(big["mem_peak_bytes"], 100 << 20)
+            after_oom = self.run_until_reused(c, self.cgroups_of([big["task"]])[0])
+            forks, out, _ = c.exec([PY, "-c", fork], pool="one", timeout=30)
+            self.assertEqual(forks["status"], "exited", forks)
+            self.assertGreater(int(out), 10)
+            after_pids = self.run_until_reused(c, self.cgroups_of([forks["task"]])[0])
+        # The peak, the OOM and the CPU of one sandbox are not the next one's.
+        for r in (after_oom, after_pids):
+            self.assertNotIn(r["sandbox"], (big["sandbox"], forks["sandbox"]))
+            self.assertEqual(r["status"], "exited", r)
+            self.assertLess(r["mem_peak_bytes"], 32 << 20, r)
+            self.assertLessEqual(r["cpu_ms"], r["wall_ms"] + 1, r)
 
 
 class Limits(DaemonTest):

@@ -53,6 +53,27 @@ def sandbox_cgroups(d):
             for p in d.cgroup_paths if os.path.isdir(p)}
 
 
+def sandbox_cgroup(d, sandbox):
+    """The name of the cgroup that sandbox runs in: found through its processes, whose root
+    holds the sandbox's /etc/hostname ("sbx-<id>"). Cgroups are reused by later sandboxes
+    of a pool, so a cgroup's name is not the id of the sandbox in it."""
+    p = d.cgroup_paths[0]
+    for n in os.listdir(p):
+        try:
+            with open(os.path.join(p, n, "cgroup.procs")) as f:
+                pids = [int(x) for x in f.read().split()]
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                with open("/proc/%d/root/etc/hostname" % pid) as f:
+                    if f.read().strip() == "sbx-" + sandbox:
+                        return n
+            except OSError:
+                pass
+    raise AssertionError("no cgroup holds sandbox %s" % sandbox)
+
+
 def start_time(pid):
     """(start time, state) of a live pid, or None."""
     try:
@@ -121,9 +142,10 @@ class KillNine(unittest.TestCase):
             pump_until(c, lambda: len(started) == 2)
             running = sorted(started)
             sandboxes = [started[t]["sandbox"] for t in running]
+            cgroups = [sandbox_cgroup(d, sb) for sb in sandboxes]
             # init + sleep, and init + sh + sleep + the daemon's sh and its sleep
-            wait_until(lambda: len(procs_in(d, sandboxes)) >= 6, what="the tasks' processes")
-            procs = procs_in(d, sandboxes)
+            wait_until(lambda: len(procs_in(d, cgroups)) >= 6, what="the tasks' processes")
+            procs = procs_in(d, cgroups)
             # Events nobody waits for (task.started) are committed within 10 ms.
             time.sleep(0.2)
 
@@ -132,13 +154,13 @@ class KillNine(unittest.TestCase):
             c.close()
             left = sandbox_cgroups(d)
             for names in left.values():
-                for sb in sandboxes:
-                    self.assertIn(sb, names, "the dead sbxd's cgroups are there to reap")
+                for cg in cgroups:
+                    self.assertIn(cg, names, "the dead sbxd's cgroups are there to reap")
             # A process of ours placed in a leftover sandbox cgroup: the reaper must kill it
             # (by pidfd, from that cgroup's cgroup.procs) before it can remove the cgroup.
             stray = subprocess.Popen(["sleep", "300"])
             for p in d.cgroup_paths:
-                with open(os.path.join(p, sandboxes[0], "cgroup.procs"), "w") as f:
+                with open(os.path.join(p, cgroups[0], "cgroup.procs"), "w") as f:
                     f.write(str(stray.pid))
 
             restart(d)
@@ -146,8 +168,8 @@ class KillNine(unittest.TestCase):
             stray = None
             self.assertEqual(alive(procs), [], "processes of the dead sbxd's sandboxes remain")
             for names in sandbox_cgroups(d).values():
-                for sb in sandboxes:
-                    self.assertNotIn(sb, names, "a cgroup of the dead sbxd remains")
+                for cg in cgroups:
+                    self.assertNotIn(cg, names, "a cgroup of the dead sbxd remains")
             log = d.logtext()
             m = re.search(r"cgroups=(\d+) processes=(\d+) failed=0 msg=\"a previous sbxd left",
                           log)

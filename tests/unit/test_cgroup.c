@@ -674,6 +674,23 @@ static void cgroup_attach__moves_child_and_reports_usage(void **state)
     int st = kid_reap(&k);
     assert_true(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     assert_true(cgroup_is_empty(cg));
+    /* Readied for another sandbox: the peak starts again (where the kernel reports one),
+     * the cumulative CPU does not, and the cgroup can be used again. */
+    uint64_t cpu_before = u.cpu_ns;
+    r = cgroup_reset(cg, &e);
+    if (r < 0) {
+        fail_msg("reset: %s", err_msg(&e));
+    }
+    assert_int_equal(cgroup_usage(cg, &u), 0);
+    assert_true(u.mem_peak_bytes < 4 * MIB);
+    assert_true(u.cpu_ns >= cpu_before);
+    kid_start(&k, KID_BURN);
+    assert_int_equal(cgroup_attach(cg, k.pid, &e), 0);
+    assert_in_cgroup(fx, k.pid, "life");
+    assert_int_equal(cgroup_kill_all(cg), 1);
+    st = kid_reap(&k);
+    assert_true(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    assert_true(cgroup_is_empty(cg));
     assert_int_equal(cgroup_remove(cg, &e), 0);
     assert_int_equal(cgroup_remove(cg, &e), 0); /* already gone: tolerated */
     char paths[4][512], path[700];
