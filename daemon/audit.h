@@ -54,6 +54,7 @@ struct audit_options {
     bool enabled;        /* false: nothing is written, waits end at once (benchmarks only) */
     uint64_t max_age_ns; /* rows older than this are pruned; 0: no age limit */
     uint64_t max_rows;   /* rows above this are pruned, oldest first; 0: no limit */
+    bool fsync;          /* synchronous=FULL (power-loss safe) rather than NORMAL */
 };
 
 /* Field kinds for audit_event's variadic list. */

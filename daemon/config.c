@@ -85,6 +85,7 @@ enum config_mark {
     CM_AUDIT_ENABLED,
     CM_AUDIT_MAX_AGE,
     CM_AUDIT_MAX_ROWS,
+    CM_AUDIT_FSYNC,
     CM_COUNT
 };
 
@@ -285,6 +286,7 @@ static const struct field audit_fields[] = {
     FIELD("enabled", T_BOOL, CM_AUDIT_ENABLED, 0, TOP(c.audit_enabled)),
     RANGE("max_age", T_DURATION, CM_AUDIT_MAX_AGE, TOP(c.audit_max_age_ns), 0, UINT64_MAX),
     RANGE("max_rows", T_U32, CM_AUDIT_MAX_ROWS, TOP(c.audit_max_rows), 0, UINT32_MAX),
+    FIELD("fsync", T_BOOL, CM_AUDIT_FSYNC, 0, TOP(c.audit_fsync)),
     END,
 };
 

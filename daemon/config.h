@@ -101,6 +101,8 @@ struct config {
 
     /* Audit trail (audit.c, <state_dir>/audit.db). */
     bool audit_enabled;        /* default true; false writes nothing (benchmarks only) */
+    bool audit_fsync;          /* default false: commits survive sbxd's death, not the
+                                  machine's; true: each commit is on disk (fsync) */
     uint64_t audit_max_age_ns; /* older rows are pruned; default 720 h; 0 keeps them */
     uint32_t audit_max_rows;   /* rows beyond are pruned, oldest first; default 2000000;
                                   0: no limit, else at least 1000 */

@@ -178,6 +178,7 @@ static int audit_setup(struct daemon *d, struct err *e)
         .enabled = cfg->audit_enabled,
         .max_age_ns = cfg->audit_max_age_ns,
         .max_rows = cfg->audit_max_rows,
+        .fsync = cfg->audit_fsync,
     };
     scoped_free char *path = xasprintf("%s/%s", cfg->state_dir, AUDIT_DB_NAME);
     int r = audit_open(d->loop, path, &ao, d->scrub, &d->audit, e);

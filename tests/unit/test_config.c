@@ -398,9 +398,12 @@ static void config_parse__audit(void **state)
     assert_true(c->audit_enabled);
     assert_true(c->audit_max_age_ns == 720ULL * 3600ULL * 1000000000ULL);
     assert_int_equal(c->audit_max_rows, 2000000);
+    assert_false(c->audit_fsync);
     config_free(c);
-    c = parse_ok("audit:\n  enabled: false\n  max_age: 24h\n  max_rows: 5000\n", NULL);
+    c = parse_ok("audit:\n  enabled: false\n  max_age: 24h\n  max_rows: 5000\n  fsync: true\n",
+                 NULL);
     assert_false(c->audit_enabled);
+    assert_true(c->audit_fsync);
     assert_true(c->audit_max_age_ns == 24ULL * 3600ULL * 1000000000ULL);
     assert_int_equal(c->audit_max_rows, 5000);
     assert_int_equal(config_validate(c, NULL), 0);
