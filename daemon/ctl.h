@@ -8,7 +8,8 @@
  *   init -> sbxd: CTL_READY (+ SCM_RIGHTS {egress proxy listener} when proxy_port != 0)
  *                 | CTL_SETUP_FAILED
  *   sbxd -> init: CTL_TASK + SCM_RIGHTS {stdin, stdout, stderr, n_mounts mount fds} (once)
- *   init -> sbxd: CTL_STARTED (task forked) then CTL_EXITED | CTL_EXEC_FAILED
+ *   init -> sbxd: CTL_STARTED (task handed to the child forked at setup) then
+ *                 CTL_EXITED | CTL_EXEC_FAILED
  * After CTL_EXITED sbxd kills init (SIGKILL through its pidfd), which ends every process
  * of the sandbox's pid namespace. If sbxd's end closes, init exits and so does the sandbox. */
 #include <stddef.h>

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* sbxd-init: static pid 1 of every sandbox. Builds the sandbox (cgroupns, mounts, hostname,
- * loopback) on CTL_SETUP, forks the one task on CTL_TASK with no privileges left, answers
- * and counts its seccomp denials (docs/SECCOMP.md, "Counting denials"), reaps every process
- * of the namespace and reports. It trusts nothing it reads from CTL_FD without checking,
- * and exits as soon as the control socket closes. */
+ * loopback) on CTL_SETUP and forks the task's process ahead, which sheds its privileges and
+ * waits; on CTL_TASK hands it the one task, which it runs with no privileges left. Answers
+ * and counts the task's seccomp denials (docs/SECCOMP.md, "Counting denials"), reaps every
+ * process of the namespace and reports. It trusts nothing it reads from CTL_FD without
+ * checking, and exits as soon as the control socket closes. */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
@@ -24,6 +26,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -38,6 +41,11 @@
 #define PR_CAP_AMBIENT 47 /* linux 4.3 */
 #define PR_CAP_AMBIENT_CLEAR_ALL 4
 #endif
+
+/* What the waiting task child keeps effective (of what init has) until the task's chdir and
+ * setrlimit are done, so that both succeed and fail exactly as for a child of init's full
+ * privileges: path search overrides for chdir, and raising RLIMIT_NOFILE where init could. */
+#define INIT_CHILD_KEEP_CAPS ((1u << CAP_DAC_READ_SEARCH) | (1u << CAP_SYS_RESOURCE))
 
 /* The largest packet we accept: a CTL_TASK (its header and up to CTL_TASK_DATA_MAX bytes of
  * strings), or a CTL_SETUP with the largest filter. */
@@ -57,6 +65,8 @@
 #define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
 #endif
 
+/* TASK_NONE: the task child waits for its task; TASK_RUNNING: it has it; TASK_DONE: the
+ * task ended, or will never start. */
 enum init_task_state { TASK_NONE, TASK_RUNNING, TASK_DONE };
 
 struct init {
@@ -68,9 +78,10 @@ struct init {
     unsigned short filter_len;
     char *buf; /* INIT_BUF_SIZE bytes, 8-aligned: the packet being received */
     enum init_task_state state;
-    pid_t task;
-    /* Our end of the task child's report socket (SOCK_SEQPACKET, CLOEXEC, non-blocking) until
-     * EOF: the child's end closes on execve. */
+    pid_t task; /* the task child, forked at setup */
+    /* Our end of the task child's socket (SOCK_SEQPACKET, CLOEXEC) until EOF: the child's end
+     * closes on execve. We send the task on it, once (TASK_NONE), then only read the child's
+     * reports (non-blocking). */
     int report;
     bool failed; /* the child sent a failure record: `failure` */
     struct init_report {
@@ -110,10 +121,10 @@ static void init_send_failure(const struct init *in, uint32_t type, uint32_t sta
     init_send(in, &ev);
 }
 
-/* Receives one packet into in->buf. Any fds that come with it are installed CLOEXEC into
- * fds (up to nfds; *got says how many) or, when fds is NULL, discarded by the kernel.
+/* Receives one packet from sock into in->buf. Any fds that come with it are installed CLOEXEC
+ * into fds (up to nfds; *got says how many) or, when fds is NULL, discarded by the kernel.
  * Returns the length, 0 on EOF, or -errno (-EMSGSIZE when truncated). */
-static ssize_t init_recv(struct init *in, int *fds, size_t nfds, size_t *got)
+static ssize_t init_recv(struct init *in, int sock, int *fds, size_t nfds, size_t *got)
 {
     union {
         struct cmsghdr hdr;
@@ -135,7 +146,7 @@ static ssize_t init_recv(struct init *in, int *fds, size_t nfds, size_t *got)
     if (got) {
         *got = 0;
     }
-    ssize_t n = RETRY_EINTR(recvmsg(in->ctl, &msg, MSG_CMSG_CLOEXEC));
+    ssize_t n = RETRY_EINTR(recvmsg(sock, &msg, MSG_CMSG_CLOEXEC));
     if (n < 0) {
         return -errno;
     }
@@ -196,7 +207,7 @@ static bool init_hostname_ok(const char *h)
 static int init_read_setup(struct init *in, struct err *e)
 {
     size_t got = 0;
-    ssize_t n = init_recv(in, &in->image_fd, 1, &got);
+    ssize_t n = init_recv(in, in->ctl, &in->image_fd, 1, &got);
     if (n == 0) {
         _exit(0);
     }
@@ -318,8 +329,9 @@ static int init_reopen_null(struct err *e)
     return 0;
 }
 
-/* Runs the setup steps; on failure sends CTL_SETUP_FAILED and exits. */
-static void init_setup(struct init *in)
+/* Runs the setup steps; on failure sends CTL_SETUP_FAILED and exits. Returns the egress
+ * proxy's listener for init_ready, or -1 when there is none. */
+static int init_setup(struct init *in)
 {
     struct err e = ERR_INIT;
     uint32_t stage = CTL_STAGE_PROTOCOL;
@@ -368,6 +380,12 @@ static void init_setup(struct init *in)
         init_send_failure(in, CTL_SETUP_FAILED, stage, r, err_msg(&e));
         _exit(1);
     }
+    return proxy;
+}
+
+/* Reports CTL_READY, with the egress proxy's listener when there is one (closed here). */
+static void init_ready(const struct init *in, int proxy)
+{
     struct ctl_event ev;
     memset(&ev, 0, sizeof(ev));
     ev.type = CTL_READY;
@@ -378,6 +396,62 @@ static void init_setup(struct init *in)
         return;
     }
     init_send(in, &ev);
+}
+
+/* Parses the CTL_TASK in in->buf (n bytes) into argv/envp pointing into it. */
+static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***ret_envp,
+                           struct err *e)
+{
+    const struct ctl_task *t = (const struct ctl_task *)in->buf;
+    if (n < sizeof(*t)) {
+        return err_setx(e, -EPROTO, "short task packet");
+    }
+    if (t->magic != CTL_MAGIC || t->type != CTL_TASK) {
+        return err_setx(e, -EPROTO, "bad task magic or type");
+    }
+    size_t len = n - sizeof(*t);
+    /* Every string holds at least its NUL, so the counts are bounded by len. */
+    if (t->data_len != len || t->argc == 0 || t->argc > len || t->envc > len - t->argc) {
+        return err_setx(e, -EPROTO, "bad task counts");
+    }
+    if (!memchr(t->cwd, '\0', sizeof(t->cwd)) || t->cwd[0] != '/') {
+        return err_setx(e, -EPROTO, "bad task cwd");
+    }
+    if (t->nofile == 0) {
+        return err_setx(e, -EPROTO, "bad task nofile");
+    }
+    if (t->n_mounts > CTL_MOUNTS_MAX ||
+        (t->n_mounts < 32 && (t->mount_files >> t->n_mounts) != 0)) {
+        return err_setx(e, -EPROTO, "bad task mounts");
+    }
+    for (uint32_t i = 0; i < t->n_mounts; i++) {
+        if (!memchr(t->mount_dst[i], '\0', sizeof(t->mount_dst[i]))) {
+            return err_setx(e, -EPROTO, "mount destination %u not terminated", i);
+        }
+    }
+    char *data = in->buf + sizeof(*t);
+    char **ptrs = calloc((size_t)t->argc + t->envc + 2, sizeof(char *));
+    if (!ptrs) {
+        return err_set(e, -ENOMEM, "task pointers");
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < (size_t)t->argc + t->envc; i++) {
+        size_t end = off < len ? init_str_end(data, off, len) : 0;
+        if (end == 0) {
+            free(ptrs);
+            return err_setx(e, -EPROTO, "task string %zu not terminated", i);
+        }
+        /* argv then NULL, then envp then NULL. */
+        ptrs[i < t->argc ? i : i + 1] = data + off;
+        off = end;
+    }
+    if (off != len) {
+        free(ptrs);
+        return err_setx(e, -EPROTO, "trailing bytes after task strings");
+    }
+    *ret_argv = ptrs;
+    *ret_envp = ptrs + t->argc + 1;
+    return 0;
 }
 
 /* ---- the task child (after fork; init is single-threaded, so libc is safe here) ---- */
@@ -507,126 +581,171 @@ static int init_drop_bounding(void)
     return 0;
 }
 
-__attribute__((noreturn)) static void init_task_child(struct init *in, const struct ctl_task *t,
-                                                      char *const *argv, char *const *envp,
-                                                      int *fds, int report)
+/* Narrows effective and permitted to those of caps (capabilities 0-31) that are permitted
+ * now, inheritable to none. Returns 0 or -errno. */
+static int init_child_capset(uint32_t caps)
+{
+    struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+    struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+    memset(data, 0, sizeof(data));
+    if (syscall(SYS_capget, &hdr, data) < 0) {
+        return -errno;
+    }
+    caps &= data[0].permitted;
+    memset(data, 0, sizeof(data));
+    data[0].effective = caps;
+    data[0].permitted = caps;
+    return syscall(SYS_capset, &hdr, data) < 0 ? -errno : 0;
+}
+
+/* The part of starting a task that needs no task, done by the task child as soon as it is
+ * forked, in the order init used to do it after the fork: signals, and every privilege but
+ * INIT_CHILD_KEEP_CAPS (effective and permitted only: never inheritable nor ambient, and
+ * cleared before the task's program runs). The child stays in init's process group until
+ * its task comes, so that sbxd's renice of the group when init is READY reaches it (the
+ * child was forked at init's background nice value). Stops at the first failure. Returns
+ * CTL_STAGE_NONE, or the stage that failed with *err. */
+static int init_child_prepare(const struct init *in, int *err)
 {
     sigset_t none;
     sigemptyset(&none);
     if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) {
-        init_child_fail(report, CTL_STAGE_FORK, -errno);
+        *err = -errno;
+        return CTL_STAGE_FORK;
     }
+    /* SECURITY: no capability can come back, through exec of a file or otherwise. */
+    int r = init_drop_bounding();
+    if (r < 0) {
+        *err = r;
+        return CTL_STAGE_CAPS;
+    }
+    /* Keep the permitted set across the change of uid, for init_child_capset to narrow it;
+     * execve resets the flag. */
+    if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0) {
+        *err = -errno;
+        return CTL_STAGE_CAPS;
+    }
+    if (setgroups(0, NULL) < 0 || setresgid(in->setup.gid, in->setup.gid, in->setup.gid) < 0 ||
+        setresuid(in->setup.uid, in->setup.uid, in->setup.uid) < 0) {
+        *err = -errno;
+        return CTL_STAGE_SETUID;
+    }
+    r = init_child_capset(INIT_CHILD_KEEP_CAPS);
+    if (r < 0) {
+        *err = r;
+        return CTL_STAGE_CAPS;
+    }
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0) {
+        *err = -errno;
+        return CTL_STAGE_CAPS;
+    }
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        *err = -errno;
+        return CTL_STAGE_NNP;
+    }
+    return CTL_STAGE_NONE;
+}
+
+/* The task child: forked at setup, it sheds what it can (init_child_prepare) and blocks on
+ * sock for the one message init ever sends there: a checked CTL_TASK with its stdin,
+ * stdout and stderr. A failure of the preparation is reported only then, as if it had
+ * happened after the task came; EOF (no task will come) ends the child quietly. Then it
+ * runs the task: session, stdio, cwd, rlimits, no capabilities, seccomp, execve. Every
+ * record for init goes back on sock. */
+__attribute__((noreturn)) static void init_task_child(struct init *in, int sock)
+{
+    int err = 0;
+    int stage = init_child_prepare(in, &err);
+
+    int fds[3] = {-1, -1, -1};
+    size_t got = 0;
+    ssize_t n = init_recv(in, sock, fds, 3, &got);
+    if (n == 0) {
+        _exit(0);
+    }
+    if (stage != CTL_STAGE_NONE) {
+        init_child_fail(sock, stage, err);
+    }
+    char **argv = NULL;
+    char **envp = NULL;
+    int r = n < 0 ? (int)n : init_parse_task(in, (size_t)n, &argv, &envp, NULL);
+    if (r == 0 && got != 3) {
+        r = -EPROTO;
+    }
+    if (r < 0) {
+        init_child_fail(sock, CTL_STAGE_FORK, r);
+    }
+    const struct ctl_task *t = (const struct ctl_task *)in->buf;
     if (setsid() < 0) {
-        init_child_fail(report, CTL_STAGE_SETSID, -errno);
+        init_child_fail(sock, CTL_STAGE_SETSID, -errno);
     }
     /* Lift the fds above 2 first so that no dup2 below clobbers another one. */
     for (int i = 0; i < 3; i++) {
         if (fds[i] < 3) {
             fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
             if (fds[i] < 0) {
-                init_child_fail(report, CTL_STAGE_FDS, -errno);
+                init_child_fail(sock, CTL_STAGE_FDS, -errno);
             }
         }
     }
     for (int i = 0; i < 3; i++) {
         if (dup2(fds[i], i) < 0) {
-            init_child_fail(report, CTL_STAGE_FDS, -errno);
+            init_child_fail(sock, CTL_STAGE_FDS, -errno);
         }
     }
     if (chdir(t->cwd) < 0) {
-        init_child_fail(report, CTL_STAGE_CHDIR, -errno);
+        init_child_fail(sock, CTL_STAGE_CHDIR, -errno);
     }
     struct rlimit nofile = {t->nofile, t->nofile};
     struct rlimit core = {0, 0};
     if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_CORE, &core) < 0) {
-        init_child_fail(report, CTL_STAGE_RLIMIT, -errno);
-    }
-    /* SECURITY: no capability can come back, through exec of a file or otherwise. */
-    int r = init_drop_bounding();
-    if (r < 0) {
-        init_child_fail(report, CTL_STAGE_CAPS, r);
-    }
-    if (setgroups(0, NULL) < 0 || setresgid(in->setup.gid, in->setup.gid, in->setup.gid) < 0 ||
-        setresuid(in->setup.uid, in->setup.uid, in->setup.uid) < 0) {
-        init_child_fail(report, CTL_STAGE_SETUID, -errno);
-    }
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0) {
-        init_child_fail(report, CTL_STAGE_CAPS, -errno);
+        init_child_fail(sock, CTL_STAGE_RLIMIT, -errno);
     }
     r = sys_capset_empty();
     if (r < 0) {
-        init_child_fail(report, CTL_STAGE_CAPS, r);
-    }
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-        init_child_fail(report, CTL_STAGE_NNP, -errno);
+        init_child_fail(sock, CTL_STAGE_CAPS, r);
     }
     if (in->filter_len > 0) {
-        r = init_child_seccomp(in, report);
+        r = init_child_seccomp(in, sock);
         if (r < 0) {
-            init_child_fail(report, CTL_STAGE_SECCOMP, r);
+            init_child_fail(sock, CTL_STAGE_SECCOMP, r);
         }
     }
     r = init_exec(argv, envp);
-    init_child_fail(report, CTL_STAGE_EXEC, r);
+    init_child_fail(sock, CTL_STAGE_EXEC, r);
+}
+
+/* Forks the task child ahead of its task, with a socket to it. On failure sends
+ * CTL_SETUP_FAILED and exits. */
+static void init_fork_task_child(struct init *in, int proxy)
+{
+    int sp[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, -errno, "task socket");
+        _exit(1);
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* SECURITY: the child holds only fds 0-2 (the sandbox's /dev/null, CLOEXEC) and its
+         * end of the socket: never the control socket, which would let it read what sbxd
+         * sends init, nor the signalfd or the proxy's listener. */
+        (void)fd_close(sp[0]);
+        (void)fd_close(in->ctl);
+        (void)fd_close(in->sigfd);
+        (void)fd_close(proxy);
+        init_task_child(in, sp[1]);
+    }
+    int err = -errno;
+    (void)fd_close(sp[1]);
+    if (pid < 0) {
+        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, err, "fork the task's process");
+        _exit(1);
+    }
+    in->task = pid;
+    in->report = sp[0];
 }
 
 /* ---- init's side of the task ---- */
-
-/* Parses the CTL_TASK in in->buf (n bytes) into argv/envp pointing into it. */
-static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***ret_envp,
-                           struct err *e)
-{
-    const struct ctl_task *t = (const struct ctl_task *)in->buf;
-    if (n < sizeof(*t)) {
-        return err_setx(e, -EPROTO, "short task packet");
-    }
-    if (t->magic != CTL_MAGIC || t->type != CTL_TASK) {
-        return err_setx(e, -EPROTO, "bad task magic or type");
-    }
-    size_t len = n - sizeof(*t);
-    /* Every string holds at least its NUL, so the counts are bounded by len. */
-    if (t->data_len != len || t->argc == 0 || t->argc > len || t->envc > len - t->argc) {
-        return err_setx(e, -EPROTO, "bad task counts");
-    }
-    if (!memchr(t->cwd, '\0', sizeof(t->cwd)) || t->cwd[0] != '/') {
-        return err_setx(e, -EPROTO, "bad task cwd");
-    }
-    if (t->nofile == 0) {
-        return err_setx(e, -EPROTO, "bad task nofile");
-    }
-    if (t->n_mounts > CTL_MOUNTS_MAX ||
-        (t->n_mounts < 32 && (t->mount_files >> t->n_mounts) != 0)) {
-        return err_setx(e, -EPROTO, "bad task mounts");
-    }
-    for (uint32_t i = 0; i < t->n_mounts; i++) {
-        if (!memchr(t->mount_dst[i], '\0', sizeof(t->mount_dst[i]))) {
-            return err_setx(e, -EPROTO, "mount destination %u not terminated", i);
-        }
-    }
-    char *data = in->buf + sizeof(*t);
-    char **ptrs = calloc((size_t)t->argc + t->envc + 2, sizeof(char *));
-    if (!ptrs) {
-        return err_set(e, -ENOMEM, "task pointers");
-    }
-    size_t off = 0;
-    for (size_t i = 0; i < (size_t)t->argc + t->envc; i++) {
-        size_t end = off < len ? init_str_end(data, off, len) : 0;
-        if (end == 0) {
-            free(ptrs);
-            return err_setx(e, -EPROTO, "task string %zu not terminated", i);
-        }
-        /* argv then NULL, then envp then NULL. */
-        ptrs[i < t->argc ? i : i + 1] = data + off;
-        off = end;
-    }
-    if (off != len) {
-        free(ptrs);
-        return err_setx(e, -EPROTO, "trailing bytes after task strings");
-    }
-    *ret_argv = ptrs;
-    *ret_envp = ptrs + t->argc + 1;
-    return 0;
-}
 
 static void init_start_task(struct init *in)
 {
@@ -640,7 +759,7 @@ static void init_start_task(struct init *in)
         fds[i] = -1;
     }
     in->state = TASK_DONE; /* one task per sandbox, whatever happens below */
-    ssize_t n = init_recv(in, fds, INIT_FDS_MAX, &got);
+    ssize_t n = init_recv(in, in->ctl, fds, INIT_FDS_MAX, &got);
     if (n == 0) {
         _exit(0);
     }
@@ -650,45 +769,28 @@ static void init_start_task(struct init *in)
     }
     const struct ctl_task *t = (const struct ctl_task *)in->buf;
     if (r == 0 && got != 3 + (size_t)t->n_mounts) {
-        free(argv);
         r = err_setx(&e, -EPROTO, "task needs %u fds, got %zu", 3 + t->n_mounts, got);
     }
     uint32_t stage = CTL_STAGE_PROTOCOL;
     if (r == 0 && t->n_mounts > 0) {
-        /* The token's mounts, before the fork: the task finds them in place. */
+        /* The token's mounts, before the task: it finds them in place. */
         stage = CTL_STAGE_TASK_MOUNT;
         r = mount_task_mounts(fds + 3, t->n_mounts, t->mount_dst, t->mount_files, &e);
-        if (r < 0) {
-            free(argv);
-        }
     }
     /* The mounts are attached (or refused): init keeps no handle on them. */
     for (size_t i = 3; i < got; i++) {
         fds[i] = fd_close(fds[i]);
     }
-    if (r < 0) {
-        for (size_t i = 0; i < got; i++) {
-            fds[i] = fd_close(fds[i]);
-        }
-        init_send_failure(in, CTL_EXEC_FAILED, stage, r, err_msg(&e));
-        return;
-    }
-    (void)str_copy(in->argv0, argv[0], sizeof(in->argv0));
-    (void)str_copy(in->cwd, t->cwd, sizeof(in->cwd));
-
-    int sp[2] = {-1, -1};
-    pid_t pid = -1;
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-        r = -errno;
-    } else {
-        pid = fork();
-        if (pid == 0) {
-            init_task_child(in, t, argv, envp, fds, sp[1]);
-        }
-        r = pid < 0 ? -errno : 0;
-        (void)fd_close(sp[1]);
-        if (r < 0) {
-            sp[0] = fd_close(sp[0]);
+    if (r == 0) {
+        (void)str_copy(in->argv0, argv[0], sizeof(in->argv0));
+        (void)str_copy(in->cwd, t->cwd, sizeof(in->cwd));
+        /* SECURITY: the only message the child ever receives from us: this checked task,
+         * and the stdio it runs with. The mounts' fds stay behind (closed above). */
+        struct iovec iov = {in->buf, (size_t)n};
+        ssize_t sent = fd_sendmsg(in->report, &iov, 1, fds, 3, MSG_NOSIGNAL);
+        if (sent != n) {
+            stage = CTL_STAGE_FORK;
+            r = err_set(&e, sent < 0 ? (int)sent : -EIO, "hand the task to its process");
         }
     }
     free(argv);
@@ -697,18 +799,18 @@ static void init_start_task(struct init *in)
         fds[i] = fd_close(fds[i]);
     }
     if (r < 0) {
-        init_send_failure(in, CTL_EXEC_FAILED, CTL_STAGE_FORK, r, "fork");
+        /* The child reads EOF instead of a task and leaves; we reap it as any orphan. */
+        in->report = fd_close(in->report);
+        init_send_failure(in, CTL_EXEC_FAILED, stage, r, err_msg(&e));
         return;
     }
-    in->task = pid;
-    in->report = sp[0];
     (void)fd_set_nonblock(in->report, true);
     in->state = TASK_RUNNING;
 
     struct ctl_event ev;
     memset(&ev, 0, sizeof(ev));
     ev.type = CTL_STARTED;
-    ev.pid = (uint32_t)pid;
+    ev.pid = (uint32_t)in->task;
     init_send(in, &ev);
 }
 
@@ -923,7 +1025,15 @@ static void init_reap(struct init *in)
         if (pid <= 0) {
             return;
         }
-        if (in->state == TASK_RUNNING && pid == in->task) {
+        if (pid != in->task) {
+            continue;
+        }
+        if (in->state == TASK_NONE) {
+            /* The task child died before its task (never by itself): a task must not run
+             * without the privileges shed, so this sandbox cannot serve one. */
+            _exit(1);
+        }
+        if (in->state == TASK_RUNNING) {
             init_task_exited(in, st, &ru);
         }
     }
@@ -948,10 +1058,11 @@ static void init_ctl_ready(struct init *in)
 static void init_loop(struct init *in)
 {
     for (;;) {
-        /* poll ignores negative fds: the report socket and listener come and go. */
+        /* poll ignores negative fds: the report socket and listener come and go. Nothing is
+         * read from the task child before it has its task. */
         struct pollfd pfd[4] = {{in->ctl, POLLIN, 0},
                                 {in->sigfd, POLLIN, 0},
-                                {in->report, POLLIN, 0},
+                                {in->state == TASK_RUNNING ? in->report : -1, POLLIN, 0},
                                 {in->listener, POLLIN, 0}};
         if (poll(pfd, 4, -1) < 0) {
             if (errno == EINTR) {
@@ -1019,6 +1130,10 @@ int main(void)
     (void)umask(022);
     /* Neither the task nor anything else in the sandbox may ptrace or peek into init. */
     (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    /* Our own session and process group (not sbxd's): the task child waits in it, so that
+     * sbxd can set the nice value of both with one setpriority(PRIO_PGRP, init's pid). Fails
+     * only when we lead a group already, which is as good. */
+    (void)setsid();
     in.ctl = CTL_FD;
     in.image_fd = -1;
     in.report = -1;
@@ -1040,7 +1155,11 @@ int main(void)
     if (in.sigfd < 0) {
         return 2;
     }
-    init_setup(&in);
+    int proxy = init_setup(&in);
+    /* Ahead of READY, so that the fork and the shedding of privileges are off a task's
+     * path: a warm sandbox has its task child waiting. */
+    init_fork_task_child(&in, proxy);
+    init_ready(&in, proxy);
     init_loop(&in);
     return 0;
 }

@@ -59,9 +59,11 @@ static void background_thread(void)
     (void)setpriority(PRIO_PROCESS, 0, SANDBOX_BACKGROUND_NICE);
 }
 
+/* init leads its own process group (setsid), which its pre-forked task child stays in
+ * until its task arrives: PRIO_PGRP reaches both. */
 static void set_nice(struct sandbox *sb, int nice)
 {
-    if (sb->pid > 0 && setpriority(PRIO_PROCESS, (id_t)sb->pid, nice) < 0 && errno != ESRCH) {
+    if (sb->pid > 0 && setpriority(PRIO_PGRP, (id_t)sb->pid, nice) < 0 && errno != ESRCH) {
         log_warn_errno(-errno, "sb=%s msg=\"cannot set init's nice value to %d\"", sb->id, nice);
     }
 }

@@ -141,6 +141,13 @@ class Isolation(DaemonTest):
             res, out, _ = c.exec(["hostname"])
         self.assertEqual(out.decode().strip(), "sbx-" + res["sandbox"])
 
+    def test_task_runs_at_normal_priority(self):
+        # Sandboxes are made at a background nice value and their task process is forked
+        # ahead: the task and init must be back at 0 when the task runs (field 19 of stat).
+        with self.d.client() as c:
+            res, out, _ = c.exec(["sh", "-c", "cut -d' ' -f19 /proc/self/stat /proc/1/stat"])
+        self.assertEqual(out.decode().split(), ["0", "0"], res)
+
     def test_environment_is_only_what_the_daemon_sets(self):
         os.environ["SBX_LEAK_CHECK"] = "leaked"
         with self.d.client() as c:
