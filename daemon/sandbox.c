@@ -174,42 +174,6 @@ static void handle_closed(uv_handle_t *h)
     sandbox_remove_cgroup(sb);
 }
 
-struct netns_job {
-    uv_work_t work;
-    struct netns_pool *pool;
-    int fd;
-};
-
-static void netns_job_work(uv_work_t *w)
-{
-    struct netns_job *j = container_of(w, struct netns_job, work);
-    background_thread();
-    netns_release(j->pool, j->fd);
-}
-
-static void netns_job_done(uv_work_t *w, int status)
-{
-    (void)status;
-    free(container_of(w, struct netns_job, work));
-}
-
-/* The namespace goes back to the pool on a worker (the check switches namespaces), after
- * every fd of the sandbox is closed so that nothing of ours counts as left in it. */
-static void release_netns(struct sandbox *sb)
-{
-    int fd = take_fd(&sb->netns_fd);
-    if (fd < 0) {
-        return;
-    }
-    struct netns_job *j = xmalloc(sizeof(*j));
-    j->pool = sb->d->netns;
-    j->fd = fd;
-    if (uv_queue_work(sb->d->loop, &j->work, netns_job_work, netns_job_done) < 0) {
-        fd_close(fd);
-        free(j);
-    }
-}
-
 static void sandbox_free(struct sandbox *sb)
 {
     struct pool *p = sb->pool;
@@ -218,7 +182,7 @@ static void sandbox_free(struct sandbox *sb)
     sb->ctl_fd = fd_close(sb->ctl_fd);
     sb->proxy_fd = fd_close(sb->proxy_fd);
     sb->pidfd = fd_close(sb->pidfd);
-    release_netns(sb);
+    sb->netns_fd = fd_close(sb->netns_fd); /* remove_work gives it back; else unused */
     pool_sandbox_state(p, sb, SB_DEAD);
     p->n_state[SB_DEAD]--; /* freed: it no longer counts at all */
     d->live_sandboxes--;
@@ -230,10 +194,24 @@ static void sandbox_free(struct sandbox *sb)
     daemon_drain_progress(d);
 }
 
+static void empty_cgroup(struct sandbox *sb);
+
+/* Worker: the cgroup is emptied, then reset or removed; the network namespace goes back
+ * to the pool (the check switches namespaces), after every fd of the sandbox is closed so
+ * that nothing of ours counts as left in it. One job for both: a job costs two wake-ups. */
 static void remove_work(uv_work_t *w)
 {
     struct sandbox *sb = container_of(w, struct sandbox, work);
     background_thread();
+    empty_cgroup(sb);
+    int fd = take_fd(&sb->netns_fd);
+    if (fd >= 0) {
+        netns_release(sb->d->netns, fd);
+    }
+}
+
+static void empty_cgroup(struct sandbox *sb)
+{
     if (!sb->cg) {
         return;
     }
@@ -292,6 +270,10 @@ static void remove_done(uv_work_t *w, int status)
 
 static void sandbox_remove_cgroup(struct sandbox *sb)
 {
+    /* Every handle is closed: nothing polls these any more, and the namespace check in
+     * remove_work must not count them. */
+    sb->ctl_fd = fd_close(sb->ctl_fd);
+    sb->proxy_fd = fd_close(sb->proxy_fd);
     sb->work_err.msg[0] = '\0';
     sb->cg_reserved = sb->cg && pool_reserve_spare(sb->pool);
     int r = uv_queue_work(sb->d->loop, &sb->work, remove_work, remove_done);
