@@ -69,10 +69,12 @@ class CgroupReuse(DaemonTest):
     def run_until_reused(self, c, cgroup):
         """Runs `true` until a sandbox gets that cgroup (a new sandbox is made while the old
         one is still being emptied, so the reuse may take a few turns); its result."""
-        for _ in range(30):
+        deadline = time.time() + 20
+        while time.time() < deadline:
             res, _, _ = c.exec(["true"], pool="one")
             if self.cgroups_of([res["task"]])[0] == cgroup:
                 return res
+            time.sleep(0.05)
         self.fail("cgroup %s was never reused" % cgroup)
 
     def test_a_reused_cgroup_carries_nothing_of_the_sandbox_before(self):
