@@ -175,8 +175,7 @@ int audit_db_open(struct audit *a, struct err *e)
     /* NORMAL (WAL): a commit is in the WAL file before the result it guards is sent, so
      * sbxd's death (kill -9) loses no result a client saw; the machine's may lose the last
      * commits. FULL (audit.fsync): on disk too, one fsync per batch (docs/AUDIT.md). */
-    int r = db_exec(a->db, a->o.fsync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL",
-                    e);
+    int r = db_exec(a->db, a->o.fsync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", e);
     if (r == 0) {
         r = db_exec(a->db, "BEGIN IMMEDIATE", e);
     }

@@ -37,10 +37,10 @@ struct sandbox {
     char id[24];
     enum sandbox_state state;
     struct cgroup *cg;
-    char cg_name[24];   /* the cgroup's name: this sandbox's id, or a spare's (pool.h) */
-    bool cg_reserved;   /* pool_reserve_spare said yes: the cgroup is reset, not removed */
-    bool cg_reset_ok;   /* remove_work reset it (set on the worker) */
-    bool cg_kept;       /* it went back to the pool: still tracked by the reaper */
+    char cg_name[24]; /* the cgroup's name: this sandbox's id, or a spare's (pool.h) */
+    bool cg_reserved; /* pool_reserve_spare said yes: the cgroup is reset, not removed */
+    bool cg_reset_ok; /* remove_work reset it (set on the worker) */
+    bool cg_kept;     /* it went back to the pool: still tracked by the reaper */
     pid_t pid;
     int pidfd;
     int ctl_fd;
