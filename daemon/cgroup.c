@@ -374,14 +374,51 @@ static int parse_counter(char *buf, ssize_t n, uint64_t *ret)
     return parse_u64(buf, ret);
 }
 
-int cgroup_read_u64(int dfd, const char *file, uint64_t *ret)
+/* Reads a small file whole: through cg's held-open copy when cg is not NULL. */
+static ssize_t read_small(struct cgroup *cg, int dfd, const char *file, char *buf, size_t size)
+{
+    if (!cg) {
+        return file_read_small(dfd, file, buf, size);
+    }
+    int fd = -1;
+    for (size_t i = 0; i < cg->n_cached; i++) {
+        if (cg->cached[i].dfd == dfd && strcmp(cg->cached[i].file, file) == 0) {
+            fd = cg->cached[i].fd;
+            break;
+        }
+    }
+    if (fd < 0) {
+        if (cg->n_cached == CGROUP_CACHED_MAX) {
+            return file_read_small(dfd, file, buf, size);
+        }
+        fd = openat(dfd, file, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            return -errno;
+        }
+        cg->cached[cg->n_cached++] = (struct cgroup_cached_file){dfd, file, fd};
+    }
+    /* One pread from offset 0: the kernel generates the whole text anew. */
+    ssize_t n = RETRY_EINTR(pread(fd, buf, size - 1, 0));
+    if (n < 0) {
+        return -errno;
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+int cgroup_cg_read_u64(struct cgroup *cg, int dfd, const char *file, uint64_t *ret)
 {
     char buf[64];
-    ssize_t n = file_read_small(dfd, file, buf, sizeof(buf));
+    ssize_t n = read_small(cg, dfd, file, buf, sizeof(buf));
     if (n < 0) {
         return (int)n;
     }
     return parse_counter(buf, n, ret);
+}
+
+int cgroup_read_u64(int dfd, const char *file, uint64_t *ret)
+{
+    return cgroup_cg_read_u64(NULL, dfd, file, ret);
 }
 
 int cgroup_pread_u64(int fd, uint64_t *ret)
@@ -397,8 +434,14 @@ int cgroup_pread_u64(int fd, uint64_t *ret)
 
 int cgroup_read_keys(int dfd, const char *file, const char *const *keys, uint64_t *vals, size_t n)
 {
+    return cgroup_cg_read_keys(NULL, dfd, file, keys, vals, n);
+}
+
+int cgroup_cg_read_keys(struct cgroup *cg, int dfd, const char *file, const char *const *keys,
+                        uint64_t *vals, size_t n)
+{
     char buf[4096];
-    ssize_t len = file_read_small(dfd, file, buf, sizeof(buf));
+    ssize_t len = read_small(cg, dfd, file, buf, sizeof(buf));
     if (len < 0) {
         return (int)len;
     }
@@ -426,8 +469,13 @@ int cgroup_read_keys(int dfd, const char *file, const char *const *keys, uint64_
 
 int cgroup_read_key(int dfd, const char *file, const char *key, uint64_t *ret)
 {
+    return cgroup_cg_read_key(NULL, dfd, file, key, ret);
+}
+
+int cgroup_cg_read_key(struct cgroup *cg, int dfd, const char *file, const char *key, uint64_t *ret)
+{
     uint64_t v = 0;
-    int r = cgroup_read_keys(dfd, file, &key, &v, 1);
+    int r = cgroup_cg_read_keys(cg, dfd, file, &key, &v, 1);
     if (r <= 0) {
         return r < 0 ? r : -ENODATA;
     }
@@ -612,6 +660,7 @@ static struct cgroup *cgroup_alloc(struct cgroup_root *root, const char *name)
     cg->peak_fd = -1;
     for (size_t h = 0; h < CGROUP_HIER_MAX; h++) {
         cg->dfd[h] = -1;
+        cg->procs_fd[h] = -1;
     }
     return cg;
 }
@@ -695,9 +744,17 @@ int cgroup_attach(struct cgroup *cg, pid_t pid, struct err *e)
             return err_setx(e, -ENOENT, "attach pid %d: %s/%s is missing", (int)pid, path,
                             cg->name);
         }
-        int r = cgroup_write(cg->dfd[h], "cgroup.procs", s, e);
-        if (r < 0) {
-            return err_prefix(e, r, "attach pid %d: %s/%s", (int)pid, path, cg->name);
+        if (cg->procs_fd[h] < 0) {
+            cg->procs_fd[h] = openat(cg->dfd[h], "cgroup.procs", O_WRONLY | O_CLOEXEC);
+            if (cg->procs_fd[h] < 0) {
+                return err_set(e, -errno, "attach pid %d: %s/%s/cgroup.procs", (int)pid, path,
+                               cg->name);
+            }
+        }
+        /* Each write is one move: the held-open file serves every sandbox of the cgroup. */
+        if (RETRY_EINTR(write(cg->procs_fd[h], s, strlen(s))) < 0) {
+            return err_set(e, -errno, "attach pid %d: %s/%s: cgroup.procs: write '%s'", (int)pid,
+                           path, cg->name, s);
         }
     }
     return 0;
@@ -735,6 +792,10 @@ struct cgroup *cgroup_free(struct cgroup *cg)
     }
     for (size_t h = 0; h < CGROUP_HIER_MAX; h++) {
         cg->dfd[h] = fd_close(cg->dfd[h]);
+        cg->procs_fd[h] = fd_close(cg->procs_fd[h]);
+    }
+    for (size_t i = 0; i < cg->n_cached; i++) {
+        (void)fd_close(cg->cached[i].fd);
     }
     cg->peak_fd = fd_close(cg->peak_fd);
     free(cg->name);

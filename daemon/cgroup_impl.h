@@ -63,11 +63,24 @@ struct cgroup_root {
     bool v2_peak;                     /* memory.peak exists (linux >= 5.19) */
 };
 
+#define CGROUP_CACHED_MAX 8
+
 struct cgroup {
     struct cgroup_root *root; /* borrowed: the root outlives its cgroups */
     char *name;
     int dfd[CGROUP_HIER_MAX]; /* per root->hier[], -1 when missing (cgroup_open_existing) */
     int peak_fd; /* v2: memory.peak, held open once reset (the reset is per open file) */
+    /* Counter files read at every task's start and end, and cgroup.procs written at every
+     * attach, held open (the cgroup outlives its sandboxes when the pool reuses it): a
+     * pread or a write instead of an open, a read and a close. Used by one thread at a
+     * time, like the rest of the cgroup. */
+    struct cgroup_cached_file {
+        int dfd;
+        const char *file; /* a string literal of the caller */
+        int fd;
+    } cached[CGROUP_CACHED_MAX];
+    size_t n_cached;
+    int procs_fd[CGROUP_HIER_MAX]; /* cgroup.procs, O_WRONLY, -1 until the first attach */
 };
 
 /* What differs between v1 and v2. All return 0 or -errno. */
@@ -113,6 +126,13 @@ int cgroup_write(int dfd, const char *file, const char *s, struct err *e);
 int cgroup_write_u64(int dfd, const char *file, uint64_t v, struct err *e);
 /* Reads a file holding one number ("max" reads as UINT64_MAX). */
 int cgroup_read_u64(int dfd, const char *file, uint64_t *ret);
+/* The same, and cgroup_read_keys/cgroup_read_key below, through cg's held-open copy of
+ * the file (opened at the first read; an uncached read when cg holds CGROUP_CACHED_MAX). */
+int cgroup_cg_read_u64(struct cgroup *cg, int dfd, const char *file, uint64_t *ret);
+int cgroup_cg_read_keys(struct cgroup *cg, int dfd, const char *file, const char *const *keys,
+                        uint64_t *vals, size_t n);
+int cgroup_cg_read_key(struct cgroup *cg, int dfd, const char *file, const char *key,
+                       uint64_t *ret);
 /* The same from an open counter file, read from its start. */
 int cgroup_pread_u64(int fd, uint64_t *ret);
 /* Reads the values of "<key> <value>" lines of a flat-keyed file (cpu.stat, memory.events,

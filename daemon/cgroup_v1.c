@@ -333,13 +333,13 @@ static int tolerate(int r)
     return (r == -ENOENT || r == -ENODATA) ? 0 : r;
 }
 
-static int v1_memory_usage(int mem, struct cgroup_usage *u)
+static int v1_memory_usage(struct cgroup *cg, int mem, struct cgroup_usage *u)
 {
-    int r = tolerate(cgroup_read_u64(mem, "memory.max_usage_in_bytes", &u->mem_peak_bytes));
+    int r = tolerate(cgroup_cg_read_u64(cg, mem, "memory.max_usage_in_bytes", &u->mem_peak_bytes));
     if (r < 0) {
         return r;
     }
-    r = cgroup_read_key(mem, "memory.oom_control", "oom_kill", &u->oom_kills);
+    r = cgroup_cg_read_key(cg, mem, "memory.oom_control", "oom_kill", &u->oom_kills);
     if (r == 0) {
         u->oom = u->oom_kills > 0;
         return 0;
@@ -368,21 +368,21 @@ static int v1_usage(struct cgroup *cg, struct cgroup_usage *ret)
     int r;
     int acct = cgroup_ctrl_dfd(cg, CGROUP_CTRL_CPUACCT);
     if (acct >= 0) {
-        r = tolerate(cgroup_read_u64(acct, "cpuacct.usage", &u.cpu_ns));
+        r = tolerate(cgroup_cg_read_u64(cg, acct, "cpuacct.usage", &u.cpu_ns));
         if (r < 0) {
             return r;
         }
     }
     int mem = cgroup_ctrl_dfd(cg, CGROUP_CTRL_MEMORY);
     if (mem >= 0) {
-        r = v1_memory_usage(mem, &u);
+        r = v1_memory_usage(cg, mem, &u);
         if (r < 0) {
             return r;
         }
     }
     int pids = cgroup_ctrl_dfd(cg, CGROUP_CTRL_PIDS);
     if (pids >= 0) {
-        r = tolerate(cgroup_read_key(pids, "pids.events", "max", &u.pids_max_hits));
+        r = tolerate(cgroup_cg_read_key(cg, pids, "pids.events", "max", &u.pids_max_hits));
         if (r < 0) {
             return r;
         }

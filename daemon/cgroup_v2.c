@@ -193,7 +193,7 @@ static int v2_usage(struct cgroup *cg, struct cgroup_usage *ret)
     struct cgroup_usage u = {0};
     int dfd = cg->dfd[0];
     uint64_t usec = 0;
-    int r = tolerate(cgroup_read_key(dfd, "cpu.stat", "usage_usec", &usec));
+    int r = tolerate(cgroup_cg_read_key(cg, dfd, "cpu.stat", "usage_usec", &usec));
     if (r < 0) {
         return r;
     }
@@ -212,7 +212,7 @@ static int v2_usage(struct cgroup *cg, struct cgroup_usage *ret)
     if (cg->root->ctrl_ok[CGROUP_CTRL_MEMORY]) {
         static const char *const keys[] = {"oom", "oom_kill"};
         uint64_t vals[2] = {0, 0};
-        r = cgroup_read_keys(dfd, "memory.events", keys, vals, ARRAY_SIZE(keys));
+        r = cgroup_cg_read_keys(cg, dfd, "memory.events", keys, vals, ARRAY_SIZE(keys));
         if (tolerate(r) < 0) {
             return r;
         }
@@ -220,7 +220,7 @@ static int v2_usage(struct cgroup *cg, struct cgroup_usage *ret)
         u.oom = vals[0] > 0 || vals[1] > 0;
     }
     if (cg->root->ctrl_ok[CGROUP_CTRL_PIDS]) {
-        r = tolerate(cgroup_read_key(dfd, "pids.events", "max", &u.pids_max_hits));
+        r = tolerate(cgroup_cg_read_key(cg, dfd, "pids.events", "max", &u.pids_max_hits));
         if (r < 0) {
             return r;
         }
