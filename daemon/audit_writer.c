@@ -291,6 +291,28 @@ static void tx_rollback(struct audit *a)
     }
 }
 
+/* Ends a transaction of rows chained up to (seq, hash): when r is 0 the new head is
+ * written and committed, and becomes ours; otherwise everything is rolled back. Returns 0
+ * or -errno. */
+static int tx_finish(struct audit *a, int r, uint64_t seq,
+                     const unsigned char hash[AUDIT_HASH_BYTES], struct err *e)
+{
+    if (r == 0) {
+        r = write_head(a, seq, hash, e);
+    }
+    if (r == 0) {
+        r = tx_commit(a, e);
+    } else {
+        tx_rollback(a);
+    }
+    if (r < 0) {
+        return r;
+    }
+    a->head_seq = seq;
+    memcpy(a->head_hash, hash, AUDIT_HASH_BYTES);
+    return 0;
+}
+
 /* Writes the batch in one transaction; the chain head moves only when it commits. */
 static int write_batch(struct audit *a, struct rec *batch, size_t *ret_n, struct err *e)
 {
@@ -304,19 +326,10 @@ static int write_batch(struct audit *a, struct rec *batch, size_t *ret_n, struct
                        x->len, e);
         n++;
     }
-    if (r == 0) {
-        r = write_head(a, seq, hash, e);
-    }
-    if (r == 0) {
-        r = tx_commit(a, e);
-    } else {
-        tx_rollback(a);
-    }
+    r = tx_finish(a, r, seq, hash, e);
     if (r < 0) {
         return r;
     }
-    a->head_seq = seq;
-    memcpy(a->head_hash, hash, sizeof(hash));
     *ret_n = n;
     return 0;
 }
@@ -446,19 +459,10 @@ static int prune_step(struct audit *a, struct err *e)
         r = insert_row(a, &seq, hash, audit_realtime_ns(), "audit.pruned", NULL, fields, (size_t)n,
                        e);
     }
-    if (r == 0) {
-        r = write_head(a, seq, hash, e);
-    }
-    if (r == 0) {
-        r = tx_commit(a, e);
-    } else {
-        tx_rollback(a);
-    }
+    r = tx_finish(a, r, seq, hash, e);
     if (r < 0) {
         return r;
     }
-    a->head_seq = seq;
-    memcpy(a->head_hash, hash, sizeof(hash));
     log_info("rows=%d start_seq=%llu reason=%s msg=\"audit trail pruned\"", deleted,
              (unsigned long long)start_seq, why ? why : "max_rows");
     return deleted;

@@ -374,6 +374,28 @@ static int parse_counter(char *buf, ssize_t n, uint64_t *ret)
     return parse_u64(buf, ret);
 }
 
+/* Reads an open cgroup file whole with one pread from offset 0 (the kernel generates the
+ * text anew for each read from the start); NUL-terminated. Returns the length or -errno. */
+static ssize_t pread_text(int fd, char *buf, size_t size)
+{
+    ssize_t n = RETRY_EINTR(pread(fd, buf, size - 1, 0));
+    if (n < 0) {
+        return -errno;
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+int cgroup_pread_u64(int fd, uint64_t *ret)
+{
+    char buf[64];
+    ssize_t n = pread_text(fd, buf, sizeof(buf));
+    if (n < 0) {
+        return (int)n;
+    }
+    return parse_counter(buf, n, ret);
+}
+
 /* Reads a small file whole: through cg's held-open copy when cg is not NULL. */
 static ssize_t read_small(struct cgroup *cg, int dfd, const char *file, char *buf, size_t size)
 {
@@ -397,13 +419,7 @@ static ssize_t read_small(struct cgroup *cg, int dfd, const char *file, char *bu
         }
         cg->cached[cg->n_cached++] = (struct cgroup_cached_file){dfd, file, fd};
     }
-    /* One pread from offset 0: the kernel generates the whole text anew. */
-    ssize_t n = RETRY_EINTR(pread(fd, buf, size - 1, 0));
-    if (n < 0) {
-        return -errno;
-    }
-    buf[n] = '\0';
-    return n;
+    return pread_text(fd, buf, size);
 }
 
 int cgroup_cg_read_u64(struct cgroup *cg, int dfd, const char *file, uint64_t *ret)
@@ -419,17 +435,6 @@ int cgroup_cg_read_u64(struct cgroup *cg, int dfd, const char *file, uint64_t *r
 int cgroup_read_u64(int dfd, const char *file, uint64_t *ret)
 {
     return cgroup_cg_read_u64(NULL, dfd, file, ret);
-}
-
-int cgroup_pread_u64(int fd, uint64_t *ret)
-{
-    char buf[64];
-    ssize_t n = RETRY_EINTR(pread(fd, buf, sizeof(buf) - 1, 0));
-    if (n < 0) {
-        return -errno;
-    }
-    buf[n] = '\0';
-    return parse_counter(buf, n, ret);
 }
 
 int cgroup_read_keys(int dfd, const char *file, const char *const *keys, uint64_t *vals, size_t n)

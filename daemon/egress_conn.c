@@ -52,14 +52,7 @@ static void econn_free_if_done(struct econn *c)
     if (c->outcome) {
         metrics_proxy_request(s->d, s->p->pc->name, c->outcome);
     }
-    if (c->prev) {
-        c->prev->next = c->next;
-    } else {
-        s->conns = c->next;
-    }
-    if (c->next) {
-        c->next->prev = c->prev;
-    }
+    DLIST_REMOVE(s->conns, c);
     if (c->counted) {
         s->active--;
     }
@@ -785,11 +778,7 @@ void egress_conn_accept(struct egress_session *s, uv_stream_t *server)
     c->handles = 2;
     s->refs++;
     s->total++;
-    c->next = s->conns;
-    if (s->conns) {
-        s->conns->prev = c;
-    }
-    s->conns = c;
+    DLIST_PUSH(s->conns, c);
     if (uv_accept(server, (uv_stream_t *)&c->client) < 0) {
         egress_conn_close(c);
         return;

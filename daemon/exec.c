@@ -157,18 +157,25 @@ static void pack_bin(msgpack_packer *pk, const char *buf, size_t len)
     msgpack_pack_bin_body(pk, buf, len);
 }
 
+/* Starts the task's notification `method` in sb: [2, method, [msgid, <the caller's>]]. */
+static void notify_begin(const struct task *t, const char *method, msgpack_sbuffer *sb,
+                         msgpack_packer *pk)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+    proto_pack_notify(pk, method);
+    msgpack_pack_array(pk, 2);
+    msgpack_pack_uint32(pk, t->msgid);
+}
+
 static void send_output(struct task *t, const char *method, const char *buf, size_t len)
 {
     if (!t->conn) {
         return;
     }
     msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_notify(&pk, method);
-    msgpack_pack_array(&pk, 2);
-    msgpack_pack_uint32(&pk, t->msgid);
+    notify_begin(t, method, &sb, &pk);
     pack_bin(&pk, buf, len);
     conn_send(t->conn, &sb);
     msgpack_sbuffer_destroy(&sb);
@@ -265,12 +272,8 @@ static void send_started(struct task *t)
         return;
     }
     msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_notify(&pk, "exec.started");
-    msgpack_pack_array(&pk, 2);
-    msgpack_pack_uint32(&pk, t->msgid);
+    notify_begin(t, "exec.started", &sb, &pk);
     msgpack_pack_map(&pk, 3);
     proto_pack_kv_str(&pk, "task", t->id);
     proto_pack_kv_str(&pk, "sandbox", t->sb ? t->sb->id : "");

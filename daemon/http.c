@@ -71,14 +71,7 @@ static void conn_handle_closed(uv_handle_t *h)
         return;
     }
     struct http_server *s = c->srv;
-    if (c->prev) {
-        c->prev->next = c->next;
-    } else {
-        s->conns = c->next;
-    }
-    if (c->next) {
-        c->next->prev = c->prev;
-    }
+    DLIST_REMOVE(s->conns, c);
     s->n_conns--;
     free(c->body);
     free(c);
@@ -325,11 +318,7 @@ static void on_connection(uv_stream_t *ls, int status)
     uv_timer_init(s->loop, &c->timer);
     c->tcp.data = c->timer.data = c;
     c->open_handles = 2;
-    c->next = s->conns;
-    if (s->conns) {
-        s->conns->prev = c;
-    }
-    s->conns = c;
+    DLIST_PUSH(s->conns, c);
     s->n_conns++;
     if (uv_accept(ls, (uv_stream_t *)&c->tcp) < 0) {
         conn_close(c);

@@ -70,11 +70,9 @@ void daemon_refill(struct daemon *d)
     }
 }
 
-static void finish_shutdown(struct daemon *d)
+/* Closes the listening servers and the pools (which remove their spare cgroups). */
+static void close_servers_and_pools(struct daemon *d)
 {
-    uv_timer_stop(&d->drain_timer);
-    uv_close((uv_handle_t *)&d->drain_timer, NULL);
-    signals_stop(d);
     if (d->agents) {
         server_close(d->agents);
         d->agents = NULL;
@@ -90,6 +88,14 @@ static void finish_shutdown(struct daemon *d)
     for (size_t i = 0; i < d->n_pools; i++) {
         pool_close(d->pools[i]);
     }
+}
+
+static void finish_shutdown(struct daemon *d)
+{
+    uv_timer_stop(&d->drain_timer);
+    uv_close((uv_handle_t *)&d->drain_timer, NULL);
+    signals_stop(d);
+    close_servers_and_pools(d);
     reaper_stop(d);
     /* Token expiry keeps killing tasks during the drain; it stops with the last of them. */
     token_store_shutdown(d->tokens);
@@ -378,17 +384,7 @@ static char *subtree_name(const struct config *c)
  * Returns code. */
 static int startup_abort(struct daemon *d, struct image *images, int code)
 {
-    if (d->agents) {
-        server_close(d->agents);
-        d->agents = NULL;
-    }
-    if (d->admin) {
-        server_close(d->admin);
-        d->admin = NULL;
-    }
-    for (size_t i = 0; i < d->n_pools; i++) {
-        pool_close(d->pools[i]);
-    }
+    close_servers_and_pools(d);
     uv_close((uv_handle_t *)&d->drain_timer, NULL);
     image_cancel_all(d);
     audit_shutdown(d->audit);

@@ -53,7 +53,8 @@ void pool_close(struct pool *p);
 struct cgroup *pool_take_cgroup(struct pool *p);
 /* Whether one more emptied cgroup may be kept; if so, it counts as pending from now. */
 bool pool_reserve_spare(struct pool *p);
-/* Ends a reservation: cg (reset, owned by the pool from now) or NULL when it was not kept. */
+/* Ends a reservation: cg (reset, owned by the pool from now; removed by pool_close) or
+ * NULL when it was not kept. */
 void pool_put_cgroup(struct pool *p, struct cgroup *cg);
 /* Queues or starts a task. Returns 0, -EBUSY when the queue is full, -ESHUTDOWN when
  * draining. On success the pool owns the scheduling of t until exec_start is called. */

@@ -251,19 +251,9 @@ static void remove_done(uv_work_t *w, int status)
                   err_msg(&sb->work_err));
     }
     if (sb->cg_reserved) {
-        struct cgroup *keep = NULL;
-        if (sb->cg_reset_ok && !sb->d->draining) {
-            keep = take_ptr(&sb->cg);
-            sb->cg_kept = true;
-        } else if (sb->cg_reset_ok) {
-            /* Draining since: nobody will reuse it. Empty, so one rmdir per hierarchy. */
-            struct err e = ERR_INIT;
-            if (cgroup_remove(sb->cg, &e) < 0) {
-                log_error("sb=%s msg=\"cgroup not removed, leaking it\" detail=\"%s\"", sb->id,
-                          err_msg(&e));
-            }
-        }
-        pool_put_cgroup(sb->pool, keep);
+        /* Kept even when a drain began since: pool_close removes the spares. */
+        sb->cg_kept = sb->cg_reset_ok;
+        pool_put_cgroup(sb->pool, sb->cg_kept ? take_ptr(&sb->cg) : NULL);
     }
     sandbox_free(sb);
 }

@@ -473,6 +473,14 @@ static int sbx_connect(const struct sbx_ctx *ctx, struct sbx_conn *c)
     return 0;
 }
 
+/* Connects and makes one call (sbx_call). Returns 0 with *ret, or the exit status. */
+static int sbx_request(const struct sbx_ctx *ctx, struct sbx_conn *c, const char *method,
+                       sbx_pack_args_cb pack_args, const void *arg, struct proto_msg *ret)
+{
+    int status = sbx_connect(ctx, c);
+    return status != 0 ? status : sbx_call(c, method, pack_args, arg, ret);
+}
+
 static int sbx_cmd_ping(const struct sbx_ctx *ctx, int argc, char **argv)
 {
     scoped(sbx_conn_close) struct sbx_conn c = {.fd = -1};
@@ -484,11 +492,7 @@ static int sbx_cmd_ping(const struct sbx_ctx *ctx, int argc, char **argv)
     if (status != 0) {
         return status < 0 ? 0 : status;
     }
-    status = sbx_connect(ctx, &c);
-    if (status != 0) {
-        return status;
-    }
-    status = sbx_call(&c, "ping", NULL, NULL, &m);
+    status = sbx_request(ctx, &c, "ping", NULL, NULL, &m);
     if (status != 0) {
         return status;
     }
@@ -607,11 +611,7 @@ static int sbx_cmd_pools(const struct sbx_ctx *ctx, int argc, char **argv)
     if (status != 0) {
         return status < 0 ? 0 : status;
     }
-    status = sbx_connect(ctx, &c);
-    if (status != 0) {
-        return status;
-    }
-    status = sbx_call(&c, "pools", NULL, NULL, &m);
+    status = sbx_request(ctx, &c, "pools", NULL, NULL, &m);
     sbx_conn_close(&c);
     if (status != 0) {
         return status;
@@ -1368,10 +1368,7 @@ static int sbx_audit_verify(const struct sbx_ctx *ctx, int argc, char **argv)
             return sbx_usage_error(cmd, "audit verify: unexpected argument '%s'", argv[i]);
         }
     }
-    int status = sbx_connect(ctx, &c);
-    if (status == 0) {
-        status = sbx_call(&c, "audit.verify", NULL, NULL, &m);
-    }
+    int status = sbx_request(ctx, &c, "audit.verify", NULL, NULL, &m);
     if (status != 0) {
         return status;
     }
@@ -1443,10 +1440,7 @@ static int sbx_cmd_audit(const struct sbx_ctx *ctx, int argc, char **argv)
             return sbx_usage_error(cmd, "audit: unknown argument '%s'", argv[i]);
         }
     }
-    int status = sbx_connect(ctx, &c);
-    if (status == 0) {
-        status = sbx_call(&c, "audit.query", sbx_audit_pack_args, &o, &m);
-    }
+    int status = sbx_request(ctx, &c, "audit.query", sbx_audit_pack_args, &o, &m);
     if (status != 0) {
         return status;
     }
@@ -1639,10 +1633,7 @@ static int sbx_token_issue(const struct sbx_ctx *ctx, int argc, char **argv)
     if (status != 0) {
         return status;
     }
-    status = sbx_connect(ctx, &c);
-    if (status == 0) {
-        status = sbx_call(&c, "token.issue", sbx_token_issue_pack, &ti, &m);
-    }
+    status = sbx_request(ctx, &c, "token.issue", sbx_token_issue_pack, &ti, &m);
     if (status != 0) {
         return status;
     }
@@ -1685,10 +1676,7 @@ static int sbx_token_revoke(const struct sbx_ctx *ctx, int argc, char **argv)
     if (argc != 3 || argv[2][0] == '\0') {
         return sbx_usage_error(sbx_cmd_find("token"), "token revoke: needs one TOKEN or ID");
     }
-    int status = sbx_connect(ctx, &c);
-    if (status == 0) {
-        status = sbx_call(&c, "token.revoke", sbx_token_revoke_pack, argv[2], &m);
-    }
+    int status = sbx_request(ctx, &c, "token.revoke", sbx_token_revoke_pack, argv[2], &m);
     if (status != 0) {
         return status;
     }
@@ -1787,10 +1775,7 @@ static int sbx_token_list(const struct sbx_ctx *ctx, int argc, char **argv)
         return sbx_usage_error(sbx_cmd_find("token"), "token list: unexpected argument '%s'",
                                argv[2]);
     }
-    int status = sbx_connect(ctx, &c);
-    if (status == 0) {
-        status = sbx_call(&c, "token.list", NULL, NULL, &m);
-    }
+    int status = sbx_request(ctx, &c, "token.list", NULL, NULL, &m);
     if (status != 0) {
         return status;
     }

@@ -72,14 +72,7 @@ static void conn_closed(uv_handle_t *h)
     struct conn *c = h->data;
     struct server *s = c->srv;
     struct daemon *d = s->d;
-    if (c->prev) {
-        c->prev->next = c->next;
-    } else {
-        s->conns = c->next;
-    }
-    if (c->next) {
-        c->next->prev = c->prev;
-    }
+    DLIST_REMOVE(s->conns, c);
     s->n_conns--;
     c->rd = proto_reader_free(c->rd);
     free(c);
@@ -340,11 +333,7 @@ static void on_connection(uv_stream_t *ls, int status)
         free(c);
         return;
     }
-    c->next = s->conns;
-    if (s->conns) {
-        s->conns->prev = c;
-    }
-    s->conns = c;
+    DLIST_PUSH(s->conns, c);
     s->n_conns++;
     uv_os_fd_t fd;
     if (uv_fileno((uv_handle_t *)&c->pipe, &fd) == 0) {

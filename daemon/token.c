@@ -830,12 +830,7 @@ void token_attach(struct token_store *s, const struct token *ct, struct token_li
         token_flush_kick(s);
     }
     l->tok = t;
-    l->prev = NULL;
-    l->next = t->links;
-    if (t->links) {
-        t->links->prev = l;
-    }
-    t->links = l;
+    DLIST_PUSH(t->links, l);
     t->running++;
 }
 
@@ -845,14 +840,7 @@ void token_detach(struct token_link *l)
     if (!t) {
         return;
     }
-    if (l->prev) {
-        l->prev->next = l->next;
-    } else {
-        t->links = l->next;
-    }
-    if (l->next) {
-        l->next->prev = l->prev;
-    }
+    DLIST_REMOVE(t->links, l);
     t->running--;
     l->tok = NULL;
     l->prev = l->next = NULL;

@@ -76,26 +76,6 @@ WARM=16
 # shellcheck source=loadtest/lib.sh
 . ./loadtest/lib.sh
 
-# Stops the current sbxd (SIGTERM, 30 s, then SIGKILL); sets stop_rc.
-stop_sbxd() {
-    stop_rc=0
-    [ -n "$pid" ] || return 0
-    kill -TERM "$pid" 2>/dev/null || true
-    i=0
-    while [ $i -lt 300 ] && ! proc_gone "$pid"; do
-        sleep 0.1
-        i=$((i + 1))
-    done
-    if proc_gone "$pid"; then
-        wait "$pid" || stop_rc=$?
-    else
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-        stop_rc=255
-    fi
-    pid=""
-}
-
 cleanup() {
     if [ -n "$holder" ]; then
         kill -TERM "$holder" 2>/dev/null || true

@@ -35,16 +35,7 @@ pid=""
 . ./loadtest/lib.sh
 
 cleanup() {
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        kill -TERM "$pid" 2>/dev/null || true
-        i=0
-        while [ $i -lt 100 ] && ! proc_gone "$pid"; do
-            sleep 0.1
-            i=$((i + 1))
-        done
-        kill -KILL "$pid" 2>/dev/null || true
-        wait "$pid" 2>/dev/null || true
-    fi
+    stop_sbxd 100
     rm -rf "$tmp"
 }
 trap cleanup EXIT
