@@ -12,8 +12,7 @@
 
 #include "util.h"
 
-static void load_opts_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void load_opts_errorf(const char *fmt, ...)
+void load_errorf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -55,7 +54,7 @@ void load_opts_usage(FILE *f)
 
 static int load_opts_bad(const char *name, const char *v)
 {
-    load_opts_errorf("%s: invalid value '%s'", name, v);
+    load_errorf("%s: invalid value '%s'", name, v);
     load_opts_usage(stderr);
     return EX_USAGE;
 }
@@ -157,13 +156,13 @@ int load_opts_parse(int argc, char **argv, struct load_opts *o)
             }
             o->pid = (long)pid;
         } else {
-            load_opts_errorf("unknown option '%s'", a);
+            load_errorf("unknown option '%s'", a);
             load_opts_usage(stderr);
             return EX_USAGE;
         }
 #undef OPT
         if (r < 0) {
-            load_opts_errorf("%s needs a value", a);
+            load_errorf("%s needs a value", a);
             load_opts_usage(stderr);
             return EX_USAGE;
         }
@@ -173,22 +172,22 @@ int load_opts_parse(int argc, char **argv, struct load_opts *o)
         o->argc = (size_t)(argc - i);
     }
     if (o->scenario && (i < argc || o->pool || o->stdin_bytes >= 0 || o->timeout_s > 0)) {
-        load_opts_errorf("--scenario gives the commands, pools, stdin and timeouts: "
-                         "no COMMAND, --pool, --stdin-bytes or --timeout with it");
+        load_errorf("--scenario gives the commands, pools, stdin and timeouts: "
+                    "no COMMAND, --pool, --stdin-bytes or --timeout with it");
         return EX_USAGE;
     }
     if ((o->tasks > 0) == (o->duration_ns > 0)) {
-        load_opts_errorf("give exactly one of --tasks and --duration");
+        load_errorf("give exactly one of --tasks and --duration");
         load_opts_usage(stderr);
         return EX_USAGE;
     }
     if (o->argv[0][0] == '\0') {
-        load_opts_errorf("the command must not be empty");
+        load_errorf("the command must not be empty");
         return EX_USAGE;
     }
     if (strlen(o->socket_path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
-        load_opts_errorf("socket path too long (at most %zu bytes): %s",
-                         sizeof(((struct sockaddr_un *)0)->sun_path) - 1, o->socket_path);
+        load_errorf("socket path too long (at most %zu bytes): %s",
+                    sizeof(((struct sockaddr_un *)0)->sun_path) - 1, o->socket_path);
         return EX_USAGE;
     }
     if (o->connections == 0) {

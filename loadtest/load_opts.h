@@ -33,3 +33,6 @@ struct load_opts {
 int load_opts_parse(int argc, char **argv, struct load_opts *o);
 /* Prints the usage text. */
 void load_opts_usage(FILE *f);
+
+/* Prints "sbx-load: <message>" and a newline on stderr. */
+void load_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

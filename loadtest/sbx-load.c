@@ -9,7 +9,6 @@
 #include <inttypes.h>
 #include <math.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,17 +140,6 @@ static char load_stdin_block[LOAD_STDIN_CHUNK]; /* the bytes every stdin chunk c
 static void load_fill(struct load *l);
 static void load_finish(struct load *l);
 static void conn_start(struct conn *c);
-
-static void load_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void load_errorf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    (void)fputs("sbx-load: ", stderr);
-    (void)vfprintf(stderr, fmt, ap);
-    (void)fputc('\n', stderr);
-    va_end(ap);
-}
 
 /* The next task to run. The only place that decides what a task is. */
 static void load_next_task(struct load *l, struct load_task_spec *ret)
