@@ -13,6 +13,18 @@ from harness import Daemon, pool_yaml, SBXD, sandbox_processes
 import sbx_client
 
 
+def start_and_wait(c, argv):
+    """Starts argv on client c and returns its msgid once exec.started has come."""
+    started = threading.Event()
+    msgid = c.exec_start(argv, on_started=lambda x: started.set())[0]
+    while not started.is_set():
+        try:
+            c.wait(msgid, timeout=0.05)
+        except TimeoutError:
+            pass
+    return msgid
+
+
 class Config(unittest.TestCase):
     def run_sbxd(self, *args):
         return subprocess.run([SBXD] + list(args), capture_output=True, timeout=30)
@@ -94,14 +106,7 @@ class Lifecycle(unittest.TestCase):
     def test_sigterm_lets_running_tasks_finish(self):
         d = Daemon(pools=[pool_yaml(warm=2)], config_extra="")
         c = d.client()
-        started = threading.Event()
-        msgid = c.exec_start(["sh", "-c", "sleep 1; echo finished"],
-                             on_started=lambda x: started.set())[0]
-        while not started.is_set():
-            try:
-                c.wait(msgid, timeout=0.05)
-            except TimeoutError:
-                pass
+        msgid = start_and_wait(c, ["sh", "-c", "sleep 1; echo finished"])
         d.proc.send_signal(signal.SIGTERM)
         time.sleep(0.2)
         self.assertFalse(os.path.exists(d.sock))  # no new connections
@@ -116,14 +121,7 @@ class Lifecycle(unittest.TestCase):
     def test_grace_over_kills_the_rest(self):
         d = Daemon(pools=[pool_yaml(warm=1)], config_extra="drain_grace: 1s\n")
         c = d.client()
-        started = threading.Event()
-        msgid = c.exec_start(["sh", "-c", "setsid sleep 4401 & sleep 4402"],
-                             on_started=lambda x: started.set())[0]
-        while not started.is_set():
-            try:
-                c.wait(msgid, timeout=0.05)
-            except TimeoutError:
-                pass
+        msgid = start_and_wait(c, ["sh", "-c", "setsid sleep 4401 & sleep 4402"])
         t0 = time.time()
         d.proc.send_signal(signal.SIGTERM)
         res = c.wait(msgid, timeout=30)
@@ -136,13 +134,7 @@ class Lifecycle(unittest.TestCase):
     def test_second_sigterm_kills_at_once(self):
         d = Daemon(pools=[pool_yaml(warm=1)], config_extra="drain_grace: 60s\n")
         c = d.client()
-        started = threading.Event()
-        msgid = c.exec_start(["sleep", "4403"], on_started=lambda x: started.set())[0]
-        while not started.is_set():
-            try:
-                c.wait(msgid, timeout=0.05)
-            except TimeoutError:
-                pass
+        msgid = start_and_wait(c, ["sleep", "4403"])
         d.proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
         t0 = time.time()

@@ -604,48 +604,43 @@ static void spawn_sandbox__bad_image_root_fails_setup(void **state)
     box_stop(&b);
 }
 
+/* Spawns init with pkt as its CTL_SETUP, expects it refused as a protocol error; returns
+ * the error it reported. */
+static int setup_refused(const void *pkt, size_t len)
+{
+    struct ctl_event ev;
+    struct box b;
+    box_spawn(&b, true, pkt, len);
+    assert_int_equal(recv_event(b.ctl, &ev, WAIT_MS), 0);
+    assert_int_equal(ev.type, CTL_SETUP_FAILED);
+    assert_int_equal(ev.stage, CTL_STAGE_PROTOCOL);
+    box_stop(&b);
+    return ev.err;
+}
+
 static void spawn_sandbox__bad_setup_is_refused(void **state)
 {
     (void)state;
     struct ctl_setup s;
-    struct ctl_event ev;
-    struct box b;
     need_prereqs();
 
     /* A short packet. */
-    box_spawn(&b, true, "garbage", 7);
-    assert_int_equal(recv_event(b.ctl, &ev, WAIT_MS), 0);
-    assert_int_equal(ev.type, CTL_SETUP_FAILED);
-    assert_int_equal(ev.stage, CTL_STAGE_PROTOCOL);
-    box_stop(&b);
+    (void)setup_refused("garbage", 7);
 
     /* The task may never be root. */
     setup_init(&s, fx.image);
     s.uid = 0;
-    box_spawn(&b, true, &s, sizeof(s));
-    assert_int_equal(recv_event(b.ctl, &ev, WAIT_MS), 0);
-    assert_int_equal(ev.type, CTL_SETUP_FAILED);
-    assert_int_equal(ev.stage, CTL_STAGE_PROTOCOL);
-    assert_int_equal(ev.err, -EPERM);
-    box_stop(&b);
+    assert_int_equal(setup_refused(&s, sizeof(s)), -EPERM);
 
     /* An unterminated hostname. */
     setup_init(&s, fx.image);
     memset(s.hostname, 'a', sizeof(s.hostname));
-    box_spawn(&b, true, &s, sizeof(s));
-    assert_int_equal(recv_event(b.ctl, &ev, WAIT_MS), 0);
-    assert_int_equal(ev.type, CTL_SETUP_FAILED);
-    assert_int_equal(ev.stage, CTL_STAGE_PROTOCOL);
-    box_stop(&b);
+    (void)setup_refused(&s, sizeof(s));
 
     /* A seccomp count that does not match the packet. */
     setup_init(&s, fx.image);
     s.seccomp_insns = 3;
-    box_spawn(&b, true, &s, sizeof(s));
-    assert_int_equal(recv_event(b.ctl, &ev, WAIT_MS), 0);
-    assert_int_equal(ev.type, CTL_SETUP_FAILED);
-    assert_int_equal(ev.stage, CTL_STAGE_PROTOCOL);
-    box_stop(&b);
+    (void)setup_refused(&s, sizeof(s));
 }
 
 static void spawn_sandbox__missing_command_fails_exec(void **state)
