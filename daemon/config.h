@@ -87,6 +87,8 @@ struct config {
     uint64_t drain_grace_ns;        /* SIGTERM: how long running tasks may finish; default 10 s */
     uint32_t refill_parallelism;    /* sandboxes created at once, all pools; default 2 */
     bool netns_recycle;             /* reuse clean network namespaces (netns.c); default true */
+    bool fork_server;               /* fork sandboxes from a zygote per pool (zygote.c); default
+                                       true; needs userns */
 
     int cgroup_version;  /* 0 auto, 1, 2; default 0 */
     char *cgroup_parent; /* NULL: the cgroup sbxd starts in */

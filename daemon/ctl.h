@@ -11,21 +11,35 @@
  *   init -> sbxd: CTL_STARTED (task handed to the child forked at setup) then
  *                 CTL_EXITED | CTL_EXEC_FAILED
  * After CTL_EXITED sbxd kills init (SIGKILL through its pidfd), which ends every process
- * of the sandbox's pid namespace. If sbxd's end closes, init exits and so does the sandbox. */
+ * of the sandbox's pid namespace. If sbxd's end closes, init exits and so does the sandbox.
+ *
+ * The fork server (a pool's zygote, docs/ARCHITECTURE.md) is sbxd-init too, spoken to on its
+ * own control socket:
+ *   sbxd -> zygote: CTL_ZYGOTE (a struct ctl_setup; + SCM_RIGHTS {image} with
+ *                   CTL_SETUP_IMAGE_FD) -> it builds the pool's root once
+ *   zygote -> sbxd: CTL_READY | CTL_SETUP_FAILED
+ *   sbxd -> zygote: CTL_SPAWN + SCM_RIGHTS {the new sandbox's control socket, [its network
+ *                   namespace], [its cgroup (v2)]}, any number of times
+ *   zygote -> sbxd: CTL_SPAWNED (pid) + SCM_RIGHTS {pidfd} | CTL_SETUP_FAILED
+ * The spawned sandbox is sbxd's child (CLONE_PARENT) and waits for CTL_SETUP like any init;
+ * sbxd writes its id maps (and attaches it on cgroup v1) before sending it. */
 #include <stddef.h>
 #include <stdint.h>
 
 #define CTL_FD 3
-#define CTL_MAGIC 0x53425805u
+#define CTL_MAGIC 0x53425806u
 
 enum ctl_type {
     CTL_SETUP = 1,
     CTL_TASK = 2,
+    CTL_ZYGOTE = 3,
+    CTL_SPAWN = 4,
     CTL_READY = 10,
     CTL_SETUP_FAILED = 11,
     CTL_STARTED = 12,
     CTL_EXITED = 13,
     CTL_EXEC_FAILED = 14,
+    CTL_SPAWNED = 15,
 };
 
 /* Setup stages, reported in ctl_event.stage when setup or exec fails. */
@@ -47,6 +61,8 @@ enum ctl_stage {
     CTL_STAGE_SECCOMP,
     CTL_STAGE_EXEC,
     CTL_STAGE_TASK_MOUNT, /* attaching a token's mounts before the fork */
+    CTL_STAGE_IDS,        /* a zygote's sandbox taking its namespace's root ids */
+    CTL_STAGE_ZYGOTE,     /* the fork server: its template or a fork */
 };
 
 #define CTL_SETUP_DEV_SHM 0x1u
@@ -83,6 +99,18 @@ struct ctl_setup {
      * sbxd with CTL_READY, keeping no copy. sbxd serves it for a task with a network
      * profile and closes it otherwise, so nothing listens there for the task. */
     uint32_t proxy_port;
+};
+
+/* CTL_SPAWN: the fds that come with it, in this order: the sandbox's end of its control
+ * socket (always), its network namespace (with CTL_SPAWN_NETNS, else the sandbox gets a new
+ * one), its cgroup directory (with CTL_SPAWN_CGROUP: CLONE_INTO_CGROUP, cgroup v2). */
+#define CTL_SPAWN_CGROUP 0x1u
+#define CTL_SPAWN_NETNS 0x2u
+struct ctl_spawn {
+    uint32_t magic;
+    uint32_t type; /* CTL_SPAWN */
+    uint32_t flags;
+    uint32_t reserved;
 };
 
 struct ctl_task {

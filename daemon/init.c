@@ -71,6 +71,9 @@ enum init_task_state { TASK_NONE, TASK_RUNNING, TASK_DONE };
 
 struct init {
     int ctl;
+    /* Forked by the pool's zygote (init_zygote): the root comes from its template, and our ids
+     * are still the host's until CTL_SETUP (sbxd has written the maps by then). */
+    bool from_zygote;
     int image_fd; /* CTL_SETUP_IMAGE_FD: the image's root until the mounts are built, else -1 */
     int sigfd;
     struct ctl_setup setup;
@@ -203,14 +206,20 @@ static bool init_hostname_ok(const char *h)
     return true;
 }
 
-/* Receives and checks CTL_SETUP. Returns 0 or -errno with e. */
-static int init_read_setup(struct init *in, struct err *e)
+/* Receives one setup packet (with at most the image's fd) into in->buf. Exits on EOF. */
+static ssize_t init_recv_setup(struct init *in, size_t *got)
 {
-    size_t got = 0;
-    ssize_t n = init_recv(in, in->ctl, &in->image_fd, 1, &got);
+    ssize_t n = init_recv(in, in->ctl, &in->image_fd, 1, got);
     if (n == 0) {
         _exit(0);
     }
+    return n;
+}
+
+/* Checks the CTL_SETUP (or, for a zygote, CTL_ZYGOTE) of n bytes in in->buf that came with
+ * got fds. Returns 0 or -errno with e. */
+static int init_parse_setup(struct init *in, ssize_t n, size_t got, uint32_t type, struct err *e)
+{
     if (n < 0) {
         return err_set(e, (int)n, "receive setup");
     }
@@ -219,7 +228,7 @@ static int init_read_setup(struct init *in, struct err *e)
     }
     struct ctl_setup *s = &in->setup;
     memcpy(s, in->buf, sizeof(*s));
-    if (s->magic != CTL_MAGIC || s->type != CTL_SETUP) {
+    if (s->magic != CTL_MAGIC || s->type != type) {
         return err_setx(e, -EPROTO, "bad setup magic or type");
     }
     if (s->seccomp_insns > CTL_SECCOMP_MAX_INSNS ||
@@ -329,13 +338,33 @@ static int init_reopen_null(struct err *e)
     return 0;
 }
 
-/* Runs the setup steps; on failure sends CTL_SETUP_FAILED and exits. Returns the egress
- * proxy's listener for init_ready, or -1 when there is none. */
-static int init_setup(struct init *in)
+/* A sandbox forked by the zygote still holds the zygote's ids, the host's root, which its
+ * user namespace does not map; sbxd wrote the maps before CTL_SETUP. SECURITY: the host's
+ * supplementary groups go too. */
+static int init_become_root(struct err *e)
+{
+    if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
+        return err_set(e, -errno, "take the namespace's root ids");
+    }
+    /* The change of ids made us undumpable with the host as owner of /proc/self; the
+     * namespace's root owns it again, and nothing may ptrace or peek into init. */
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    return 0;
+}
+
+/* Runs the setup steps on the CTL_SETUP in in->buf (n bytes, got fds); on failure sends
+ * CTL_SETUP_FAILED and exits. Returns the egress proxy's listener for init_ready, or -1
+ * when there is none. */
+static int init_setup(struct init *in, ssize_t n, size_t got)
 {
     struct err e = ERR_INIT;
     uint32_t stage = CTL_STAGE_PROTOCOL;
-    int r = init_read_setup(in, &e);
+    int r = init_parse_setup(in, n, got, CTL_SETUP, &e);
+    if (r == 0 && in->from_zygote) {
+        stage = CTL_STAGE_IDS;
+        r = in->image_fd >= 0 ? err_setx(&e, -EPROTO, "an image fd for a zygote's sandbox")
+                              : init_become_root(&e);
+    }
     if (r == 0) {
         stage = CTL_STAGE_CGROUPNS;
         /* After sbxd placed us: the namespace's root is the sandbox's own cgroup. */
@@ -354,6 +383,7 @@ static int init_setup(struct init *in)
             .gid = s->gid,
             .tmp_size = s->tmp_size,
             .shm_size = (s->flags & CTL_SETUP_DEV_SHM) ? s->shm_size : 0,
+            .mode = in->from_zygote ? MOUNT_FROM_TEMPLATE : MOUNT_WHOLE,
         };
         r = mount_setup(&mc, &e);
         in->image_fd = fd_close(in->image_fd);
@@ -1115,6 +1145,173 @@ static void init_fill_std_fds(void)
     }
 }
 
+/* A sandbox's init from its setup on: never returns. */
+__attribute__((noreturn)) static void init_sandbox(struct init *in, ssize_t n, size_t got)
+{
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
+        _exit(2);
+    }
+    in->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (in->sigfd < 0) {
+        _exit(2);
+    }
+    int proxy = init_setup(in, n, got);
+    /* Ahead of READY, so that the fork and the shedding of privileges are off a task's
+     * path: a warm sandbox has its task child waiting. */
+    init_fork_task_child(in, proxy);
+    init_ready(in, proxy);
+    init_loop(in);
+    _exit(1);
+}
+
+/* ---- the fork server (a pool's zygote, docs/ARCHITECTURE.md) ---- */
+
+struct init_zygote_arg {
+    struct init *in;
+    int ctl; /* the new sandbox's control socket */
+};
+
+/* The new sandbox, a copy of the zygote in its new namespaces: its control socket becomes
+ * CTL_FD and every other fd of the zygote goes (the zygote's own control socket, the
+ * namespace and cgroup fds). Then it is any sandbox's init, from CTL_SETUP on. */
+static int init_zygote_child(void *arg)
+{
+    const struct init_zygote_arg *a = arg;
+    struct init *in = a->in;
+    if (dup3(a->ctl, CTL_FD, O_CLOEXEC) < 0 || sys_close_range(CTL_FD + 1, ~0U, 0) < 0) {
+        _exit(2);
+    }
+    in->ctl = CTL_FD;
+    in->from_zygote = true;
+    in->image_fd = -1;
+    /* Our own group, as any init leads one (sbxd renices it as a whole). */
+    (void)setsid();
+    size_t got = 0;
+    ssize_t n = init_recv_setup(in, &got);
+    init_sandbox(in, n, got);
+}
+
+/* Forks one sandbox: joins its network namespace for the clone (and returns to its own),
+ * and the child is sbxd's (CLONE_PARENT), placed in its cgroup by the kernel when the
+ * cgroup's fd came (v2). Returns the pid, with its pidfd in *pidfd, or -errno with e. */
+static pid_t init_zygote_fork(struct init *in, int self_net, const int *fds, uint32_t flags,
+                              int *pidfd, struct err *e)
+{
+    struct init_zygote_arg arg = {in, fds[0]};
+    int netns = (flags & CTL_SPAWN_NETNS) ? fds[1] : -1;
+    int cgroup = (flags & CTL_SPAWN_CGROUP) ? fds[netns >= 0 ? 2 : 1] : -1;
+    struct sys_clone_args args;
+    memset(&args, 0, sizeof(args));
+    /* exit_signal stays 0: with CLONE_PARENT the child's is ours, SIGCHLD to sbxd. */
+    args.flags = CLONE_PARENT | CLONE_PIDFD | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS |
+                 CLONE_NEWIPC | CLONE_NEWUTS;
+    args.pidfd = (uint64_t)(uintptr_t)pidfd;
+    if (cgroup >= 0) {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = (uint64_t)cgroup;
+    }
+    if (netns < 0) {
+        args.flags |= CLONE_NEWNET;
+    } else if (setns(netns, CLONE_NEWNET) < 0) {
+        return err_set(e, -errno, "join the sandbox's network namespace");
+    }
+    pid_t pid = sys_clone3_run(&args, init_zygote_child, &arg);
+    /* SECURITY: the zygote never stays in a sandbox's network namespace. */
+    if (netns >= 0 && setns(self_net, CLONE_NEWNET) < 0) {
+        _exit(1);
+    }
+    if (pid < 0) {
+        return err_set(e, pid, "clone3");
+    }
+    return pid;
+}
+
+/* Serves one CTL_SPAWN; exits when sbxd's end closes. */
+static void init_zygote_serve(struct init *in, int self_net)
+{
+    int fds[3] = {-1, -1, -1};
+    size_t got = 0;
+    struct err e = ERR_INIT;
+    int r = 0;
+    ssize_t n = init_recv(in, in->ctl, fds, 3, &got);
+    if (n == 0) {
+        _exit(0);
+    }
+    const struct ctl_spawn *sp = (const struct ctl_spawn *)in->buf;
+    if (n < 0) {
+        r = err_set(&e, (int)n, "receive spawn");
+    } else if ((size_t)n != sizeof(*sp) || sp->magic != CTL_MAGIC || sp->type != CTL_SPAWN ||
+               (sp->flags & ~(CTL_SPAWN_CGROUP | CTL_SPAWN_NETNS)) != 0) {
+        r = err_setx(&e, -EPROTO, "bad spawn packet");
+    } else if (got != 1u + !!(sp->flags & CTL_SPAWN_CGROUP) + !!(sp->flags & CTL_SPAWN_NETNS)) {
+        r = err_setx(&e, -EPROTO, "spawn came with %zu fds", got);
+    }
+    int pidfd = -1;
+    pid_t pid = r < 0 ? r : init_zygote_fork(in, self_net, fds, sp->flags, &pidfd, &e);
+    for (size_t i = 0; i < got; i++) {
+        fds[i] = fd_close(fds[i]);
+    }
+    if (pid < 0) {
+        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_ZYGOTE, pid, err_msg(&e));
+        return;
+    }
+    struct ctl_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.type = CTL_SPAWNED;
+    ev.pid = (uint32_t)pid;
+    init_send_with_fd(in, &ev, pidfd);
+    (void)fd_close(pidfd);
+}
+
+/* The zygote: builds the pool's template as its own root, reports READY, then forks a
+ * sandbox per CTL_SPAWN. It runs as the host's root in mount and network namespaces of its
+ * own, and never runs anything of a task. */
+__attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, size_t got)
+{
+    struct err e = ERR_INIT;
+    int r = init_parse_setup(in, n, got, CTL_ZYGOTE, &e);
+    /* Ours, to come back to after each fork (the template's /proc shows no process). */
+    int self_net = -1;
+    if (r == 0) {
+        self_net = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        if (self_net < 0) {
+            r = err_set(&e, -errno, "open own network namespace");
+        }
+    }
+    if (r == 0) {
+        const struct ctl_setup *s = &in->setup;
+        struct mount_config mc = {
+            .mode = MOUNT_TEMPLATE,
+            .image_root = s->image_root,
+            .image_fd = in->image_fd,
+            .hostname = s->hostname,
+            .uid = s->uid,
+            .gid = s->gid,
+            .tmp_size = s->tmp_size,
+            .shm_size = (s->flags & CTL_SETUP_DEV_SHM) ? s->shm_size : 0,
+        };
+        r = mount_setup(&mc, &e);
+        in->image_fd = fd_close(in->image_fd);
+        if (r == 0) {
+            r = init_reopen_null(&e);
+        }
+    }
+    if (r < 0) {
+        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_ZYGOTE, r, err_msg(&e));
+        _exit(1);
+    }
+    struct ctl_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.type = CTL_READY;
+    init_send(in, &ev);
+    for (;;) {
+        init_zygote_serve(in, self_net);
+    }
+}
+
 int main(void)
 {
     static struct init in;
@@ -1145,21 +1342,11 @@ int main(void)
     if (!in.buf) {
         return 2;
     }
-    sigset_t mask;
-    sigemptyset(&mask);
-    sigaddset(&mask, SIGCHLD);
-    if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
-        return 2;
+    size_t got = 0;
+    ssize_t n = init_recv_setup(&in, &got);
+    if (n >= (ssize_t)sizeof(struct ctl_setup) &&
+        ((const struct ctl_setup *)in.buf)->type == CTL_ZYGOTE) {
+        init_zygote(&in, n, got);
     }
-    in.sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (in.sigfd < 0) {
-        return 2;
-    }
-    int proxy = init_setup(&in);
-    /* Ahead of READY, so that the fork and the shedding of privileges are off a task's
-     * path: a warm sandbox has its task child waiting. */
-    init_fork_task_child(&in, proxy);
-    init_ready(&in, proxy);
-    init_loop(&in);
-    return 0;
+    init_sandbox(&in, n, got);
 }

@@ -8,12 +8,15 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sys.h"
@@ -196,6 +199,39 @@ static int mount_image_etc(int imgfd, struct err *e)
     return 0;
 }
 
+/* /etc/hosts and /etc/hostname name the sandbox. In a template they are links to
+ * /run/sbx, which each sandbox forked from it fills (mount_from_template); else they are
+ * written in dir. */
+static int mount_names_files(const struct mount_config *cfg, const char *dir, struct err *e)
+{
+    static const char *const names[] = {"hosts", "hostname"};
+    char path[64];
+    char buf[256];
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+        (void)snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        if (cfg->mode == MOUNT_TEMPLATE) {
+            (void)snprintf(buf, sizeof(buf), "../run/sbx/%s", names[i]);
+            if (symlink(buf, path) < 0) {
+                return err_set(e, -errno, "symlink %s", path);
+            }
+            continue;
+        }
+        if (i == 0) {
+            (void)snprintf(buf, sizeof(buf),
+                           "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                           "127.0.1.1\t%s\n",
+                           cfg->hostname);
+        } else {
+            (void)snprintf(buf, sizeof(buf), "%s\n", cfg->hostname);
+        }
+        int r = mount_write_file(path, buf, e);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
 static int mount_etc(int imgfd, const struct mount_config *cfg, struct err *e)
 {
     char buf[1024];
@@ -218,11 +254,7 @@ static int mount_etc(int imgfd, const struct mount_config *cfg, struct err *e)
     if (r < 0) {
         return r;
     }
-    (void)snprintf(buf, sizeof(buf),
-                   "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
-                   "127.0.1.1\t%s\n",
-                   cfg->hostname);
-    r = mount_write_file(STAGE "/etc/hosts", buf, e);
+    r = mount_names_files(cfg, STAGE "/etc", e);
     if (r < 0) {
         return r;
     }
@@ -230,11 +262,6 @@ static int mount_etc(int imgfd, const struct mount_config *cfg, struct err *e)
                          "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
                          "networks: files\nprotocols: files\nservices: files\n",
                          e);
-    if (r < 0) {
-        return r;
-    }
-    (void)snprintf(buf, sizeof(buf), "%s\n", cfg->hostname);
-    r = mount_write_file(STAGE "/etc/hostname", buf, e);
     if (r < 0) {
         return r;
     }
@@ -251,10 +278,47 @@ static int mount_etc(int imgfd, const struct mount_config *cfg, struct err *e)
     return 0;
 }
 
-static int mount_proc(struct err *e)
+static int mount_dead_proc_child(void *arg)
+{
+    (void)arg;
+    if (mount("proc", STAGE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+        return 1;
+    }
+    return 0;
+}
+
+/* A template's /proc: the proc of a pid namespace whose only process (a child of ours, in our
+ * mount namespace) mounts it and exits, so it lists no process at all. A sandbox's user
+ * namespace may mount its own proc only where a proc is fully visible already (the kernel's
+ * mount_too_revealing); this one is, and shows nothing of the host's or the zygote's
+ * processes, should it ever be uncovered. */
+static int mount_dead_proc(struct err *e)
+{
+    struct sys_clone_args args;
+    memset(&args, 0, sizeof(args));
+    args.flags = CLONE_NEWPID;
+    args.exit_signal = SIGCHLD;
+    pid_t pid = sys_clone3_run(&args, mount_dead_proc_child, NULL);
+    if (pid < 0) {
+        return err_set(e, pid, "clone3 for the template's /proc");
+    }
+    int st = 0;
+    if (RETRY_EINTR(waitpid(pid, &st, 0)) < 0) {
+        return err_set(e, -errno, "wait for the template's /proc");
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        return err_setx(e, -EPERM, "mount the template's /proc failed (status 0x%x)", st);
+    }
+    return 0;
+}
+
+static int mount_proc(const struct mount_config *cfg, struct err *e)
 {
     if (mkdir(STAGE "/proc", 0555) < 0) {
         return err_set(e, -errno, "mkdir /proc");
+    }
+    if (cfg->mode == MOUNT_TEMPLATE) {
+        return mount_dead_proc(e);
     }
     /* A proc of our own pid namespace: only the sandbox's processes are visible. */
     if (mount("proc", STAGE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
@@ -279,7 +343,19 @@ static int mount_proc(struct err *e)
     return 0;
 }
 
-static int mount_dev(const int *nodes, uint64_t shm_size, struct err *e)
+static int mount_dev_shm(const struct mount_config *cfg, struct err *e)
+{
+    if (cfg->mode != MOUNT_FROM_TEMPLATE && mkdir(STAGE "/dev/shm", 01777) < 0) {
+        return err_set(e, -errno, "mkdir /dev/shm");
+    }
+    if (cfg->mode == MOUNT_TEMPLATE) {
+        return 0; /* each sandbox mounts its own */
+    }
+    return mount_tmpfs(STAGE "/dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", cfg->shm_size,
+                       e);
+}
+
+static int mount_dev(const int *nodes, const struct mount_config *cfg, struct err *e)
 {
     static const char *const links[][2] = {{"fd", "/proc/self/fd"},
                                            {"stdin", "/proc/self/fd/0"},
@@ -313,11 +389,8 @@ static int mount_dev(const int *nodes, uint64_t shm_size, struct err *e)
             return err_set(e, -errno, "symlink %s", path);
         }
     }
-    if (shm_size > 0) {
-        if (mkdir(STAGE "/dev/shm", 01777) < 0) {
-            return err_set(e, -errno, "mkdir /dev/shm");
-        }
-        r = mount_tmpfs(STAGE "/dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", shm_size, e);
+    if (cfg->shm_size > 0) {
+        r = mount_dev_shm(cfg, e);
         if (r < 0) {
             return r;
         }
@@ -392,6 +465,109 @@ static int mount_attach_image(const struct mount_config *cfg, int *ret, struct e
     return 0;
 }
 
+/* The task's /tmp; a template has only the directory, where its sandboxes build their
+ * roots (mount_from_template). */
+static int mount_scratch(const struct mount_config *cfg, struct err *e)
+{
+    if (mkdir(STAGE "/tmp", cfg->mode == MOUNT_TEMPLATE ? 0755 : 01777) < 0) {
+        return err_set(e, -errno, "mkdir /tmp");
+    }
+    if (cfg->mode == MOUNT_TEMPLATE) {
+        return 0;
+    }
+    return mount_tmpfs(STAGE "/tmp", MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", cfg->tmp_size, e);
+}
+
+/* Replicates the template entry name (the zygote's root is ours until pivot_root) in the
+ * new root at STAGE: its own /tmp, /proc; a link as a link; a directory as a recursive
+ * bind of the template's, which keeps every mount's flags (the kernel locks them in our
+ * user namespace: read-only stays read-only). */
+static int mount_template_entry(int root, const struct dirent *de, const struct mount_config *cfg,
+                                struct err *e)
+{
+    char src[300];
+    char dst[300];
+    if (strcmp(de->d_name, "tmp") == 0) {
+        return mount_scratch(cfg, e);
+    }
+    if (strcmp(de->d_name, "proc") == 0) {
+        return mount_proc(cfg, e);
+    }
+    (void)snprintf(dst, sizeof(dst), STAGE "/%s", de->d_name);
+    if (de->d_type == DT_LNK) {
+        char target[4096];
+        ssize_t n = readlinkat(root, de->d_name, target, sizeof(target));
+        if (n < 0 || (size_t)n >= sizeof(target)) {
+            return err_set(e, n < 0 ? -errno : -ENAMETOOLONG, "readlink template /%s", de->d_name);
+        }
+        target[n] = '\0';
+        if (symlink(target, dst) < 0) {
+            return err_set(e, -errno, "symlink %s", dst);
+        }
+        return 0;
+    }
+    if (de->d_type != DT_DIR) {
+        return err_setx(e, -EINVAL, "template /%.64s: not a directory or link", de->d_name);
+    }
+    (void)snprintf(src, sizeof(src), "/%s", de->d_name);
+    if (mkdir(dst, 0755) < 0) {
+        return err_set(e, -errno, "mkdir %s", dst);
+    }
+    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0) {
+        return err_set(e, -errno, "bind template %s", src);
+    }
+    return 0;
+}
+
+/* A sandbox's root from its zygote's template: a new tmpfs on the template's empty /tmp,
+ * filled by mount_template_entry, /dev/shm, the names files, then pivot_root into it, which
+ * leaves the template's root detached. */
+static int mount_from_template(const struct mount_config *cfg, struct err *e)
+{
+    scoped_close int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0) {
+        return err_set(e, -errno, "open the template's root");
+    }
+    int r = mount_tmpfs(STAGE, MS_NOSUID | MS_NODEV | MS_NOEXEC, "0755", 1024 * 1024, e);
+    if (r < 0) {
+        return err_prefix(e, r, "new root");
+    }
+    int dfd = dup(root);
+    if (dfd < 0) {
+        return err_set(e, -errno, "dup");
+    }
+    scoped(mount_closedirp) DIR *dir = fdopendir(dfd);
+    if (!dir) {
+        r = -errno;
+        (void)fd_close(dfd);
+        return err_set(e, r, "read the template's root");
+    }
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+            continue;
+        }
+        r = mount_template_entry(root, de, cfg, e);
+        if (r < 0) {
+            return r;
+        }
+    }
+    if (cfg->shm_size > 0) {
+        r = mount_dev_shm(cfg, e);
+        if (r < 0) {
+            return r;
+        }
+    }
+    if (mkdir(STAGE "/run", 0755) < 0 || mkdir(STAGE "/run/sbx", 0755) < 0) {
+        return err_set(e, -errno, "mkdir /run/sbx");
+    }
+    r = mount_names_files(cfg, STAGE "/run/sbx", e);
+    if (r < 0) {
+        return r;
+    }
+    return mount_pivot(e);
+}
+
 static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e)
 {
     int r;
@@ -445,18 +621,15 @@ static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e
             return err_set(e, -errno, "detach the image from %s", IMAGE_STAGE);
         }
     }
-    if (mkdir(STAGE "/tmp", 01777) < 0) {
-        return err_set(e, -errno, "mkdir /tmp");
-    }
-    r = mount_tmpfs(STAGE "/tmp", MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", cfg->tmp_size, e);
+    r = mount_scratch(cfg, e);
     if (r < 0) {
         return r;
     }
-    r = mount_proc(e);
+    r = mount_proc(cfg, e);
     if (r < 0) {
         return r;
     }
-    r = mount_dev(nodes, cfg->shm_size, e);
+    r = mount_dev(nodes, cfg, e);
     if (r < 0) {
         return r;
     }
@@ -474,7 +647,8 @@ int mount_setup(const struct mount_config *cfg, struct err *e)
     }
     /* Modes below are exact, whatever umask sbxd passed down. */
     mode_t old = umask(0);
-    int r = mount_build(cfg, nodes, e);
+    int r = cfg->mode == MOUNT_FROM_TEMPLATE ? mount_from_template(cfg, e)
+                                             : mount_build(cfg, nodes, e);
     (void)umask(old);
     for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
         nodes[i] = fd_close(nodes[i]);

@@ -9,7 +9,23 @@
 #include "ctl.h"
 #include "err.h"
 
+enum mount_mode {
+    /* The whole sandbox root, from the image, in the sandbox's own namespaces. */
+    MOUNT_WHOLE,
+    /* A pool's template (in its zygote, host root in a private mount namespace): the image's
+     * parts, /etc and /dev as in MOUNT_WHOLE; /tmp an empty directory; /proc of a pid namespace
+     * with no process left (the visible proc a user namespace needs to mount its own); no
+     * /dev/shm tmpfs, only its mount point. Becomes the zygote's root. */
+    MOUNT_TEMPLATE,
+    /* A sandbox forked by the zygote (in its new user and mount namespaces, a copy of the
+     * template): a root of its own built from recursive binds of the template's entries,
+     * its own /tmp, /proc and /dev/shm, and /run/sbx holding its hosts and hostname files
+     * (the template's /etc/hosts and /etc/hostname link there). */
+    MOUNT_FROM_TEMPLATE,
+};
+
 struct mount_config {
+    enum mount_mode mode;
     const char *image_root; /* absolute; "/" is the host image */
     int image_fd;           /* >= 0: a detached mount tree of the image's root (not closed
                                here), attached instead of opening image_root, which then only

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "reaper.h"
 #include "util.h"
+#include "zygote.h"
 
 #define BACKOFF_MIN_NS (50ULL * 1000 * 1000)
 #define BACKOFF_MAX_NS (5ULL * 1000 * 1000 * 1000)
@@ -31,6 +32,10 @@ int pool_new(struct daemon *d, const struct pool_config *pc, struct pool **ret, 
     p->limits.pids = pc->pids;
     uv_timer_init(d->loop, &p->retry_timer);
     p->retry_timer.data = p;
+    /* The fork server forks sandboxes into user namespaces: without them, none. */
+    if (d->cfg->fork_server && d->cfg->userns) {
+        p->zygote = zygote_new(pc->name);
+    }
     *ret = p;
     return 0;
 }
@@ -62,6 +67,7 @@ static void free_spares(struct pool *p)
 void pool_close(struct pool *p)
 {
     free_spares(p);
+    p->zygote = zygote_free(p->zygote);
     uv_close((uv_handle_t *)&p->retry_timer, pool_closed);
 }
 

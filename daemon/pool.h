@@ -42,6 +42,8 @@ struct pool {
     struct cgroup **spare_cg;
     uint32_t n_spare;
     uint32_t n_spare_pending;
+    /* The pool's fork server (zygote.c), or NULL when sandboxes are made from scratch. */
+    struct zygote *zygote;
 };
 
 /* Creates the pool (no sandbox yet; daemon_refill starts them). Returns 0 or -errno. */

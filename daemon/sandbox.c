@@ -29,6 +29,7 @@
 #include "spawn.h"
 #include "sys.h"
 #include "util.h"
+#include "zygote.h"
 
 const char *sandbox_state_name(enum sandbox_state s)
 {
@@ -124,15 +125,6 @@ static void create_work(uv_work_t *w)
         .join_netns = sb->netns_fd >= 0,
         .netns_fd = sb->netns_fd,
     };
-    struct spawn_result res;
-    r = spawn_sandbox(&plan, &res, e);
-    if (r < 0) {
-        sb->work_r = r;
-        return;
-    }
-    sb->pid = res.pid;
-    sb->pidfd = res.pidfd;
-
     size_t insns = sb->pool->bpf ? sb->pool->bpf_n : 0;
     size_t len = sizeof(struct ctl_setup) + insns * sizeof(struct sock_filter);
     scoped_free char *buf = xcalloc(1, len);
@@ -148,11 +140,26 @@ static void create_work(uv_work_t *w)
     s->proxy_port = cfg->n_egress_profiles > 0 ? cfg->egress_port : 0;
     (void)snprintf(s->hostname, sizeof(s->hostname), "sbx-%s", sb->id);
     str_copy(s->image_root, image_root, sizeof(s->image_root));
-    if (image_fd >= 0) {
-        s->flags |= CTL_SETUP_IMAGE_FD;
-    }
     if (insns > 0) {
         memcpy(buf + sizeof(*s), sb->pool->bpf, insns * sizeof(struct sock_filter));
+    }
+    /* From the pool's fork server when it runs (or can be started); the image is in its
+     * template then. Else from scratch, the image's tree going to this init. */
+    struct spawn_result res;
+    r = sb->pool->zygote ? zygote_spawn(sb->pool->zygote, &plan, s, image_fd, &res, e) : -EAGAIN;
+    if (r == 0) {
+        image_fd = fd_close(image_fd);
+    } else if (r == -EAGAIN) {
+        r = spawn_sandbox(&plan, &res, e);
+    }
+    if (r < 0) {
+        sb->work_r = r;
+        return;
+    }
+    sb->pid = res.pid;
+    sb->pidfd = res.pidfd;
+    if (image_fd >= 0) {
+        s->flags |= CTL_SETUP_IMAGE_FD;
     }
     ssize_t n = send_setup(sb->ctl_fd, buf, len, image_fd);
     if (n < 0) {
@@ -382,45 +389,6 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
     }
 }
 
-/* Receives one control event and the fd that may come with it (*fd, -1 when none; any
- * more fds, or fds with a truncated message, are closed). Returns recv's result. */
-static ssize_t recv_event(int ctl, struct ctl_event *ev, int *fd)
-{
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } cm;
-    struct iovec iov = {.iov_base = ev, .iov_len = sizeof(*ev)};
-    struct msghdr mh = {
-        .msg_iov = &iov,
-        .msg_iovlen = 1,
-        .msg_control = cm.buf,
-        .msg_controllen = sizeof(cm.buf),
-    };
-    memset(&cm, 0, sizeof(cm));
-    *fd = -1;
-    ssize_t n = recvmsg(ctl, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n < 0) {
-        return n;
-    }
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-            continue;
-        }
-        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k; i++) {
-            int got;
-            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (*fd < 0 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
-                *fd = got;
-            } else {
-                (void)fd_close(got);
-            }
-        }
-    }
-    return n;
-}
-
 static void ctl_cb(uv_poll_t *h, int status, int events)
 {
     struct sandbox *sb = h->data;
@@ -433,14 +401,14 @@ static void ctl_cb(uv_poll_t *h, int status, int events)
     for (;;) {
         struct ctl_event ev;
         int fd = -1;
-        ssize_t n = recv_event(sb->ctl_fd, &ev, &fd);
+        ssize_t n = fd_recv_one(sb->ctl_fd, &ev, sizeof(ev), &fd, MSG_DONTWAIT);
         if (fd >= 0 && n == (ssize_t)sizeof(ev) && ev.magic == CTL_MAGIC && ev.type == CTL_READY &&
             sb->proxy_fd < 0 && !sb->ready_seen) {
             sb->proxy_fd = take_fd(&fd); /* the egress proxy's listener (egress.c) */
         }
         fd = fd_close(fd);
         if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR) {
+            if (n == -EAGAIN || n == -EINTR) {
                 return;
             }
             n = 0;

@@ -97,6 +97,9 @@ static int spawn_check_plan(const struct spawn_plan *plan, struct err *e)
     if (plan->ctl_fd < 0 || fcntl(plan->ctl_fd, F_GETFD) < 0) {
         return err_setx(e, -EBADF, "bad control fd %d", plan->ctl_fd);
     }
+    if (plan->zygote && (plan->userns || plan->cg || plan->join_netns)) {
+        return err_setx(e, -EINVAL, "a zygote has no user namespace, cgroup or joined netns");
+    }
     if (plan->userns) {
         /* The kernel refuses maps that reach (uid_t)-1; catch it with a clear message. */
         if (plan->id_count == 0 || plan->host_id_base > UINT32_MAX - plan->id_count) {
@@ -107,9 +110,7 @@ static int spawn_check_plan(const struct spawn_plan *plan, struct err *e)
     return 0;
 }
 
-/* After clone: maps, cgroup, go, and the child's verdict. On failure the caller kills. */
-static int spawn_release(const struct spawn_plan *plan, pid_t pid, int pidfd, int *sync_wfd,
-                         int report_rfd, struct err *e)
+int spawn_place(const struct spawn_plan *plan, pid_t pid, struct err *e)
 {
     int r;
 
@@ -132,6 +133,17 @@ static int spawn_release(const struct spawn_plan *plan, pid_t pid, int pidfd, in
         if (r < 0) {
             return err_prefix(e, r, "cgroup");
         }
+    }
+    return 0;
+}
+
+/* After clone: maps, cgroup, go, and the child's verdict. On failure the caller kills. */
+static int spawn_release(const struct spawn_plan *plan, pid_t pid, int pidfd, int *sync_wfd,
+                         int report_rfd, struct err *e)
+{
+    int r = spawn_place(plan, pid, e);
+    if (r < 0) {
+        return r;
     }
     /* A socket, not a pipe: MSG_NOSIGNAL, so a child that died early costs no SIGPIPE. */
     char go = CHILD_GO;
@@ -222,6 +234,10 @@ int spawn_sandbox(const struct spawn_plan *plan, struct spawn_result *ret, struc
     struct sys_clone_args args;
     memset(&args, 0, sizeof(args));
     args.flags = CLONE_VM | CLONE_PIDFD | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS;
+    if (plan->zygote) {
+        /* Not a pid namespace of its own: it forks with CLONE_PARENT, which pid 1 may not. */
+        args.flags = CLONE_VM | CLONE_PIDFD | CLONE_NEWNS;
+    }
     if (!plan->join_netns) {
         args.flags |= CLONE_NEWNET;
     }

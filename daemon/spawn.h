@@ -22,6 +22,9 @@ struct spawn_plan {
     bool join_netns;   /* true: the sandbox joins netns_fd (netns.c) instead of getting a
                           new network namespace from clone3 */
     int netns_fd;
+    /* A pool's fork server (zygote.c) instead of a sandbox: new mount and network
+     * namespaces only, as the host's root (userns, cg and join_netns must be unset). */
+    bool zygote;
 };
 
 struct spawn_result {
@@ -33,3 +36,6 @@ struct spawn_result {
  * has exec'd sbxd-init, and waits for CTL_SETUP on its control socket. The parent's
  * ctl_fd stays open (the caller closes it). Returns 0 or -errno with e saying which step. */
 int spawn_sandbox(const struct spawn_plan *plan, struct spawn_result *ret, struct err *e);
+/* For a sandbox the zygote forked (pid, waiting for CTL_SETUP): writes its id maps from
+ * plan, and on cgroup v1 attaches it to plan->cg. Returns 0 or -errno with e. */
+int spawn_place(const struct spawn_plan *plan, pid_t pid, struct err *e);

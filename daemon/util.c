@@ -307,3 +307,40 @@ ssize_t fd_sendmsg(int sock, const struct iovec *iov, size_t iovlen, const int *
     ssize_t n = RETRY_EINTR(sendmsg(sock, &mh, flags));
     return n < 0 ? -errno : n;
 }
+
+ssize_t fd_recv_one(int sock, void *buf, size_t len, int *fd, int flags)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } cm;
+    struct iovec iov = {.iov_base = buf, .iov_len = len};
+    struct msghdr mh;
+    memset(&mh, 0, sizeof(mh));
+    memset(&cm, 0, sizeof(cm));
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cm.buf;
+    mh.msg_controllen = sizeof(cm.buf);
+    *fd = -1;
+    ssize_t n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
+    if (n < 0) {
+        return -errno;
+    }
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+            continue;
+        }
+        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < k; i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (*fd < 0 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+                *fd = got;
+            } else {
+                (void)fd_close(got);
+            }
+        }
+    }
+    return n;
+}

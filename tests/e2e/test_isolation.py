@@ -70,11 +70,16 @@ class Isolation(DaemonTest):
         self.assertLessEqual(int(out.strip().split("\n")[-1]), 16)
 
     def test_no_host_paths_visible(self):
-        res, out, _ = self.run_sh("ls -a / ; ls /home /root /var /run /sys 2>&1; "
+        res, out, _ = self.run_sh("ls -a / ; ls /home /root /var /sys 2>&1; "
                                   "cat /etc/shadow 2>&1; ls /etc")
         top = set(out.split("\n")[0:20])
-        for path in ("home", "root", "var", "run", "sys", "work", "srv", "mnt", "opt"):
+        for path in ("home", "root", "var", "sys", "work", "srv", "mnt", "opt"):
             self.assertNotIn(path, top)
+        # /run, when there is one, is the sandbox's own: only its hosts and hostname files
+        # (what /etc/hosts and /etc/hostname link to), nothing of the host's /run.
+        res, run, _ = self.run_sh("find /run 2>/dev/null | sort")
+        self.assertIn(run.split(), ([], ["/run", "/run/sbx", "/run/sbx/hostname",
+                                         "/run/sbx/hosts"]))
         self.assertNotIn(self.d.dir, out)
         self.assertIn("No such file", out)
         etc = out.split("\n")

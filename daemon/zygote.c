@@ -1,0 +1,284 @@
+/* SPDX-License-Identifier: MIT */
+/* A pool's fork server (zygote): sbxd-init started in mount and network namespaces of its
+ * own, as the host's root, where it builds the pool's root filesystem once and then forks
+ * sandboxes on request (init.c, "the fork server"). Each sandbox is sbxd's child
+ * (CLONE_PARENT), so reaping and pidfds work as for any sandbox. A zygote that cannot start,
+ * or dies, costs nothing but speed: the caller then makes the sandbox from scratch. */
+#define LOG_MOD "zygote"
+#include "zygote.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "cgroup.h"
+#include "log.h"
+#include "sys.h"
+#include "util.h"
+
+/* Starts that fail, or zygotes lost, in a row before the pool stops trying. */
+#define ZYGOTE_MAX_FAILURES 3
+/* How long a reply may take: building a template (a READY) or forking (a SPAWNED). */
+#define ZYGOTE_REPLY_TIMEOUT_S 10
+
+struct zygote {
+    pthread_mutex_t lock;
+    char pool[64];
+    pid_t pid; /* 0: none running */
+    int pidfd;
+    int ctl;
+    /* What the running zygote's template was built from: a different setup (the pool's
+     * image became ready, say) needs a new zygote. */
+    struct ctl_setup setup;
+    bool with_image;
+    unsigned fail_streak;
+    struct zygote_stats stats;
+};
+
+struct zygote *zygote_new(const char *pool_name)
+{
+    struct zygote *z = xcalloc(1, sizeof(*z));
+    pthread_mutex_init(&z->lock, NULL);
+    (void)str_copy(z->pool, pool_name, sizeof(z->pool));
+    z->pidfd = -1;
+    z->ctl = -1;
+    return z;
+}
+
+/* Ends the running zygote: its control socket closes (it exits on EOF) and SIGKILL makes
+ * sure; then it is reaped. Sandboxes it forked live on: they are sbxd's children. */
+static void zygote_stop(struct zygote *z)
+{
+    if (z->pid <= 0) {
+        return;
+    }
+    z->ctl = fd_close(z->ctl);
+    (void)sys_pidfd_send_signal(z->pidfd, SIGKILL);
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    (void)sys_pidfd_wait(z->pidfd, &info, WEXITED);
+    z->pidfd = fd_close(z->pidfd);
+    z->pid = 0;
+    z->stats.pid = 0;
+}
+
+struct zygote *zygote_free(struct zygote *z)
+{
+    if (!z) {
+        return NULL;
+    }
+    zygote_stop(z);
+    pthread_mutex_destroy(&z->lock);
+    free(z);
+    return NULL;
+}
+
+/* Waits for the zygote's one reply; fd gets the pidfd that comes with CTL_SPAWNED. */
+static int zygote_reply(struct zygote *z, struct ctl_event *ev, int *fd, struct err *e)
+{
+    ssize_t n = RETRY_EINTR(fd_recv_one(z->ctl, ev, sizeof(*ev), fd, 0));
+    if (n == -EAGAIN) {
+        return err_setx(e, -ETIMEDOUT, "no reply within %d s", ZYGOTE_REPLY_TIMEOUT_S);
+    }
+    if (n < 0) {
+        return err_set(e, (int)n, "receive reply");
+    }
+    if (n == 0) {
+        return err_setx(e, -EPIPE, "it exited");
+    }
+    if ((size_t)n != sizeof(*ev) || ev->magic != CTL_MAGIC) {
+        return err_setx(e, -EPROTO, "malformed reply");
+    }
+    ev->msg[sizeof(ev->msg) - 1] = '\0';
+    return 0;
+}
+
+static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
+                        const struct ctl_setup *setup, int image_fd, struct err *e)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        return err_set(e, -errno, "socketpair");
+    }
+    scoped_close int child_end = sv[1];
+    z->ctl = sv[0];
+    struct timeval tv = {ZYGOTE_REPLY_TIMEOUT_S, 0};
+    if (setsockopt(z->ctl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
+        int r = err_set(e, -errno, "SO_RCVTIMEO");
+        z->ctl = fd_close(z->ctl);
+        return r;
+    }
+    struct spawn_plan plan = {
+        .init_path = sandbox_plan->init_path,
+        .ctl_fd = child_end,
+        .netns_fd = -1,
+        .zygote = true,
+    };
+    struct spawn_result res;
+    int r = spawn_sandbox(&plan, &res, e);
+    if (r < 0) {
+        z->ctl = fd_close(z->ctl);
+        return r;
+    }
+    z->pid = res.pid;
+    z->pidfd = res.pidfd;
+    z->stats.starts++;
+    struct ctl_setup zs = *setup;
+    zs.type = CTL_ZYGOTE;
+    zs.seccomp_insns = 0; /* a sandbox's filter comes with its own CTL_SETUP */
+    (void)str_copy(zs.hostname, "sbx", sizeof(zs.hostname));
+    zs.flags &= ~CTL_SETUP_IMAGE_FD;
+    if (image_fd >= 0) {
+        zs.flags |= CTL_SETUP_IMAGE_FD;
+    }
+    struct iovec iov = {.iov_base = &zs, .iov_len = sizeof(zs)};
+    ssize_t n = fd_sendmsg(z->ctl, &iov, 1, &image_fd, image_fd >= 0 ? 1 : 0, MSG_NOSIGNAL);
+    if (n != (ssize_t)sizeof(zs)) {
+        r = err_set(e, n < 0 ? (int)n : -EIO, "send CTL_ZYGOTE");
+    }
+    struct ctl_event ev;
+    int fd = -1;
+    if (r == 0) {
+        r = zygote_reply(z, &ev, &fd, e);
+        fd = fd_close(fd);
+    }
+    if (r == 0 && ev.type != CTL_READY) {
+        r = err_setx(e, ev.err < 0 ? ev.err : -EIO, "template: %s", ev.msg);
+    }
+    if (r < 0) {
+        zygote_stop(z);
+        return r;
+    }
+    z->setup = zs;
+    z->with_image = image_fd >= 0;
+    z->stats.pid = z->pid;
+    log_info("pool=%s pid=%d msg=\"fork server ready\"", z->pool, (int)z->pid);
+    return 0;
+}
+
+/* Whether the running zygote's template was built from what setup asks for. */
+static bool zygote_matches(const struct zygote *z, const struct ctl_setup *setup, int image_fd)
+{
+    const struct ctl_setup *a = &z->setup;
+    uint32_t mask = ~CTL_SETUP_IMAGE_FD;
+    return z->with_image == (image_fd >= 0) && a->uid == setup->uid && a->gid == setup->gid &&
+           (a->flags & mask) == (setup->flags & mask) && a->shm_size == setup->shm_size &&
+           strcmp(a->image_root, setup->image_root) == 0;
+}
+
+/* Asks the running zygote for a sandbox. Returns the pid (pidfd in *pidfd), -EAGAIN when
+ * the zygote is lost (stopped here), or another -errno when the fork failed. */
+static pid_t zygote_fork(struct zygote *z, const struct spawn_plan *plan, int *pidfd,
+                         struct err *e)
+{
+    struct ctl_spawn sp = {.magic = CTL_MAGIC, .type = CTL_SPAWN};
+    int fds[3];
+    size_t nfds = 0;
+    fds[nfds++] = plan->ctl_fd;
+    if (plan->join_netns) {
+        sp.flags |= CTL_SPAWN_NETNS;
+        fds[nfds++] = plan->netns_fd;
+    }
+    int cgfd = plan->cg ? cgroup_fd(plan->cg) : -1;
+    if (cgfd >= 0) {
+        sp.flags |= CTL_SPAWN_CGROUP;
+        fds[nfds++] = cgfd;
+    }
+    struct iovec iov = {.iov_base = &sp, .iov_len = sizeof(sp)};
+    ssize_t n = fd_sendmsg(z->ctl, &iov, 1, fds, nfds, MSG_NOSIGNAL);
+    struct ctl_event ev;
+    int fd = -1;
+    int r = n == (ssize_t)sizeof(sp) ? 0 : err_set(e, n < 0 ? (int)n : -EIO, "send CTL_SPAWN");
+    if (r == 0) {
+        r = zygote_reply(z, &ev, &fd, e);
+    }
+    if (r < 0) {
+        fd = fd_close(fd);
+        log_warn("pool=%s pid=%d msg=\"fork server lost, restarting it later\" detail=\"%s\"",
+                 z->pool, (int)z->pid, err_msg(e));
+        zygote_stop(z);
+        return -EAGAIN;
+    }
+    if (ev.type == CTL_SPAWNED && fd >= 0 && ev.pid > 0) {
+        *pidfd = fd;
+        return (pid_t)ev.pid;
+    }
+    fd = fd_close(fd);
+    if (ev.type == CTL_SETUP_FAILED) {
+        return err_setx(e, ev.err < 0 ? ev.err : -EIO, "fork server: %s", ev.msg);
+    }
+    log_warn("pool=%s msg=\"fork server sent an unexpected reply, restarting it later\"", z->pool);
+    zygote_stop(z);
+    return -EAGAIN;
+}
+
+int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct ctl_setup *setup,
+                 int image_fd, struct spawn_result *ret, struct err *e)
+{
+    pthread_mutex_lock(&z->lock);
+    if (z->stats.disabled) {
+        pthread_mutex_unlock(&z->lock);
+        return -EAGAIN;
+    }
+    if (z->pid > 0 && !zygote_matches(z, setup, image_fd)) {
+        log_info("pool=%s msg=\"pool setup changed, new fork server\"", z->pool);
+        zygote_stop(z);
+    }
+    int r = 0;
+    if (z->pid <= 0) {
+        struct err ze = ERR_INIT;
+        r = zygote_start(z, plan, setup, image_fd, &ze);
+        if (r < 0) {
+            z->stats.failures++;
+            z->fail_streak++;
+            z->stats.disabled = z->fail_streak >= ZYGOTE_MAX_FAILURES;
+            log_warn("pool=%s msg=\"cannot start the fork server%s\" detail=\"%s\"", z->pool,
+                     z->stats.disabled ? ", making sandboxes without it from now" : "",
+                     err_msg(&ze));
+            pthread_mutex_unlock(&z->lock);
+            return -EAGAIN;
+        }
+    }
+    int pidfd = -1;
+    pid_t pid = zygote_fork(z, plan, &pidfd, e);
+    if (pid == -EAGAIN) {
+        z->stats.failures++;
+        z->fail_streak++;
+        z->stats.disabled = z->fail_streak >= ZYGOTE_MAX_FAILURES;
+    } else if (pid > 0) {
+        z->fail_streak = 0;
+        z->stats.spawned++;
+    }
+    pthread_mutex_unlock(&z->lock);
+    if (pid < 0) {
+        return pid;
+    }
+    r = spawn_place(plan, pid, e);
+    if (r < 0) {
+        (void)sys_pidfd_send_signal(pidfd, SIGKILL);
+        siginfo_t info;
+        memset(&info, 0, sizeof(info));
+        (void)sys_pidfd_wait(pidfd, &info, WEXITED);
+        (void)fd_close(pidfd);
+        return err_prefix(e, r, "place the forked sandbox");
+    }
+    ret->pid = pid;
+    ret->pidfd = pidfd;
+    return 0;
+}
+
+void zygote_get_stats(struct zygote *z, struct zygote_stats *ret)
+{
+    pthread_mutex_lock(&z->lock);
+    *ret = z->stats;
+    pthread_mutex_unlock(&z->lock);
+}
