@@ -647,8 +647,8 @@ int mount_setup(const struct mount_config *cfg, struct err *e)
     }
     /* Modes below are exact, whatever umask sbxd passed down. */
     mode_t old = umask(0);
-    int r = cfg->mode == MOUNT_FROM_TEMPLATE ? mount_from_template(cfg, e)
-                                             : mount_build(cfg, nodes, e);
+    int r =
+        cfg->mode == MOUNT_FROM_TEMPLATE ? mount_from_template(cfg, e) : mount_build(cfg, nodes, e);
     (void)umask(old);
     for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
         nodes[i] = fd_close(nodes[i]);

@@ -28,6 +28,7 @@
 #include "server.h"
 #include "token.h"
 #include "util.h"
+#include "zygote.h"
 #include "version.h"
 
 #define EXEC_MAX_ENV 256
@@ -69,6 +70,25 @@ static void m_ping(struct conn *c, uint32_t msgid, const msgpack_object *args)
     finish(c, &sb);
 }
 
+/* "fork_server": nil when the pool makes its sandboxes from scratch (fork_server: false,
+ * or no user namespaces), else the zygote's counters. */
+static void pack_fork_server(msgpack_packer *pk, struct zygote *z)
+{
+    proto_pack_cstr(pk, "fork_server");
+    if (!z) {
+        msgpack_pack_nil(pk);
+        return;
+    }
+    struct zygote_stats st;
+    zygote_get_stats(z, &st);
+    msgpack_pack_map(pk, 5);
+    proto_pack_kv_u64(pk, "pid", (uint64_t)st.pid);
+    proto_pack_kv_u64(pk, "starts", st.starts);
+    proto_pack_kv_u64(pk, "spawned", st.spawned);
+    proto_pack_kv_u64(pk, "failures", st.failures);
+    proto_pack_kv_bool(pk, "disabled", st.disabled);
+}
+
 static void m_pools(struct conn *c, uint32_t msgid, const msgpack_object *args)
 {
     (void)args;
@@ -79,7 +99,7 @@ static void m_pools(struct conn *c, uint32_t msgid, const msgpack_object *args)
     msgpack_pack_array(&pk, d->n_pools);
     for (size_t i = 0; i < d->n_pools; i++) {
         const struct pool *p = d->pools[i];
-        msgpack_pack_map(&pk, 17);
+        msgpack_pack_map(&pk, 18);
         proto_pack_kv_str(&pk, "name", p->pc->name);
         proto_pack_kv_u64(&pk, "warm", p->n_state[SB_WARM]);
         proto_pack_kv_u64(&pk, "target", p->pc->warm);
@@ -97,6 +117,7 @@ static void m_pools(struct conn *c, uint32_t msgid, const msgpack_object *args)
         proto_pack_kv_str(&pk, "image_state", image_state_name(p->image));
         proto_pack_kv_str(&pk, "seccomp", p->pc->seccomp);
         proto_pack_kv_bool(&pk, "default", strcmp(p->pc->name, d->cfg->default_pool) == 0);
+        pack_fork_server(&pk, p->zygote);
     }
     finish(c, &sb);
 }

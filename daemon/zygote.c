@@ -31,7 +31,9 @@
 #define ZYGOTE_REPLY_TIMEOUT_S 10
 
 struct zygote {
-    pthread_mutex_t lock;
+    pthread_mutex_t lock; /* held by a worker for a whole request (which may take seconds) */
+    /* Guards stats alone, so that the loop reading them never waits for a request. */
+    pthread_mutex_t stats_lock;
     char pool[64];
     pid_t pid; /* 0: none running */
     int pidfd;
@@ -48,6 +50,7 @@ struct zygote *zygote_new(const char *pool_name)
 {
     struct zygote *z = xcalloc(1, sizeof(*z));
     pthread_mutex_init(&z->lock, NULL);
+    pthread_mutex_init(&z->stats_lock, NULL);
     (void)str_copy(z->pool, pool_name, sizeof(z->pool));
     z->pidfd = -1;
     z->ctl = -1;
@@ -68,7 +71,19 @@ static void zygote_stop(struct zygote *z)
     (void)sys_pidfd_wait(z->pidfd, &info, WEXITED);
     z->pidfd = fd_close(z->pidfd);
     z->pid = 0;
+    pthread_mutex_lock(&z->stats_lock);
     z->stats.pid = 0;
+    pthread_mutex_unlock(&z->stats_lock);
+}
+
+/* A start failed or a zygote was lost: after ZYGOTE_MAX_FAILURES in a row, no more. */
+static void zygote_note_failure(struct zygote *z)
+{
+    z->fail_streak++;
+    pthread_mutex_lock(&z->stats_lock);
+    z->stats.failures++;
+    z->stats.disabled = z->fail_streak >= ZYGOTE_MAX_FAILURES;
+    pthread_mutex_unlock(&z->stats_lock);
 }
 
 struct zygote *zygote_free(struct zygote *z)
@@ -78,6 +93,7 @@ struct zygote *zygote_free(struct zygote *z)
     }
     zygote_stop(z);
     pthread_mutex_destroy(&z->lock);
+    pthread_mutex_destroy(&z->stats_lock);
     free(z);
     return NULL;
 }
@@ -131,7 +147,9 @@ static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
     }
     z->pid = res.pid;
     z->pidfd = res.pidfd;
+    pthread_mutex_lock(&z->stats_lock);
     z->stats.starts++;
+    pthread_mutex_unlock(&z->stats_lock);
     struct ctl_setup zs = *setup;
     zs.type = CTL_ZYGOTE;
     zs.seccomp_insns = 0; /* a sandbox's filter comes with its own CTL_SETUP */
@@ -160,7 +178,9 @@ static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
     }
     z->setup = zs;
     z->with_image = image_fd >= 0;
+    pthread_mutex_lock(&z->stats_lock);
     z->stats.pid = z->pid;
+    pthread_mutex_unlock(&z->stats_lock);
     log_info("pool=%s pid=%d msg=\"fork server ready\"", z->pool, (int)z->pid);
     return 0;
 }
@@ -177,8 +197,7 @@ static bool zygote_matches(const struct zygote *z, const struct ctl_setup *setup
 
 /* Asks the running zygote for a sandbox. Returns the pid (pidfd in *pidfd), -EAGAIN when
  * the zygote is lost (stopped here), or another -errno when the fork failed. */
-static pid_t zygote_fork(struct zygote *z, const struct spawn_plan *plan, int *pidfd,
-                         struct err *e)
+static pid_t zygote_fork(struct zygote *z, const struct spawn_plan *plan, int *pidfd, struct err *e)
 {
     struct ctl_spawn sp = {.magic = CTL_MAGIC, .type = CTL_SPAWN};
     int fds[3];
@@ -225,7 +244,7 @@ int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct c
                  int image_fd, struct spawn_result *ret, struct err *e)
 {
     pthread_mutex_lock(&z->lock);
-    if (z->stats.disabled) {
+    if (z->fail_streak >= ZYGOTE_MAX_FAILURES) {
         pthread_mutex_unlock(&z->lock);
         return -EAGAIN;
     }
@@ -238,11 +257,11 @@ int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct c
         struct err ze = ERR_INIT;
         r = zygote_start(z, plan, setup, image_fd, &ze);
         if (r < 0) {
-            z->stats.failures++;
-            z->fail_streak++;
-            z->stats.disabled = z->fail_streak >= ZYGOTE_MAX_FAILURES;
+            zygote_note_failure(z);
             log_warn("pool=%s msg=\"cannot start the fork server%s\" detail=\"%s\"", z->pool,
-                     z->stats.disabled ? ", making sandboxes without it from now" : "",
+                     z->fail_streak >= ZYGOTE_MAX_FAILURES
+                         ? ", making sandboxes without it from now"
+                         : "",
                      err_msg(&ze));
             pthread_mutex_unlock(&z->lock);
             return -EAGAIN;
@@ -251,12 +270,12 @@ int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct c
     int pidfd = -1;
     pid_t pid = zygote_fork(z, plan, &pidfd, e);
     if (pid == -EAGAIN) {
-        z->stats.failures++;
-        z->fail_streak++;
-        z->stats.disabled = z->fail_streak >= ZYGOTE_MAX_FAILURES;
+        zygote_note_failure(z);
     } else if (pid > 0) {
         z->fail_streak = 0;
+        pthread_mutex_lock(&z->stats_lock);
         z->stats.spawned++;
+        pthread_mutex_unlock(&z->stats_lock);
     }
     pthread_mutex_unlock(&z->lock);
     if (pid < 0) {
@@ -278,7 +297,7 @@ int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct c
 
 void zygote_get_stats(struct zygote *z, struct zygote_stats *ret)
 {
-    pthread_mutex_lock(&z->lock);
+    pthread_mutex_lock(&z->stats_lock);
     *ret = z->stats;
-    pthread_mutex_unlock(&z->lock);
+    pthread_mutex_unlock(&z->stats_lock);
 }

@@ -196,5 +196,15 @@ class Isolation(DaemonTest):
         self.assertEqual(out.decode().strip(), '{"h": "2d711642", "sub": "hi"}')
 
 
+class IsolationFromScratch(Isolation):
+    """The same properties when every sandbox is built from scratch (no fork server)."""
+    config_extra = "fork_server: false\n"
+
+    def test_ping_and_pools(self):
+        super().test_ping_and_pools()
+        with self.d.client() as c:
+            self.assertTrue(all(p["fork_server"] is None for p in c.call("pools")))
+
+
 if __name__ == "__main__":
     unittest.main()

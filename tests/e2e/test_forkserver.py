@@ -1,0 +1,107 @@
+# SPDX-License-Identifier: MIT
+"""The fork server: each pool's sandboxes are forked from a zygote that built the pool's root
+once; they are sbxd's children with names of their own, and losing the zygote costs nothing
+but speed."""
+import os
+import signal
+import time
+import unittest
+
+from harness import DaemonTest, pool_yaml
+
+
+def ppid_of(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("PPid:"):
+                return int(line.split()[1])
+    return None
+
+
+def children_of(pid):
+    out = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if ppid_of(int(name)) == pid:
+                    out.append(int(name))
+            except OSError:
+                pass
+    return out
+
+
+class ForkServer(DaemonTest):
+    pools = [pool_yaml("python", warm=2, max=4)]
+
+    def fork_server(self):
+        with self.d.client() as c:
+            pools = {p["name"]: p for p in c.call("pools")}
+        return pools["python"]["fork_server"]
+
+    def run_sh(self, script):
+        with self.d.client() as c:
+            res, out, err = c.exec(["sh", "-c", script])
+        self.assertEqual(res["status"], "exited", (res, err))
+        return res, out.decode()
+
+    def test_sandboxes_come_from_the_fork_server(self):
+        before = self.fork_server()["spawned"]
+        for _ in range(5):
+            self.run_sh("true")
+        st = self.fork_server()
+        self.assertGreaterEqual(st["spawned"], before + 5, st)
+        self.assertFalse(st["disabled"], st)
+        z = st["pid"]
+        self.assertGreater(z, 0)
+        # The zygote: sbxd-init, sbxd's child, in mount and network namespaces of its own.
+        self.assertEqual(ppid_of(z), self.d.proc.pid)
+        self.assertTrue(os.readlink("/proc/%d/exe" % z).endswith("sbxd-init"))
+        for ns in ("mnt", "net"):
+            self.assertNotEqual(os.readlink("/proc/%d/ns/%s" % (z, ns)),
+                                os.readlink("/proc/self/ns/%s" % ns), ns)
+        # Its root is the template: /tmp empty (sandboxes build on mounts of their own) and a
+        # /proc that lists no process at all, should a sandbox's own ever be uncovered.
+        root = "/proc/%d/root" % z
+        self.assertEqual(os.listdir(root + "/tmp"), [])
+        self.assertFalse([n for n in os.listdir(root + "/proc") if n.isdigit()])
+        self.assertTrue(os.path.isdir(root + "/usr/bin"))
+        # Sandboxes are sbxd's children (CLONE_PARENT): the zygote has none.
+        self.assertEqual(children_of(z), [])
+
+    def test_each_sandbox_has_its_own_names(self):
+        script = ("hostname; cat /etc/hostname; getent hosts $(hostname) | cut -f1 -d' ';"
+                  " readlink /etc/hosts; echo x > /run/sbx/hosts 2>/dev/null || echo refused")
+        names = set()
+        for _ in range(3):
+            res, out = self.run_sh(script)
+            lines = out.split()
+            self.assertEqual(lines[0], "sbx-" + res["sandbox"])
+            self.assertEqual(lines[1], lines[0])
+            self.assertEqual(lines[2:], ["127.0.1.1", "../run/sbx/hosts", "refused"])
+            names.add(lines[0])
+        self.assertEqual(len(names), 3)
+
+    def test_losing_the_fork_server_costs_nothing_but_speed(self):
+        self.run_sh("true")
+        st = self.fork_server()
+        z = st["pid"]
+        self.assertGreater(z, 0)
+        os.kill(z, signal.SIGKILL)  # sbxd's child, started by this test's daemon
+        for _ in range(8):
+            res, out = self.run_sh("echo ok")
+            self.assertEqual(out, "ok\n")
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            now = self.fork_server()
+            if now["starts"] > st["starts"] and now["pid"] not in (0, z):
+                break
+            time.sleep(0.1)
+        self.assertGreater(now["starts"], st["starts"], now)
+        self.assertGreaterEqual(now["failures"], st["failures"] + 1, now)
+        self.assertNotIn(now["pid"], (0, z))
+        self.assertFalse(now["disabled"], now)
+        self.assertFalse(os.path.exists("/proc/%d" % z), "the lost zygote was not reaped")
+
+
+if __name__ == "__main__":
+    unittest.main()
