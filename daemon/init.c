@@ -805,7 +805,8 @@ static void init_start_task(struct init *in)
     if (r == 0 && t->n_mounts > 0) {
         /* The token's mounts, before the task: it finds them in place. */
         stage = CTL_STAGE_TASK_MOUNT;
-        r = mount_task_mounts(fds + 3, t->n_mounts, t->mount_dst, t->mount_files, &e);
+        r = mount_task_mounts(fds + 3, t->n_mounts, t->mount_dst, t->mount_files, in->from_zygote,
+                              &e);
     }
     /* The mounts are attached (or refused): init keeps no handle on them. */
     for (size_t i = 3; i < got; i++) {

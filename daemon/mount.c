@@ -200,7 +200,7 @@ static int mount_image_etc(int imgfd, struct err *e)
 }
 
 /* /etc/hosts and /etc/hostname name the sandbox. In a template they are links to
- * /run/sbx, which each sandbox forked from it fills (mount_from_template); else they are
+ * /run/sbx, where each sandbox forked from it has its own (mount_names_dir); else they are
  * written in dir. */
 static int mount_names_files(const struct mount_config *cfg, const char *dir, struct err *e)
 {
@@ -258,6 +258,10 @@ static int mount_etc(int imgfd, const struct mount_config *cfg, struct err *e)
     if (r < 0) {
         return r;
     }
+    if (cfg->mode == MOUNT_TEMPLATE &&
+        (mkdir(STAGE "/run", 0755) < 0 || mkdir(STAGE "/run/sbx", 0755) < 0)) {
+        return err_set(e, -errno, "mkdir /run/sbx");
+    }
     r = mount_write_file(STAGE "/etc/nsswitch.conf",
                          "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
                          "networks: files\nprotocols: files\nservices: files\n",
@@ -276,6 +280,13 @@ static int mount_etc(int imgfd, const struct mount_config *cfg, struct err *e)
         }
     }
     return 0;
+}
+
+/* Where the sandbox's own parts go: below STAGE while a root is assembled there, at "/"
+ * itself when the root is the template's (MOUNT_FROM_TEMPLATE). */
+static const char *mount_at(const struct mount_config *cfg)
+{
+    return cfg->mode == MOUNT_FROM_TEMPLATE ? "" : STAGE;
 }
 
 static int mount_dead_proc_child(void *arg)
@@ -314,20 +325,22 @@ static int mount_dead_proc(struct err *e)
 
 static int mount_proc(const struct mount_config *cfg, struct err *e)
 {
-    if (mkdir(STAGE "/proc", 0555) < 0) {
+    char path[64];
+    if (cfg->mode != MOUNT_FROM_TEMPLATE && mkdir(STAGE "/proc", 0555) < 0) {
         return err_set(e, -errno, "mkdir /proc");
     }
     if (cfg->mode == MOUNT_TEMPLATE) {
         return mount_dead_proc(e);
     }
-    /* A proc of our own pid namespace: only the sandbox's processes are visible. */
-    if (mount("proc", STAGE "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
+    /* A proc of our own pid namespace: only the sandbox's processes are visible. Over a
+     * template's, the one that lists nothing. */
+    (void)snprintf(path, sizeof(path), "%s/proc", mount_at(cfg));
+    if (mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
         return err_set(e, -errno, "mount proc");
     }
     /* SECURITY: kernel knobs stay read-only even for the namespace's root (init). */
     for (size_t i = 0; i < ARRAY_SIZE(mount_proc_ro); i++) {
-        char path[64];
-        (void)snprintf(path, sizeof(path), STAGE "/proc/%s", mount_proc_ro[i]);
+        (void)snprintf(path, sizeof(path), "%s/proc/%s", mount_at(cfg), mount_proc_ro[i]);
         scoped_close int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT) {
             continue;
@@ -345,14 +358,15 @@ static int mount_proc(const struct mount_config *cfg, struct err *e)
 
 static int mount_dev_shm(const struct mount_config *cfg, struct err *e)
 {
+    char path[64];
     if (cfg->mode != MOUNT_FROM_TEMPLATE && mkdir(STAGE "/dev/shm", 01777) < 0) {
         return err_set(e, -errno, "mkdir /dev/shm");
     }
     if (cfg->mode == MOUNT_TEMPLATE) {
         return 0; /* each sandbox mounts its own */
     }
-    return mount_tmpfs(STAGE "/dev/shm", MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", cfg->shm_size,
-                       e);
+    (void)snprintf(path, sizeof(path), "%s/dev/shm", mount_at(cfg));
+    return mount_tmpfs(path, MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", cfg->shm_size, e);
 }
 
 static int mount_dev(const int *nodes, const struct mount_config *cfg, struct err *e)
@@ -424,10 +438,11 @@ static int mount_open_dev_nodes(int *nodes, struct err *e)
     return 0;
 }
 
-static int mount_pivot(struct err *e)
+/* Makes dir the root (cwd "/"), read-only when ro. */
+static int mount_pivot_to(const char *dir, bool ro, struct err *e)
 {
-    if (chdir(STAGE) < 0) {
-        return err_set(e, -errno, "chdir %s", STAGE);
+    if (chdir(dir) < 0) {
+        return err_set(e, -errno, "chdir %s", dir);
     }
     /* The old root is stacked on "." and then detached: no path leads back to the host. */
     int r = sys_pivot_root(".", ".");
@@ -440,11 +455,16 @@ static int mount_pivot(struct err *e)
     if (chdir("/") < 0) {
         return err_set(e, -errno, "chdir /");
     }
-    r = sys_mount_setattr(AT_FDCWD, "/", 0, MOUNT_ATTR_RDONLY, 0);
+    r = ro ? sys_mount_setattr(AT_FDCWD, "/", 0, MOUNT_ATTR_RDONLY, 0) : 0;
     if (r < 0) {
         return err_set(e, r, "read-only root");
     }
     return 0;
+}
+
+static int mount_pivot(struct err *e)
+{
+    return mount_pivot_to(STAGE, true, e);
 }
 
 /* Attaches sbxd's detached tree of the image at IMAGE_STAGE, where clones of its parts can
@@ -465,107 +485,58 @@ static int mount_attach_image(const struct mount_config *cfg, int *ret, struct e
     return 0;
 }
 
-/* The task's /tmp; a template has only the directory, where its sandboxes build their
- * roots (mount_from_template). */
+/* The task's /tmp; a template has only the directory. */
 static int mount_scratch(const struct mount_config *cfg, struct err *e)
 {
-    if (mkdir(STAGE "/tmp", cfg->mode == MOUNT_TEMPLATE ? 0755 : 01777) < 0) {
+    char path[64];
+    if (cfg->mode != MOUNT_FROM_TEMPLATE &&
+        mkdir(STAGE "/tmp", cfg->mode == MOUNT_TEMPLATE ? 0755 : 01777) < 0) {
         return err_set(e, -errno, "mkdir /tmp");
     }
     if (cfg->mode == MOUNT_TEMPLATE) {
         return 0;
     }
-    return mount_tmpfs(STAGE "/tmp", MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", cfg->tmp_size, e);
+    (void)snprintf(path, sizeof(path), "%s/tmp", mount_at(cfg));
+    return mount_tmpfs(path, MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", cfg->tmp_size, e);
 }
 
-/* Replicates the template entry name (the zygote's root is ours until pivot_root) in the
- * new root at STAGE: its own /tmp, /proc; a link as a link; a directory as a recursive
- * bind of the template's, which keeps every mount's flags (the kernel locks them in our
- * user namespace: read-only stays read-only). */
-static int mount_template_entry(int root, const struct dirent *de, const struct mount_config *cfg,
-                                struct err *e)
+/* /run/sbx of a sandbox forked from a template: a small tmpfs of its own with the hosts and
+ * hostname files that the template's /etc links to, read-only once written. */
+static int mount_names_dir(const struct mount_config *cfg, struct err *e)
 {
-    char src[300];
-    char dst[300];
-    if (strcmp(de->d_name, "tmp") == 0) {
-        return mount_scratch(cfg, e);
+    int r = mount_tmpfs("/run/sbx", MS_NOSUID | MS_NODEV | MS_NOEXEC, "0755", 16 * 1024, e);
+    if (r == 0) {
+        r = mount_names_files(cfg, "/run/sbx", e);
     }
-    if (strcmp(de->d_name, "proc") == 0) {
-        return mount_proc(cfg, e);
-    }
-    (void)snprintf(dst, sizeof(dst), STAGE "/%s", de->d_name);
-    if (de->d_type == DT_LNK) {
-        char target[4096];
-        ssize_t n = readlinkat(root, de->d_name, target, sizeof(target));
-        if (n < 0 || (size_t)n >= sizeof(target)) {
-            return err_set(e, n < 0 ? -errno : -ENAMETOOLONG, "readlink template /%s", de->d_name);
+    if (r == 0) {
+        r = sys_mount_setattr(AT_FDCWD, "/run/sbx", 0, MOUNT_ATTR_RDONLY, 0);
+        if (r < 0) {
+            r = err_set(e, r, "read-only /run/sbx");
         }
-        target[n] = '\0';
-        if (symlink(target, dst) < 0) {
-            return err_set(e, -errno, "symlink %s", dst);
-        }
-        return 0;
     }
-    if (de->d_type != DT_DIR) {
-        return err_setx(e, -EINVAL, "template /%.64s: not a directory or link", de->d_name);
-    }
-    (void)snprintf(src, sizeof(src), "/%s", de->d_name);
-    if (mkdir(dst, 0755) < 0) {
-        return err_set(e, -errno, "mkdir %s", dst);
-    }
-    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0) {
-        return err_set(e, -errno, "bind template %s", src);
-    }
-    return 0;
+    return r;
 }
 
-/* A sandbox's root from its zygote's template: a new tmpfs on the template's empty /tmp,
- * filled by mount_template_entry, /dev/shm, the names files, then pivot_root into it, which
- * leaves the template's root detached. */
+/* A sandbox forked from its zygote keeps the template as its root, which its user
+ * namespace cannot change (the kernel locks read-only what a more privileged namespace
+ * mounted), and mounts only its own parts: /tmp, /proc, /run/sbx, /dev/shm. A task's mount
+ * points outside /tmp get a root of the sandbox's own first (mount_rebase). */
 static int mount_from_template(const struct mount_config *cfg, struct err *e)
 {
-    scoped_close int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (root < 0) {
-        return err_set(e, -errno, "open the template's root");
+    int r = mount_scratch(cfg, e);
+    if (r == 0) {
+        r = mount_proc(cfg, e);
     }
-    int r = mount_tmpfs(STAGE, MS_NOSUID | MS_NODEV | MS_NOEXEC, "0755", 1024 * 1024, e);
-    if (r < 0) {
-        return err_prefix(e, r, "new root");
-    }
-    int dfd = dup(root);
-    if (dfd < 0) {
-        return err_set(e, -errno, "dup");
-    }
-    scoped(mount_closedirp) DIR *dir = fdopendir(dfd);
-    if (!dir) {
-        r = -errno;
-        (void)fd_close(dfd);
-        return err_set(e, r, "read the template's root");
-    }
-    struct dirent *de;
-    while ((de = readdir(dir))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
-            continue;
-        }
-        r = mount_template_entry(root, de, cfg, e);
-        if (r < 0) {
-            return r;
-        }
-    }
-    if (cfg->shm_size > 0) {
+    if (r == 0 && cfg->shm_size > 0) {
         r = mount_dev_shm(cfg, e);
-        if (r < 0) {
-            return r;
-        }
     }
-    if (mkdir(STAGE "/run", 0755) < 0 || mkdir(STAGE "/run/sbx", 0755) < 0) {
-        return err_set(e, -errno, "mkdir /run/sbx");
+    if (r == 0) {
+        r = mount_names_dir(cfg, e);
     }
-    r = mount_names_files(cfg, STAGE "/run/sbx", e);
-    if (r < 0) {
-        return r;
+    if (r == 0 && chdir("/") < 0) {
+        r = err_set(e, -errno, "chdir /");
     }
-    return mount_pivot(e);
+    return r;
 }
 
 static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e)
@@ -657,6 +628,110 @@ int mount_setup(const struct mount_config *cfg, struct err *e)
 }
 
 /* ---- Token mounts, per task (the hot path: no namespace, no new filesystem) ---- */
+
+/* The most entries a template's root has (usr, lib dirs, etc, tmp, proc, dev, run). */
+#define MOUNT_REBASE_MAX 24
+
+/* One entry of the root being replaced: a directory (fd: a detached recursive clone of
+ * what is there, mounts on it included) or a link (its target). */
+struct mount_rebase_entry {
+    char name[64];
+    int fd;
+    char target[256];
+};
+
+static void mount_rebase_close(struct mount_rebase_entry *ents, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        ents[i].fd = fd_close(ents[i].fd);
+    }
+}
+
+/* A root of the sandbox's own in place of its zygote's template, which its user namespace
+ * cannot make writable for a mount point: a tmpfs on /run holding recursive clones of every
+ * entry of "/" (what is mounted there included: the task's /tmp, /proc, /run/sbx, /dev/shm)
+ * and copies of its links; then pivot_root. Every process of the namespace (the waiting task
+ * child too) moves to the new root with us. Read-write: the caller makes it read-only. */
+static int mount_rebase(struct err *e)
+{
+    struct mount_rebase_entry ents[MOUNT_REBASE_MAX];
+    size_t n = 0;
+    int r = 0;
+    scoped_close int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0) {
+        return err_set(e, -errno, "open /");
+    }
+    int dfd = dup(root);
+    scoped(mount_closedirp) DIR *dir = dfd < 0 ? NULL : fdopendir(dfd);
+    if (!dir) {
+        r = -errno;
+        (void)fd_close(dfd);
+        return err_set(e, r, "read /");
+    }
+    /* Everything is cloned before /run is covered (a clone of /run after would hold the
+     * new root itself). */
+    struct dirent *de;
+    while (r == 0 && (de = readdir(dir))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+            continue;
+        }
+        if (n == MOUNT_REBASE_MAX || strlen(de->d_name) >= sizeof(ents[n].name)) {
+            r = err_setx(e, -E2BIG, "too many or too long entries in /");
+            break;
+        }
+        struct mount_rebase_entry *en = &ents[n];
+        (void)str_copy(en->name, de->d_name, sizeof(en->name));
+        en->fd = -1;
+        en->target[0] = '\0';
+        if (de->d_type == DT_LNK) {
+            ssize_t k = readlinkat(root, en->name, en->target, sizeof(en->target));
+            if (k < 0 || (size_t)k >= sizeof(en->target)) {
+                r = err_set(e, k < 0 ? -errno : -ENAMETOOLONG, "readlink /%s", en->name);
+                break;
+            }
+            en->target[k] = '\0';
+        } else if (de->d_type == DT_DIR) {
+            en->fd = sys_open_tree(root, en->name,
+                                   OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
+                                       AT_SYMLINK_NOFOLLOW);
+            if (en->fd < 0) {
+                r = err_set(e, en->fd, "clone /%s", en->name);
+                en->fd = -1;
+                break;
+            }
+        } else {
+            r = err_setx(e, -EINVAL, "/%s: not a directory or link", en->name);
+            break;
+        }
+        n++;
+    }
+    if (r == 0) {
+        r = mount_tmpfs("/run", MS_NOSUID | MS_NODEV | MS_NOEXEC, "0755", 1024 * 1024, e);
+    }
+    for (size_t i = 0; i < n && r == 0; i++) {
+        char dst[80];
+        (void)snprintf(dst, sizeof(dst), "/run/%.63s", ents[i].name);
+        if (ents[i].fd < 0) {
+            if (symlink(ents[i].target, dst) < 0) {
+                r = err_set(e, -errno, "symlink %s", dst);
+            }
+            continue;
+        }
+        if (mkdir(dst, 0755) < 0) {
+            r = err_set(e, -errno, "mkdir %s", dst);
+            break;
+        }
+        r = sys_move_mount(ents[i].fd, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH);
+        if (r < 0) {
+            r = err_set(e, r, "move_mount %s", dst);
+        }
+    }
+    mount_rebase_close(ents, n);
+    if (r == 0) {
+        r = mount_pivot_to("/run", false, e);
+    }
+    return r;
+}
 
 /* COMPAT(glibc < 2.36): the new mount API's flags come with <linux/mount.h> only. */
 #ifndef MOVE_MOUNT_T_EMPTY_PATH
@@ -751,7 +826,7 @@ static int mount_task_check(const int *fds, size_t n, const char (*dst)[CTL_PATH
 }
 
 int mount_task_mounts(const int *fds, size_t n, const char (*dst)[CTL_PATH_MAX], uint32_t files,
-                      struct err *e)
+                      bool shared_root, struct err *e)
 {
     if (n == 0) {
         return 0;
@@ -769,7 +844,12 @@ int mount_task_mounts(const int *fds, size_t n, const char (*dst)[CTL_PATH_MAX],
     for (size_t i = 0; i < n; i++) {
         root_rw = root_rw || !mount_path_within(dst[i], "/tmp");
     }
-    if (root_rw) {
+    if (root_rw && shared_root) {
+        r = mount_rebase(e);
+        if (r < 0) {
+            return err_prefix(e, r, "a root of the sandbox's own");
+        }
+    } else if (root_rw) {
         r = sys_mount_setattr(AT_FDCWD, "/", 0, 0, MOUNT_ATTR_RDONLY);
         if (r < 0) {
             return err_set(e, r, "make / writable for mount points");

@@ -3,6 +3,7 @@
 /* The sandbox's filesystem, built by sbxd-init inside its new mount namespace (and user
  * namespace, as its root): a read-only tmpfs root holding read-only binds of the image,
  * a minimal /etc, /tmp, /proc and /dev, then pivot_root into it. Init only. */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -18,9 +19,9 @@ enum mount_mode {
      * /dev/shm tmpfs, only its mount point. Becomes the zygote's root. */
     MOUNT_TEMPLATE,
     /* A sandbox forked by the zygote (in its new user and mount namespaces, a copy of the
-     * template): a root of its own built from recursive binds of the template's entries,
-     * its own /tmp, /proc and /dev/shm, and /run/sbx holding its hosts and hostname files
-     * (the template's /etc/hosts and /etc/hostname link there). */
+     * template): the template stays its root (read-only, locked by the kernel), and it
+     * mounts its own /tmp, /proc, /dev/shm and /run/sbx, which holds its hosts and hostname
+     * files (the template's /etc/hosts and /etc/hostname link there). */
     MOUNT_FROM_TEMPLATE,
 };
 
@@ -49,7 +50,10 @@ int mount_setup(const struct mount_config *cfg, struct err *e);
  * for a file, the file) are created first. Each dst must pass ctl_mount_dst_check and no
  * dst may lie on or below another. The read-only root is writable only while the mount
  * points are made, and read-only again before this returns, whatever happened. The fds
- * stay open (the caller closes them). No namespace is created. Returns 0 or -errno with e
- * naming the mount. */
+ * stay open (the caller closes them). No namespace is created. shared_root: the root is a
+ * zygote's template (MOUNT_FROM_TEMPLATE), which cannot be made writable; a mount point
+ * outside /tmp then first gets the sandbox a root of its own (recursive clones of the
+ * template's entries and of the sandbox's own mounts, then pivot_root). Returns 0 or -errno
+ * with e naming the mount. */
 int mount_task_mounts(const int *fds, size_t n, const char (*dst)[CTL_PATH_MAX], uint32_t files,
-                      struct err *e);
+                      bool shared_root, struct err *e);
