@@ -1300,6 +1300,19 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
             r = init_reopen_null(&e);
         }
     }
+    /* SECURITY: from here the zygote only joins network namespaces (CAP_SYS_ADMIN) and
+     * forks into new user namespaces (which needs no capability: each sandbox gets a full
+     * set in its own namespace, and none in ours). Everything else goes, and it never
+     * executes anything. */
+    if (r == 0) {
+        r = init_child_capset(1u << CAP_SYS_ADMIN);
+        if (r == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+            r = -errno;
+        }
+        if (r < 0) {
+            r = err_set(&e, r, "drop capabilities");
+        }
+    }
     if (r < 0) {
         init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_ZYGOTE, r, err_msg(&e));
         _exit(1);

@@ -59,6 +59,12 @@ class ForkServer(DaemonTest):
         for ns in ("mnt", "net"):
             self.assertNotEqual(os.readlink("/proc/%d/ns/%s" % (z, ns)),
                                 os.readlink("/proc/self/ns/%s" % ns), ns)
+        # It keeps CAP_SYS_ADMIN alone (to join network namespaces), and no_new_privs.
+        status = dict(l.split(":\t", 1) for l in open("/proc/%d/status" % z).read().splitlines()
+                      if ":\t" in l)
+        self.assertEqual(int(status["CapEff"], 16), 1 << 21)
+        self.assertEqual(int(status["CapPrm"], 16), 1 << 21)
+        self.assertEqual(status["NoNewPrivs"].strip(), "1")
         # Its root is the template: /tmp empty (sandboxes build on mounts of their own) and a
         # /proc that lists no process at all, should a sandbox's own ever be uncovered.
         root = "/proc/%d/root" % z
