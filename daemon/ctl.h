@@ -65,6 +65,11 @@ enum ctl_stage {
     CTL_STAGE_ZYGOTE,     /* the fork server: its template or a fork */
 };
 
+/* The host's /etc files a sandbox of the host image sees (relative to the image root): a
+ * template copies them, and sbxd replaces a zygote when one of them changes. */
+#define CTL_HOST_ETC_FILES                                                                         \
+    "etc/ld.so.cache", "etc/ld.so.conf", "etc/ld.so.conf.d", "etc/alternatives", "etc/localtime"
+
 #define CTL_SETUP_DEV_SHM 0x1u
 /* A detached mount tree of the image's root (open_tree clone) comes with CTL_SETUP
  * (SCM_RIGHTS): init attaches it rather than opening image_root, which then only names the

@@ -34,8 +34,7 @@
 #define ATTR_DEVNODE (MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC)
 
 static const char *const mount_lib_dirs[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
-static const char *const mount_etc_files[] = {
-    "etc/ld.so.cache", "etc/ld.so.conf", "etc/ld.so.conf.d", "etc/alternatives", "etc/localtime"};
+static const char *const mount_etc_files[] = {CTL_HOST_ETC_FILES};
 /* What init writes itself into every sandbox's /etc; a built image brings the rest. */
 static const char *const mount_etc_generated[] = {"passwd", "group", "hosts", "nsswitch.conf",
                                                   "hostname"};
@@ -123,12 +122,136 @@ static int mount_replicate(int src, const char *what, const char *dst, struct er
     return mount_attach(src, dst, ATTR_IMAGE, e);
 }
 
+static void mount_closedirp(DIR **d)
+{
+    if (*d) {
+        (void)closedir(*d);
+    }
+}
+
+/* Bounds of what a template copies of /etc (mount_copy): depth of directories, and bytes. */
+#define MOUNT_COPY_DEPTH 8
+#define MOUNT_COPY_BYTES (32ULL * 1024 * 1024)
+
+static int mount_copy_file(int parent, const char *name, const char *dst, mode_t mode,
+                           uint64_t *budget, struct err *e)
+{
+    scoped_close int in = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (in < 0) {
+        return err_set(e, -errno, "open %s", dst);
+    }
+    scoped_close int out =
+        open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0755);
+    if (out < 0) {
+        return err_set(e, -errno, "create %s", dst);
+    }
+    char buf[16384];
+    for (;;) {
+        ssize_t n = RETRY_EINTR(read(in, buf, sizeof(buf)));
+        if (n < 0) {
+            return err_set(e, -errno, "read %s", dst);
+        }
+        if (n == 0) {
+            return 0;
+        }
+        if ((uint64_t)n > *budget) {
+            return err_setx(e, -EFBIG, "/etc is larger than %llu bytes",
+                            (unsigned long long)MOUNT_COPY_BYTES);
+        }
+        *budget -= (uint64_t)n;
+        int r = fd_write_all(out, buf, (size_t)n);
+        if (r < 0) {
+            return err_set(e, r, "write %s", dst);
+        }
+    }
+}
+
+/* Copies entry name of parent to dst: a link as a link, a regular file's bytes (mode without
+ * setuid, setgid, sticky or others' write), a directory and what it holds. Anything else
+ * is refused. A template's /etc is copied rather than bound: every mount of the template
+ * is one more for each sandbox to copy and tear down. */
+static int mount_copy(int parent, const char *name, const char *dst, int depth, uint64_t *budget,
+                      struct err *e)
+{
+    struct stat st;
+    if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+        return err_set(e, -errno, "stat %s", dst);
+    }
+    if (S_ISLNK(st.st_mode)) {
+        char target[4096];
+        ssize_t n = readlinkat(parent, name, target, sizeof(target));
+        if (n < 0 || (size_t)n >= sizeof(target)) {
+            return err_set(e, n < 0 ? -errno : -ENAMETOOLONG, "readlink %s", dst);
+        }
+        target[n] = '\0';
+        return symlink(target, dst) < 0 ? err_set(e, -errno, "symlink %s", dst) : 0;
+    }
+    if (S_ISREG(st.st_mode)) {
+        return mount_copy_file(parent, name, dst, st.st_mode, budget, e);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        return err_setx(e, -EINVAL, "%s: not a directory, file or symlink", dst);
+    }
+    if (depth >= MOUNT_COPY_DEPTH) {
+        return err_setx(e, -ELOOP, "%s: directories nested too deep", dst);
+    }
+    if (mkdir(dst, st.st_mode & 0755) < 0) {
+        return err_set(e, -errno, "mkdir %s", dst);
+    }
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    scoped(mount_closedirp) DIR *dir = fd < 0 ? NULL : fdopendir(fd);
+    if (!dir) {
+        int r = -errno;
+        (void)fd_close(fd);
+        return err_set(e, r, "open %s", dst);
+    }
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+            continue;
+        }
+        char sub[512];
+        if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", dst, de->d_name) >= sizeof(sub)) {
+            return err_setx(e, -ENAMETOOLONG, "%s/%.32s...: name too long", dst, de->d_name);
+        }
+        int r = mount_copy(dirfd(dir), de->d_name, sub, depth + 1, budget, e);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
 /* Imports image path rel (resolved inside the image: no symlink or ".." can leave it) at
- * STAGE/<dst>. A missing optional path is skipped. */
-static int mount_import(int imgfd, const char *rel, const char *dst, bool required, struct err *e)
+ * STAGE/<dst>, as a read-only clone, or a copy when budget is not NULL (mount_copy). A
+ * missing optional path is skipped. */
+static int mount_import(int imgfd, const char *rel, const char *dst, bool required,
+                        uint64_t *budget, struct err *e)
 {
     char path[256];
     (void)snprintf(path, sizeof(path), STAGE "/%s", dst);
+    if (budget) {
+        /* The entry's directory, resolved inside the image; the entry itself is never
+         * followed (mount_copy). */
+        char dir[256];
+        const char *slash = strrchr(rel, '/');
+        size_t dlen = slash ? (size_t)(slash - rel) : 0;
+        if (dlen >= sizeof(dir)) {
+            return err_setx(e, -ENAMETOOLONG, "image %s", rel);
+        }
+        memcpy(dir, rel, dlen);
+        (void)snprintf(dir + dlen, sizeof(dir) - dlen, "%s", dlen ? "" : ".");
+        scoped_close int dfd = sys_openat2(imgfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                                           RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
+        if (dfd < 0) {
+            return err_set(e, dfd, "image %s", dir);
+        }
+        const char *name = slash ? slash + 1 : rel;
+        if (!required && faccessat(dfd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT) {
+            return 0;
+        }
+        return mount_copy(dfd, name, path, 0, budget, e);
+    }
     /* SECURITY: RESOLVE_IN_ROOT keeps an image's absolute symlinks inside the image. */
     scoped_close int fd = sys_openat2(imgfd, rel, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0,
                                       RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
@@ -152,17 +275,10 @@ static int mount_tmpfs(const char *path, unsigned long flags, const char *mode, 
     return 0;
 }
 
-static void mount_closedirp(DIR **d)
-{
-    if (*d) {
-        (void)closedir(*d);
-    }
-}
-
 /* A built image's own /etc (its loader cache, alternatives, CA certificates, the config of
  * its tools), each entry a read-only clone, but for the files init generates. The host's
  * /etc is never taken whole: it holds the host's secrets. */
-static int mount_image_etc(int imgfd, struct err *e)
+static int mount_image_etc(int imgfd, uint64_t *budget, struct err *e)
 {
     int fd = sys_openat2(imgfd, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0,
                          RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS);
@@ -191,7 +307,7 @@ static int mount_image_etc(int imgfd, struct err *e)
         if ((size_t)snprintf(rel, sizeof(rel), "etc/%s", de->d_name) >= sizeof(rel)) {
             return err_setx(e, -ENAMETOOLONG, "image etc/%.32s...: name too long", de->d_name);
         }
-        int r = mount_import(imgfd, rel, rel, true, e);
+        int r = mount_import(imgfd, rel, rel, true, budget, e);
         if (r < 0) {
             return r;
         }
@@ -269,12 +385,15 @@ static int mount_etc(int imgfd, const struct mount_config *cfg, struct err *e)
     if (r < 0) {
         return r;
     }
+    /* A template copies (sbxd replaces its zygote when the host's copies change). */
+    uint64_t budget = MOUNT_COPY_BYTES;
+    uint64_t *copy = cfg->mode == MOUNT_TEMPLATE ? &budget : NULL;
     if (cfg->image_fd >= 0 || strcmp(cfg->image_root, "/") != 0) {
-        return mount_image_etc(imgfd, e);
+        return mount_image_etc(imgfd, copy, e);
     }
     /* The loader's cache and the alternatives links: without them many tools break. */
     for (size_t i = 0; i < ARRAY_SIZE(mount_etc_files); i++) {
-        r = mount_import(imgfd, mount_etc_files[i], mount_etc_files[i], false, e);
+        r = mount_import(imgfd, mount_etc_files[i], mount_etc_files[i], false, copy, e);
         if (r < 0) {
             return r;
         }
@@ -573,7 +692,12 @@ static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e
     if (r < 0) {
         return r;
     }
-    r = mount_tmpfs(STAGE, MS_NOSUID | MS_NODEV | MS_NOEXEC, "0755", 1024 * 1024, e);
+    /* A template's holds copies of /etc (MOUNT_COPY_BYTES at most). */
+    uint64_t root_size = 1024 * 1024;
+    if (cfg->mode == MOUNT_TEMPLATE) {
+        root_size += MOUNT_COPY_BYTES;
+    }
+    r = mount_tmpfs(STAGE, MS_NOSUID | MS_NODEV | MS_NOEXEC, "0755", root_size, e);
     if (r < 0) {
         return err_prefix(e, r, "new root");
     }
@@ -583,12 +707,12 @@ static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e
             return r;
         }
     }
-    r = mount_import(imgfd, "usr", "usr", true, e);
+    r = mount_import(imgfd, "usr", "usr", true, NULL, e);
     if (r < 0) {
         return r;
     }
     for (size_t i = 0; i < ARRAY_SIZE(mount_lib_dirs); i++) {
-        r = mount_import(imgfd, mount_lib_dirs[i], mount_lib_dirs[i], false, e);
+        r = mount_import(imgfd, mount_lib_dirs[i], mount_lib_dirs[i], false, NULL, e);
         if (r < 0) {
             return r;
         }

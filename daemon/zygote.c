@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -29,6 +30,22 @@
 #define ZYGOTE_MAX_FAILURES 3
 /* How long a reply may take: building a template (a READY) or forking (a SPAWNED). */
 #define ZYGOTE_REPLY_TIMEOUT_S 10
+/* How often the host's /etc files in a host image's template are checked for changes. */
+#define ZYGOTE_ETC_CHECK_NS (1000ULL * 1000 * 1000)
+
+static const char *const zygote_etc_files[] = {CTL_HOST_ETC_FILES};
+#define ZYGOTE_N_ETC (sizeof(zygote_etc_files) / sizeof(zygote_etc_files[0]))
+
+/* What identifies a version of a file: a change of content by rename (ldconfig) or in
+ * place, or of a directory's entries, changes one of these. */
+struct zygote_file_id {
+    bool exists;
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    struct timespec ctime;
+};
 
 struct zygote {
     pthread_mutex_t lock; /* held by a worker for a whole request (which may take seconds) */
@@ -42,6 +59,11 @@ struct zygote {
      * image became ready, say) needs a new zygote. */
     struct ctl_setup setup;
     bool with_image;
+    /* A host image's template holds copies of the host's /etc files: their versions when
+     * it was built, checked at most every ZYGOTE_ETC_CHECK_NS. */
+    bool host_image;
+    struct zygote_file_id etc[ZYGOTE_N_ETC];
+    uint64_t etc_checked_ns;
     unsigned fail_streak;
     struct zygote_stats stats;
 };
@@ -98,6 +120,40 @@ struct zygote *zygote_free(struct zygote *z)
     return NULL;
 }
 
+static void zygote_etc_ids(struct zygote_file_id *ids)
+{
+    for (size_t i = 0; i < ZYGOTE_N_ETC; i++) {
+        char path[64];
+        struct stat st;
+        (void)snprintf(path, sizeof(path), "/%s", zygote_etc_files[i]);
+        memset(&ids[i], 0, sizeof(ids[i]));
+        if (lstat(path, &st) == 0) {
+            ids[i] = (struct zygote_file_id){true,       st.st_dev,  st.st_ino,
+                                             st.st_size, st.st_mtim, st.st_ctim};
+        }
+    }
+}
+
+static bool zygote_etc_changed(struct zygote *z)
+{
+    uint64_t now = now_ns();
+    if (!z->host_image || now - z->etc_checked_ns < ZYGOTE_ETC_CHECK_NS) {
+        return false;
+    }
+    z->etc_checked_ns = now;
+    struct zygote_file_id ids[ZYGOTE_N_ETC];
+    zygote_etc_ids(ids);
+    for (size_t i = 0; i < ZYGOTE_N_ETC; i++) {
+        const struct zygote_file_id *a = &ids[i], *b = &z->etc[i];
+        if (a->exists != b->exists || a->dev != b->dev || a->ino != b->ino || a->size != b->size ||
+            a->mtime.tv_sec != b->mtime.tv_sec || a->mtime.tv_nsec != b->mtime.tv_nsec ||
+            a->ctime.tv_sec != b->ctime.tv_sec || a->ctime.tv_nsec != b->ctime.tv_nsec) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Waits for the zygote's one reply; fd gets the pidfd that comes with CTL_SPAWNED. */
 static int zygote_reply(struct zygote *z, struct ctl_event *ev, int *fd, struct err *e)
 {
@@ -139,6 +195,12 @@ static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
         .netns_fd = -1,
         .zygote = true,
     };
+    /* Before the template is built: a change while it is would be seen at the next check. */
+    z->host_image = image_fd < 0 && strcmp(setup->image_root, "/") == 0;
+    if (z->host_image) {
+        zygote_etc_ids(z->etc);
+        z->etc_checked_ns = now_ns();
+    }
     struct spawn_result res;
     int r = spawn_sandbox(&plan, &res, e);
     if (r < 0) {
@@ -250,6 +312,9 @@ int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct c
     }
     if (z->pid > 0 && !zygote_matches(z, setup, image_fd)) {
         log_info("pool=%s msg=\"pool setup changed, new fork server\"", z->pool);
+        zygote_stop(z);
+    } else if (z->pid > 0 && zygote_etc_changed(z)) {
+        log_info("pool=%s msg=\"the host's loader files changed, new fork server\"", z->pool);
         zygote_stop(z);
     }
     int r = 0;

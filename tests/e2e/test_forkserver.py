@@ -2,6 +2,7 @@
 """The fork server: each pool's sandboxes are forked from a zygote that built the pool's root
 once; they are sbxd's children with names of their own, and losing the zygote costs nothing
 but speed."""
+import hashlib
 import os
 import signal
 import time
@@ -38,6 +39,15 @@ class ForkServer(DaemonTest):
             pools = {p["name"]: p for p in c.call("pools")}
         return pools["python"]["fork_server"]
 
+    def running_fork_server(self):
+        """The fork server's counters once one runs (sandboxes are made as tasks use them)."""
+        deadline = time.time() + 10
+        while True:
+            st = self.fork_server()
+            if st["pid"] > 0 or time.time() > deadline:
+                return st
+            self.run_sh("true")
+
     def run_sh(self, script):
         with self.d.client() as c:
             res, out, err = c.exec(["sh", "-c", script])
@@ -48,7 +58,7 @@ class ForkServer(DaemonTest):
         before = self.fork_server()["spawned"]
         for _ in range(5):
             self.run_sh("true")
-        st = self.fork_server()
+        st = self.running_fork_server()
         self.assertGreaterEqual(st["spawned"], before + 5, st)
         self.assertFalse(st["disabled"], st)
         z = st["pid"]
@@ -88,8 +98,7 @@ class ForkServer(DaemonTest):
         self.assertEqual(len(names), 3)
 
     def test_losing_the_fork_server_costs_nothing_but_speed(self):
-        self.run_sh("true")
-        st = self.fork_server()
+        st = self.running_fork_server()
         z = st["pid"]
         self.assertGreater(z, 0)
         os.kill(z, signal.SIGKILL)  # sbxd's child, started by this test's daemon
@@ -107,6 +116,27 @@ class ForkServer(DaemonTest):
         self.assertNotIn(now["pid"], (0, z))
         self.assertFalse(now["disabled"], now)
         self.assertFalse(os.path.exists("/proc/%d" % z), "the lost zygote was not reaped")
+
+    def test_host_loader_files_copied_and_followed(self):
+        # The template holds copies of the host's loader files (no mount per file)...
+        res, out = self.run_sh("grep -c ' /etc/' /proc/self/mountinfo;"
+                               " sha256sum /etc/ld.so.cache | cut -c1-64")
+        with open("/etc/ld.so.cache", "rb") as f:
+            host = hashlib.sha256(f.read()).hexdigest()
+        self.assertEqual(out.split(), ["0", host])
+        # ...and a change to one of them (here only the time of /etc/alternatives, which
+        # changes when an alternative does) gets the pool a new zygote within a second.
+        before = self.fork_server()
+        os.utime("/etc/alternatives")
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            self.run_sh("true")
+            now = self.fork_server()
+            if now["starts"] > before["starts"]:
+                break
+            time.sleep(0.2)
+        self.assertGreater(now["starts"], before["starts"], now)
+        self.assertEqual(now["failures"], before["failures"], now)
 
 
 if __name__ == "__main__":
