@@ -53,8 +53,10 @@ def rss_kib(pid):
 
 
 class CgroupReuse(DaemonTest):
-    # One sandbox at a time: each next sandbox gets the emptied cgroup of the one before.
-    pools = [pool_yaml("one", warm=1, max=1, memory="128MiB", pids=64)]
+    # One sandbox at a time, each made for its task (warm 0): once the one before is gone,
+    # its emptied cgroup is the pool's only spare, and the next sandbox gets it. (With a warm
+    # sandbox made while the bomb runs, which cgroups stay spare depends on timing.)
+    pools = [pool_yaml("one", warm=0, max=1, memory="128MiB", pids=64)]
 
     def cgroups_of(self, tasks):
         db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.d.state, "audit.db"),
@@ -66,11 +68,21 @@ class CgroupReuse(DaemonTest):
         finally:
             db.close()
 
-    def run_until_reused(self, c, cgroup):
-        """Runs `true` until a sandbox gets that cgroup (a new sandbox is made while the old
-        one is still being emptied, so the reuse may take a few turns); its result."""
+    def wait_quiet(self, c):
+        """Until no sandbox of the pool is being made or removed."""
         deadline = time.time() + 20
         while time.time() < deadline:
+            p = [p for p in c.call("pools") if p["name"] == "one"][0]
+            if p["creating"] == 0 and p["dying"] == 0 and p["running"] == 0:
+                return
+            time.sleep(0.02)
+        self.fail("pool never quiet: %r" % p)
+
+    def run_until_reused(self, c, cgroup):
+        """Runs `true` until a sandbox gets that cgroup; its result."""
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            self.wait_quiet(c)
             res, _, _ = c.exec(["true"], pool="one")
             if self.cgroups_of([res["task"]])[0] == cgroup:
                 return res
@@ -87,6 +99,7 @@ class CgroupReuse(DaemonTest):
             self.assertEqual(big["status"], "oom", big)
             self.assertGreater(big["mem_peak_bytes"], 100 << 20)
             after_oom = self.run_until_reused(c, self.cgroups_of([big["task"]])[0])
+            self.wait_quiet(c)
             forks, out, _ = c.exec([PY, "-c", fork], pool="one", timeout=30)
             self.assertEqual(forks["status"], "exited", forks)
             self.assertGreater(int(out), 10)
