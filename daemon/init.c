@@ -338,6 +338,26 @@ static int init_reopen_null(struct err *e)
     return 0;
 }
 
+/* The filesystem of in->setup (mount.c), in mode; the image's fd goes, and fds 0-2 point
+ * at the new /dev/null. */
+static int init_mount(struct init *in, enum mount_mode mode, struct err *e)
+{
+    const struct ctl_setup *s = &in->setup;
+    struct mount_config mc = {
+        .mode = mode,
+        .image_root = s->image_root,
+        .image_fd = in->image_fd,
+        .hostname = s->hostname,
+        .uid = s->uid,
+        .gid = s->gid,
+        .tmp_size = s->tmp_size,
+        .shm_size = (s->flags & CTL_SETUP_DEV_SHM) ? s->shm_size : 0,
+    };
+    int r = mount_setup(&mc, e);
+    in->image_fd = fd_close(in->image_fd);
+    return r == 0 ? init_reopen_null(e) : r;
+}
+
 /* A sandbox forked by the zygote still holds the zygote's ids, the host's root, which its
  * user namespace does not map; sbxd wrote the maps before CTL_SETUP. SECURITY: the host's
  * supplementary groups go too. */
@@ -374,22 +394,7 @@ static int init_setup(struct init *in, ssize_t n, size_t got)
     }
     if (r == 0) {
         stage = CTL_STAGE_MOUNT;
-        const struct ctl_setup *s = &in->setup;
-        struct mount_config mc = {
-            .image_root = s->image_root,
-            .image_fd = in->image_fd,
-            .hostname = s->hostname,
-            .uid = s->uid,
-            .gid = s->gid,
-            .tmp_size = s->tmp_size,
-            .shm_size = (s->flags & CTL_SETUP_DEV_SHM) ? s->shm_size : 0,
-            .mode = in->from_zygote ? MOUNT_FROM_TEMPLATE : MOUNT_WHOLE,
-        };
-        r = mount_setup(&mc, &e);
-        in->image_fd = fd_close(in->image_fd);
-        if (r == 0) {
-            r = init_reopen_null(&e);
-        }
+        r = init_mount(in, in->from_zygote ? MOUNT_FROM_TEMPLATE : MOUNT_WHOLE, &e);
     }
     if (r == 0) {
         stage = CTL_STAGE_HOSTNAME;
@@ -850,52 +855,6 @@ static uint64_t init_tv_us(const struct timeval *tv)
     return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
 }
 
-/* Receives one record from the report socket into *rep, and the fd that came with it into
- * *fd (-1 when none, or when anything about the fds was off). Returns the record's length,
- * 0 on EOF or -errno (-EAGAIN when nothing is queued). */
-static ssize_t init_recv_report(int report, struct init_report *rep, int *fd)
-{
-    union {
-        struct cmsghdr hdr;
-        char space[CMSG_SPACE(sizeof(int))];
-    } cmsg;
-    struct iovec iov = {rep, sizeof(*rep)};
-    struct msghdr msg;
-    memset(&msg, 0, sizeof(msg));
-    memset(&cmsg, 0, sizeof(cmsg));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = cmsg.space;
-    msg.msg_controllen = sizeof(cmsg.space);
-    *fd = -1;
-    ssize_t n = RETRY_EINTR(recvmsg(report, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC));
-    if (n < 0) {
-        return -errno;
-    }
-    bool bad = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-            bad = true;
-            continue;
-        }
-        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k; i++) {
-            int got;
-            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (*fd < 0) {
-                *fd = got;
-            } else {
-                (void)fd_close(got);
-                bad = true;
-            }
-        }
-    }
-    if (bad) {
-        *fd = fd_close(*fd);
-    }
-    return n;
-}
-
 /* Reads everything the task child has sent so far: the listener, then at most one failure
  * record; closes the socket at EOF (the child exec'd or died). Never blocks. */
 static void init_read_reports(struct init *in)
@@ -903,7 +862,7 @@ static void init_read_reports(struct init *in)
     while (in->report >= 0) {
         struct init_report rep;
         int fd = -1;
-        ssize_t n = init_recv_report(in->report, &rep, &fd);
+        ssize_t n = fd_recv_one(in->report, &rep, sizeof(rep), &fd, MSG_DONTWAIT);
         if (n == -EAGAIN) {
             return;
         }
@@ -1283,22 +1242,7 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
         }
     }
     if (r == 0) {
-        const struct ctl_setup *s = &in->setup;
-        struct mount_config mc = {
-            .mode = MOUNT_TEMPLATE,
-            .image_root = s->image_root,
-            .image_fd = in->image_fd,
-            .hostname = s->hostname,
-            .uid = s->uid,
-            .gid = s->gid,
-            .tmp_size = s->tmp_size,
-            .shm_size = (s->flags & CTL_SETUP_DEV_SHM) ? s->shm_size : 0,
-        };
-        r = mount_setup(&mc, &e);
-        in->image_fd = fd_close(in->image_fd);
-        if (r == 0) {
-            r = init_reopen_null(&e);
-        }
+        r = init_mount(in, MOUNT_TEMPLATE, &e);
     }
     /* SECURITY: from here the zygote only joins network namespaces (CAP_SYS_ADMIN) and
      * forks into new user namespaces (which needs no capability: each sandbox gets a full

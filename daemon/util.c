@@ -323,24 +323,30 @@ ssize_t fd_recv_one(int sock, void *buf, size_t len, int *fd, int flags)
     mh.msg_control = cm.buf;
     mh.msg_controllen = sizeof(cm.buf);
     *fd = -1;
-    ssize_t n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
+    ssize_t n = RETRY_EINTR(recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC));
     if (n < 0) {
         return -errno;
     }
+    bool bad = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+            bad = true;
             continue;
         }
         size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         for (size_t i = 0; i < k; i++) {
             int got;
             memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (*fd < 0 && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+            if (*fd < 0) {
                 *fd = got;
             } else {
                 (void)fd_close(got);
+                bad = true;
             }
         }
+    }
+    if (bad) {
+        *fd = fd_close(*fd);
     }
     return n;
 }

@@ -107,7 +107,8 @@ struct iovec;
  * EINTR. Returns the bytes sent or -errno (-EINVAL for too many fds). CHILD-SAFE. */
 ssize_t fd_sendmsg(int sock, const struct iovec *iov, size_t iovlen, const int *fds, size_t nfds,
                    int flags);
-/* Receives one message of at most len bytes and the fd that may come with it (*fd, CLOEXEC,
- * -1 when none; any more fds, or fds with a truncated message, are closed). Returns the
+/* Receives one message of at most len bytes and the fd that may come with it (*fd, CLOEXEC;
+ * -1 when none, or when anything about the fds was off: more than one, another kind of
+ * control message, a truncated message; all are closed then), retrying EINTR. Returns the
  * bytes received, 0 on EOF, or -errno. */
 ssize_t fd_recv_one(int sock, void *buf, size_t len, int *fd, int flags);

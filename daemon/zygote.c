@@ -157,7 +157,7 @@ static bool zygote_etc_changed(struct zygote *z)
 /* Waits for the zygote's one reply; fd gets the pidfd that comes with CTL_SPAWNED. */
 static int zygote_reply(struct zygote *z, struct ctl_event *ev, int *fd, struct err *e)
 {
-    ssize_t n = RETRY_EINTR(fd_recv_one(z->ctl, ev, sizeof(*ev), fd, 0));
+    ssize_t n = fd_recv_one(z->ctl, ev, sizeof(*ev), fd, 0);
     if (n == -EAGAIN) {
         return err_setx(e, -ETIMEDOUT, "no reply within %d s", ZYGOTE_REPLY_TIMEOUT_S);
     }
