@@ -27,6 +27,7 @@
 #include "sandbox.h"
 #include "server.h"
 #include "util.h"
+#include "zygote.h"
 #include "version.h"
 
 /* ---- The registry ---------------------------------------------------------------------- */
@@ -619,6 +620,9 @@ struct pool_series {
     struct metric_series *create_seconds;
     struct metric_series *create_failures;
     struct metric_series *cold_starts;
+    struct metric_series *fs_up;
+    struct metric_series *fs_spawned;
+    struct metric_series *fs_failures;
 };
 
 struct metrics {
@@ -754,6 +758,13 @@ static void collect(void *ud)
         metrics_set(ps->max, p->pc->max);
         metrics_set(ps->create_failures, (double)p->failed);
         metrics_set(ps->cold_starts, (double)p->cold_starts);
+        struct zygote_stats zs = {0, 0, 0, false, 0};
+        if (p->zygote) {
+            zygote_get_stats(p->zygote, &zs);
+        }
+        metrics_set(ps->fs_up, zs.pid > 0 ? 1 : 0);
+        metrics_set(ps->fs_spawned, (double)zs.spawned);
+        metrics_set(ps->fs_failures, (double)zs.failures);
     }
     uint32_t conns = 0;
     if (d->agents) {
@@ -775,7 +786,8 @@ int metrics_new(struct daemon *d, struct metrics **ret, struct err *e)
                          *f_max = NULL, *f_create = NULL, *f_create_fail = NULL, *f_cold = NULL,
                          *f_leaks = NULL, *f_conns = NULL, *f_tokens = NULL, *f_audit_batch = NULL,
                          *f_audit_queue = NULL, *f_rss = NULL, *f_vsize = NULL, *f_cpu = NULL,
-                         *f_fds = NULL, *f_max_fds = NULL, *f_start_time = NULL, *f_build = NULL;
+                         *f_fds = NULL, *f_max_fds = NULL, *f_start_time = NULL, *f_build = NULL,
+                         *f_fs_up = NULL, *f_fs_spawned = NULL, *f_fs_failures = NULL;
     /* clang-format off */
     /* One family per entry reads better than one field per line. */
     const struct family_def defs[] = {
@@ -815,6 +827,13 @@ int metrics_new(struct daemon *d, struct metrics **ret, struct err *e)
          "Sandbox creations that failed.", {"pool"}, 1, NULL, 0},
         {&f_cold, METRIC_COUNTER, "sbx_sandbox_cold_starts_total",
          "Tasks that had to wait for a sandbox to be created.", {"pool"}, 1, NULL, 0},
+        {&f_fs_up, METRIC_GAUGE, "sbx_fork_server_up",
+         "1 while the pool's fork server runs; 0 while none does (not started yet, lost, "
+         "given up after failures, or fork_server: false).", {"pool"}, 1, NULL, 0},
+        {&f_fs_spawned, METRIC_COUNTER, "sbx_fork_server_spawned_total",
+         "Sandboxes forked by the pool's fork server.", {"pool"}, 1, NULL, 0},
+        {&f_fs_failures, METRIC_COUNTER, "sbx_fork_server_failures_total",
+         "Fork server starts that failed, and fork servers lost.", {"pool"}, 1, NULL, 0},
         {&f_leaks, METRIC_COUNTER, "sbx_sandbox_leaks_total",
          "Sandboxes or cgroups left behind that the reaper removed.", {NULL}, 0, NULL, 0},
         {&f_conns, METRIC_GAUGE, "sbx_rpc_connections",
@@ -889,6 +908,9 @@ int metrics_new(struct daemon *d, struct metrics **ret, struct err *e)
         ps->create_seconds = metrics_series(f_create, one);
         ps->create_failures = metrics_series(f_create_fail, one);
         ps->cold_starts = metrics_series(f_cold, one);
+        ps->fs_up = metrics_series(f_fs_up, one);
+        ps->fs_spawned = metrics_series(f_fs_spawned, one);
+        ps->fs_failures = metrics_series(f_fs_failures, one);
     }
     for (size_t i = 0; i < ARRAY_SIZE(rpc_methods); i++) {
         (void)metrics_series(m->f_rpc_requests, &rpc_methods[i]);

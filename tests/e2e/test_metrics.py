@@ -149,6 +149,14 @@ class Values(DaemonTest):
         self.assertEqual(value(s, "sbx_sandbox_cold_starts_total", pool="small"), 1)
         self.assertEqual(value(s, "sbx_sandbox_cold_starts_total", **py), self.cold)
         self.assertEqual(value(s, "sbx_sandbox_create_failures_total", **py), 0)
+        # The fork server forked every sandbox made so far, and runs.
+        with self.d.client() as c:
+            fs = {p["name"]: p["fork_server"] for p in c.call("pools")}
+        self.assertEqual(value(s, "sbx_fork_server_up", **py), 1)
+        self.assertGreaterEqual(value(s, "sbx_fork_server_spawned_total", **py), 6)
+        self.assertLessEqual(value(s, "sbx_fork_server_spawned_total", **py),
+                             fs["python"]["spawned"])
+        self.assertEqual(value(s, "sbx_fork_server_failures_total", **py), 0)
         # Histograms: one observation per task, cumulative buckets ending in +Inf = _count.
         for name, n in (("sbx_task_duration_seconds", 6), ("sbx_task_queue_wait_seconds", 6),
                         ("sbx_task_start_seconds", 6)):

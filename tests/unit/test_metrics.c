@@ -26,12 +26,20 @@
 #include "pool.h"
 #include "sandbox.h"
 #include "server.h"
+#include "zygote.h"
 
 /* Link seam: the fake daemon's two servers each have two connections. */
 uint32_t server_connections(const struct server *s)
 {
     (void)s;
     return 2;
+}
+
+/* Link seam: zygote.c is not linked; the pool with a fork server reports these. */
+void zygote_get_stats(struct zygote *z, struct zygote_stats *ret)
+{
+    (void)z;
+    *ret = (struct zygote_stats){.starts = 2, .spawned = 40, .failures = 1, .pid = 1234};
 }
 
 static char *render(struct metric_registry *r)
@@ -373,6 +381,7 @@ static int fake_setup(void **state)
     f->pools[0].n_queued = 5;
     f->pools[0].failed = 7;
     f->pools[0].cold_starts = 6;
+    f->pools[0].zygote = (struct zygote *)&f->cfg; /* any non-NULL: zygote_get_stats is faked */
     f->d.cfg = &f->cfg;
     f->d.pools = f->pool_ptrs;
     f->d.n_pools = 2;
@@ -416,6 +425,11 @@ static void metrics_new__every_pool_series_exists_at_zero(void **state)
     assert_line(out, "sbx_pool_max{pool=\"heavy\"} 2");
     assert_line(out, "sbx_sandbox_create_failures_total{pool=\"python\"} 7");
     assert_line(out, "sbx_sandbox_cold_starts_total{pool=\"python\"} 6");
+    assert_line(out, "sbx_fork_server_up{pool=\"python\"} 1");
+    assert_line(out, "sbx_fork_server_spawned_total{pool=\"python\"} 40");
+    assert_line(out, "sbx_fork_server_failures_total{pool=\"python\"} 1");
+    assert_line(out, "sbx_fork_server_up{pool=\"heavy\"} 0");
+    assert_line(out, "sbx_fork_server_spawned_total{pool=\"heavy\"} 0");
     assert_line(out, "sbx_sandbox_leaks_total 0");
     assert_line(out, "sbx_rpc_connections 2");
     assert_line(out, "sbx_rpc_requests_total{method=\"unknown\"} 0");
