@@ -257,8 +257,10 @@ static bool zygote_matches(const struct zygote *z, const struct ctl_setup *setup
            strcmp(a->image_root, setup->image_root) == 0;
 }
 
-/* Asks the running zygote for a sandbox. Returns the pid (pidfd in *pidfd), -EAGAIN when
- * the zygote is lost (stopped here), or another -errno when the fork failed. */
+/* Asks the running zygote for a sandbox. Returns the pid (pidfd in *pidfd); -EAGAIN when
+ * the zygote was lost before it had the request; -ECONNRESET when it was lost after (it
+ * may have forked a sandbox that holds plan->ctl_fd: that socket must not serve another);
+ * the zygote is stopped in both cases. Another -errno when the fork failed. */
 static pid_t zygote_fork(struct zygote *z, const struct spawn_plan *plan, int *pidfd, struct err *e)
 {
     struct ctl_spawn sp = {.magic = CTL_MAGIC, .type = CTL_SPAWN};
@@ -278,15 +280,18 @@ static pid_t zygote_fork(struct zygote *z, const struct spawn_plan *plan, int *p
     ssize_t n = fd_sendmsg(z->ctl, &iov, 1, fds, nfds, MSG_NOSIGNAL);
     struct ctl_event ev;
     int fd = -1;
-    int r = n == (ssize_t)sizeof(sp) ? 0 : err_set(e, n < 0 ? (int)n : -EIO, "send CTL_SPAWN");
-    if (r == 0) {
-        r = zygote_reply(z, &ev, &fd, e);
-    }
+    bool sent = n == (ssize_t)sizeof(sp);
+    int r =
+        sent ? zygote_reply(z, &ev, &fd, e) : err_set(e, n < 0 ? (int)n : -EIO, "send CTL_SPAWN");
     if (r < 0) {
         fd = fd_close(fd);
         log_warn("pool=%s pid=%d msg=\"fork server lost, restarting it later\" detail=\"%s\"",
                  z->pool, (int)z->pid, err_msg(e));
         zygote_stop(z);
+        if (sent) {
+            return err_setx(e, -ECONNRESET, "the fork server was lost during the request (%s)",
+                            err_msg(e));
+        }
         return -EAGAIN;
     }
     if (ev.type == CTL_SPAWNED && fd >= 0 && ev.pid > 0) {
@@ -334,7 +339,7 @@ int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct c
     }
     int pidfd = -1;
     pid_t pid = zygote_fork(z, plan, &pidfd, e);
-    if (pid == -EAGAIN) {
+    if (pid == -EAGAIN || pid == -ECONNRESET) {
         zygote_note_failure(z);
     } else if (pid > 0) {
         z->fail_streak = 0;

@@ -34,9 +34,11 @@ struct zygote *zygote_free(struct zygote *z);
  * plan says where the sandbox goes: its control socket, network namespace, cgroup and id
  * maps. On success the sandbox waits for CTL_SETUP on plan->ctl_fd's peer, placed (maps
  * written, attached to its cgroup) and ret holds its pid and pidfd. Returns 0; -EAGAIN
- * when the zygote is not available (could not start, died, or gave up): the caller makes
- * the sandbox without it; another -errno with e when the fork itself failed. Worker
- * thread only (blocks). */
+ * when the zygote is not available (could not start, died before the request, or gave
+ * up): the caller makes the sandbox without it; -ECONNRESET (with e) when the zygote was
+ * lost after it had the request: it may have forked a process that holds plan->ctl_fd, so
+ * the caller must fail this creation rather than use that socket again; another -errno
+ * with e when the fork itself failed. Worker thread only (blocks). */
 int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct ctl_setup *setup,
                  int image_fd, struct spawn_result *ret, struct err *e);
 
