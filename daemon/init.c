@@ -1136,7 +1136,9 @@ struct init_zygote_arg {
 
 /* The new sandbox, a copy of the zygote in its new namespaces: its control socket becomes
  * CTL_FD and every other fd of the zygote goes (the zygote's own control socket, the
- * namespace and cgroup fds). Then it is any sandbox's init, from CTL_SETUP on. */
+ * namespace and cgroup fds). Then it is any sandbox's init, from CTL_SETUP on. A raw clone3
+ * leaves musl's cached thread id the zygote's: init must not use what reads it (raise,
+ * abort, stdio's locks); its own fork() of the task child renews it in that child. */
 static int init_zygote_child(void *arg)
 {
     const struct init_zygote_arg *a = arg;
