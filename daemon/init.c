@@ -1149,8 +1149,10 @@ static int init_zygote_child(void *arg)
     in->ctl = CTL_FD;
     in->from_zygote = true;
     in->image_fd = -1;
-    /* Our own group, as any init leads one (sbxd renices it as a whole). */
-    (void)setsid();
+    /* Our own group, as any init leads one (sbxd renices it as a whole); in the zygote's
+     * session, which has no terminal: a new session would cost a scheduler autogroup too,
+     * and the task gets one of its own (setsid) anyway. */
+    (void)setpgid(0, 0);
     size_t got = 0;
     ssize_t n = init_recv_setup(in, &got);
     init_sandbox(in, n, got);
