@@ -690,8 +690,10 @@ void image_cancel_all(struct daemon *d)
 
 int image_sandbox_root(const struct image *img, int *ret_fd, const char **ret_path, struct err *e)
 {
-    if (!img || img->state == IMAGE_HOST) {
+    if (ret_fd) {
         *ret_fd = -1;
+    }
+    if (!img || img->state == IMAGE_HOST) {
         *ret_path = "/";
         return 0;
     }
@@ -708,13 +710,16 @@ int image_sandbox_root(const struct image *img, int *ret_fd, const char **ret_pa
                             "restart sbxd to verify and use the new one",
                             img->name, img->root_path);
         }
+        *ret_path = img->root_path;
+        if (!ret_fd) {
+            return 0;
+        }
         int fd = sys_open_tree(img->root_fd, "",
                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
         if (fd < 0) {
             return err_set(e, fd, "image '%s': clone %s", img->name, img->root_path);
         }
         *ret_fd = fd;
-        *ret_path = img->root_path;
         return 0;
     }
     case IMAGE_REFUSED:

@@ -59,9 +59,10 @@ struct image *image_list_free(struct image *list);
 /* For a sandbox's CTL_SETUP (worker thread; img's state no longer changes once its pool
  * creates sandboxes): *ret_fd is a fresh detached copy (open_tree clone, CLOEXEC, owned by
  * the caller) of the verified root for init to attach in its own mount namespace, and
- * *ret_path names it; or -1 and "/" for the host image (img NULL too). Returns 0, -EACCES
- * when the image was refused, -EAGAIN while it is being verified, or the -errno of the
- * clone, with e saying why. */
+ * *ret_path names it; or -1 and "/" for the host image (img NULL too). With ret_fd NULL,
+ * only the checks and *ret_path (for a fork server, which holds a copy already). Returns
+ * 0, -EACCES when the image was refused, -EAGAIN while it is being verified, or the -errno
+ * of the clone, with e saying why. */
 int image_sandbox_root(const struct image *img, int *ret_fd, const char **ret_path, struct err *e);
 /* The state as a word for `pools`: "host", "not_built" (host image standing in), "verifying",
  * "verified" or "refused". img NULL: "host". */

@@ -84,10 +84,12 @@ static void create_work(uv_work_t *w)
 
     /* The pool's verified image goes to init as an fd: init runs as an unmapped host id and
      * could not reach it by path below the daemon's private state dir. A refused image
-     * fails the creation here, with its reason. */
+     * fails the creation here, with its reason. A fork server holds it already: a copy
+     * of its tree is made only for a sandbox made from scratch (below). */
     scoped_close int image_fd = -1;
     const char *image_root = "/";
-    r = image_sandbox_root(sb->pool->image, &image_fd, &image_root, e);
+    struct zygote *zygote = sb->pool->zygote;
+    r = image_sandbox_root(sb->pool->image, zygote ? NULL : &image_fd, &image_root, e);
     if (r < 0) {
         sb->work_r = r;
         return;
@@ -146,11 +148,13 @@ static void create_work(uv_work_t *w)
     /* From the pool's fork server when it runs (or can be started); the image is in its
      * template then. Else from scratch, the image's tree going to this init. */
     struct spawn_result res;
-    r = sb->pool->zygote ? zygote_spawn(sb->pool->zygote, &plan, s, image_fd, &res, e) : -EAGAIN;
-    if (r == 0) {
-        image_fd = fd_close(image_fd);
-    } else if (r == -EAGAIN) {
-        r = spawn_sandbox(&plan, &res, e);
+    r = zygote ? zygote_spawn(zygote, &plan, s, sb->pool->image, &res, e) : -EAGAIN;
+    if (r == -EAGAIN) {
+        /* From scratch: this init gets the image's tree. */
+        r = zygote ? image_sandbox_root(sb->pool->image, &image_fd, &image_root, e) : 0;
+        if (r == 0) {
+            r = spawn_sandbox(&plan, &res, e);
+        }
     }
     if (r < 0) {
         sb->work_r = r;

@@ -22,6 +22,7 @@
 
 #include "alloc.h"
 #include "cgroup.h"
+#include "image.h"
 #include "log.h"
 #include "sys.h"
 #include "util.h"
@@ -58,7 +59,6 @@ struct zygote {
     /* What the running zygote's template was built from: a different setup (the pool's
      * image became ready, say) needs a new zygote. */
     struct ctl_setup setup;
-    bool with_image;
     /* A host image's template holds copies of the host's /etc files: their versions when
      * it was built, checked at most every ZYGOTE_ETC_CHECK_NS. */
     bool host_image;
@@ -175,8 +175,15 @@ static int zygote_reply(struct zygote *z, struct ctl_event *ev, int *fd, struct 
 }
 
 static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
-                        const struct ctl_setup *setup, int image_fd, struct err *e)
+                        const struct ctl_setup *setup, const struct image *img, struct err *e)
 {
+    /* A built image's tree, for the template (the zygote keeps what it needs of it). */
+    scoped_close int image_fd = -1;
+    const char *image_root = "/";
+    int r = image_sandbox_root(img, &image_fd, &image_root, e);
+    if (r < 0) {
+        return r;
+    }
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
         return err_set(e, -errno, "socketpair");
@@ -185,7 +192,7 @@ static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
     z->ctl = sv[0];
     struct timeval tv = {ZYGOTE_REPLY_TIMEOUT_S, 0};
     if (setsockopt(z->ctl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
-        int r = err_set(e, -errno, "SO_RCVTIMEO");
+        r = err_set(e, -errno, "SO_RCVTIMEO");
         z->ctl = fd_close(z->ctl);
         return r;
     }
@@ -202,7 +209,7 @@ static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
         z->etc_checked_ns = now_ns();
     }
     struct spawn_result res;
-    int r = spawn_sandbox(&plan, &res, e);
+    r = spawn_sandbox(&plan, &res, e);
     if (r < 0) {
         z->ctl = fd_close(z->ctl);
         return r;
@@ -239,7 +246,6 @@ static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
         return r;
     }
     z->setup = zs;
-    z->with_image = image_fd >= 0;
     pthread_mutex_lock(&z->stats_lock);
     z->stats.pid = z->pid;
     pthread_mutex_unlock(&z->stats_lock);
@@ -247,12 +253,13 @@ static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
     return 0;
 }
 
-/* Whether the running zygote's template was built from what setup asks for. */
-static bool zygote_matches(const struct zygote *z, const struct ctl_setup *setup, int image_fd)
+/* Whether the running zygote's template was built from what setup asks for (the image by
+ * its root: "/" for the host's, else a verified image's path). */
+static bool zygote_matches(const struct zygote *z, const struct ctl_setup *setup)
 {
     const struct ctl_setup *a = &z->setup;
     uint32_t mask = ~CTL_SETUP_IMAGE_FD;
-    return z->with_image == (image_fd >= 0) && a->uid == setup->uid && a->gid == setup->gid &&
+    return a->uid == setup->uid && a->gid == setup->gid &&
            (a->flags & mask) == (setup->flags & mask) && a->shm_size == setup->shm_size &&
            strcmp(a->image_root, setup->image_root) == 0;
 }
@@ -308,14 +315,14 @@ static pid_t zygote_fork(struct zygote *z, const struct spawn_plan *plan, int *p
 }
 
 int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct ctl_setup *setup,
-                 int image_fd, struct spawn_result *ret, struct err *e)
+                 const struct image *img, struct spawn_result *ret, struct err *e)
 {
     pthread_mutex_lock(&z->lock);
     if (z->fail_streak >= ZYGOTE_MAX_FAILURES) {
         pthread_mutex_unlock(&z->lock);
         return -EAGAIN;
     }
-    if (z->pid > 0 && !zygote_matches(z, setup, image_fd)) {
+    if (z->pid > 0 && !zygote_matches(z, setup)) {
         log_info("pool=%s msg=\"pool setup changed, new fork server\"", z->pool);
         zygote_stop(z);
     } else if (z->pid > 0 && zygote_etc_changed(z)) {
@@ -325,7 +332,7 @@ int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct c
     int r = 0;
     if (z->pid <= 0) {
         struct err ze = ERR_INIT;
-        r = zygote_start(z, plan, setup, image_fd, &ze);
+        r = zygote_start(z, plan, setup, img, &ze);
         if (r < 0) {
             zygote_note_failure(z);
             log_warn("pool=%s msg=\"cannot start the fork server%s\" detail=\"%s\"", z->pool,

@@ -13,6 +13,7 @@
 #include "spawn.h"
 
 struct zygote;
+struct image;
 
 struct zygote_stats {
     uint64_t starts;   /* zygotes started */
@@ -30,7 +31,8 @@ struct zygote *zygote_free(struct zygote *z);
 
 /* Forks a sandbox from the zygote, starting the zygote first when none runs or its template
  * is not for this setup (the pool's image changed). setup is the pool's CTL_SETUP as for a
- * fresh sandbox (its hostname is ignored), image_fd the image's tree or -1 (not closed);
+ * fresh sandbox (its hostname is ignored; image_root from image_sandbox_root), img the
+ * pool's image, whose tree is cloned (image_sandbox_root) only to start a zygote;
  * plan says where the sandbox goes: its control socket, network namespace, cgroup and id
  * maps. On success the sandbox waits for CTL_SETUP on plan->ctl_fd's peer, placed (maps
  * written, attached to its cgroup) and ret holds its pid and pidfd. Returns 0; -EAGAIN
@@ -40,6 +42,6 @@ struct zygote *zygote_free(struct zygote *z);
  * the caller must fail this creation rather than use that socket again; another -errno
  * with e when the fork itself failed. Worker thread only (blocks). */
 int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct ctl_setup *setup,
-                 int image_fd, struct spawn_result *ret, struct err *e);
+                 const struct image *img, struct spawn_result *ret, struct err *e);
 
 void zygote_get_stats(struct zygote *z, struct zygote_stats *ret);
