@@ -206,5 +206,16 @@ class IsolationFromScratch(Isolation):
             self.assertTrue(all(p["fork_server"] is None for p in c.call("pools")))
 
 
+class IsolationWithoutUserNamespace(Isolation):
+    """The same properties with user namespaces off (from scratch: the fork server needs
+    them): the task's ids are then the host's 10001, still without any capability."""
+    config_extra = "userns:\n  enabled: false\n"
+
+    def test_ping_and_pools(self):
+        super().test_ping_and_pools()
+        with self.d.client() as c:
+            self.assertTrue(all(p["fork_server"] is None for p in c.call("pools")))
+
+
 if __name__ == "__main__":
     unittest.main()
