@@ -1265,10 +1265,7 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
         init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_ZYGOTE, r, err_msg(&e));
         _exit(1);
     }
-    struct ctl_event ev;
-    memset(&ev, 0, sizeof(ev));
-    ev.type = CTL_READY;
-    init_send(in, &ev);
+    init_ready(in, -1);
     for (;;) {
         init_zygote_serve(in, self_net);
     }

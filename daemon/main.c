@@ -379,6 +379,27 @@ static char *subtree_name(const struct config *c)
     return xasprintf("%s-%08x", c->cgroup_name, h);
 }
 
+/* After the loop has ended: frees what main made, the audit trail closed last but for
+ * metrics (closing writes what is still queued, daemon.stop included, and feeds the
+ * metrics' hook). */
+static void free_daemon_parts(struct daemon *d, struct image *images)
+{
+    d->netns = netns_pool_free(d->netns);
+    d->cg_root = cgroup_root_free(d->cg_root);
+    free(d->pools);
+    d->pools = NULL;
+    (void)image_list_free(images);
+    d->tokens = token_store_free(d->tokens);
+    d->egress = egress_free(d->egress);
+    d->audit = audit_close(d->audit);
+    d->metrics = metrics_free(d->metrics);
+    d->reaper = reaper_free(d->reaper);
+    d->scrub = scrub_free(d->scrub);
+    free(d->init_path);
+    seccomp_set_free(d->seccomp);
+    config_free((struct config *)d->cfg);
+}
+
 /* A start-up failure once the loop exists: close what was opened, in the order of the
  * normal exit, so that nothing is left (sockets, cgroup subtree, lock) and nothing leaks.
  * Returns code. */
@@ -393,19 +414,7 @@ static int startup_abort(struct daemon *d, struct image *images, int code)
     }
     uv_run(d->loop, UV_RUN_DEFAULT);
     (void)uv_loop_close(d->loop);
-    d->netns = netns_pool_free(d->netns);
-    d->cg_root = cgroup_root_free(d->cg_root);
-    free(d->pools);
-    (void)image_list_free(images);
-    d->tokens = token_store_free(d->tokens);
-    d->egress = egress_free(d->egress);
-    d->audit = audit_close(d->audit);
-    d->metrics = metrics_free(d->metrics);
-    d->reaper = reaper_free(d->reaper);
-    d->scrub = scrub_free(d->scrub);
-    free(d->init_path);
-    seccomp_set_free(d->seccomp);
-    config_free((struct config *)d->cfg);
+    free_daemon_parts(d, images);
     return code;
 }
 
@@ -678,22 +687,6 @@ int main(int argc, char **argv)
     if (r < 0) {
         log_warn("msg=\"loop closed with handles still open\"");
     }
-    d->netns = netns_pool_free(d->netns);
-    d->cg_root = cgroup_root_free(d->cg_root);
-    for (size_t i = 0; i < d->n_pools; i++) {
-        d->pools[i] = NULL;
-    }
-    free(d->pools);
-    images = image_list_free(images);
-    d->tokens = token_store_free(d->tokens);
-    d->egress = egress_free(d->egress);
-    /* Writes what is still queued (daemon.stop); before metrics, which its hook feeds. */
-    d->audit = audit_close(d->audit);
-    d->metrics = metrics_free(d->metrics);
-    d->reaper = reaper_free(d->reaper);
-    d->scrub = scrub_free(d->scrub);
-    free(d->init_path);
-    seccomp_set_free(sc);
-    config_free(cfg);
+    free_daemon_parts(d, images);
     return d->exit_code;
 }

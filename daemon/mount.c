@@ -87,6 +87,22 @@ static int mount_write_file(const char *path, const char *text, struct err *e)
     return 0;
 }
 
+/* Makes dst the same symlink as name in dir (what names it in messages). */
+static int mount_copy_link(int dir, const char *name, const char *what, const char *dst,
+                           struct err *e)
+{
+    char target[4096];
+    ssize_t n = readlinkat(dir, name, target, sizeof(target));
+    if (n < 0 || (size_t)n >= sizeof(target)) {
+        return err_set(e, n < 0 ? -errno : -ENAMETOOLONG, "readlink %s", what);
+    }
+    target[n] = '\0';
+    if (symlink(target, dst) < 0) {
+        return err_set(e, -errno, "symlink %s", dst);
+    }
+    return 0;
+}
+
 /* Makes dst (below STAGE) what src is: the same symlink, or a read-only clone of the
  * directory or regular file. src is an O_PATH|O_NOFOLLOW fd. Other types are refused. */
 static int mount_replicate(int src, const char *what, const char *dst, struct err *e)
@@ -96,16 +112,7 @@ static int mount_replicate(int src, const char *what, const char *dst, struct er
         return err_set(e, -errno, "stat %s", what);
     }
     if (S_ISLNK(st.st_mode)) {
-        char target[4096];
-        ssize_t n = readlinkat(src, "", target, sizeof(target));
-        if (n < 0 || (size_t)n >= sizeof(target)) {
-            return err_set(e, n < 0 ? -errno : -ENAMETOOLONG, "readlink %s", what);
-        }
-        target[n] = '\0';
-        if (symlink(target, dst) < 0) {
-            return err_set(e, -errno, "symlink %s", dst);
-        }
-        return 0;
+        return mount_copy_link(src, "", what, dst, e);
     }
     if (S_ISDIR(st.st_mode)) {
         if (mkdir(dst, 0755) < 0) {
@@ -178,13 +185,7 @@ static int mount_copy(int parent, const char *name, const char *dst, int depth, 
         return err_set(e, -errno, "stat %s", dst);
     }
     if (S_ISLNK(st.st_mode)) {
-        char target[4096];
-        ssize_t n = readlinkat(parent, name, target, sizeof(target));
-        if (n < 0 || (size_t)n >= sizeof(target)) {
-            return err_set(e, n < 0 ? -errno : -ENAMETOOLONG, "readlink %s", dst);
-        }
-        target[n] = '\0';
-        return symlink(target, dst) < 0 ? err_set(e, -errno, "symlink %s", dst) : 0;
+        return mount_copy_link(parent, name, dst, dst, e);
     }
     if (S_ISREG(st.st_mode)) {
         return mount_copy_file(parent, name, dst, st.st_mode, budget, e);
@@ -475,17 +476,29 @@ static int mount_proc(const struct mount_config *cfg, struct err *e)
     return 0;
 }
 
-static int mount_dev_shm(const struct mount_config *cfg, struct err *e)
+/* A writable tmpfs of the sandbox's own at rel (size bytes, mode 1777): its mount point made
+ * (mode dir_mode in a template, 01777 else) unless a template has it already; a template
+ * has only the mount point, each sandbox mounts its own. */
+static int mount_own_tmpfs(const struct mount_config *cfg, const char *rel, mode_t dir_mode,
+                           uint64_t size, struct err *e)
 {
     char path[64];
-    if (cfg->mode != MOUNT_FROM_TEMPLATE && mkdir(STAGE "/dev/shm", 01777) < 0) {
-        return err_set(e, -errno, "mkdir /dev/shm");
+    if (cfg->mode != MOUNT_FROM_TEMPLATE) {
+        (void)snprintf(path, sizeof(path), STAGE "/%s", rel);
+        if (mkdir(path, cfg->mode == MOUNT_TEMPLATE ? dir_mode : 01777) < 0) {
+            return err_set(e, -errno, "mkdir /%s", rel);
+        }
     }
     if (cfg->mode == MOUNT_TEMPLATE) {
-        return 0; /* each sandbox mounts its own */
+        return 0;
     }
-    (void)snprintf(path, sizeof(path), "%s/dev/shm", mount_at(cfg));
-    return mount_tmpfs(path, MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", cfg->shm_size, e);
+    (void)snprintf(path, sizeof(path), "%s/%s", mount_at(cfg), rel);
+    return mount_tmpfs(path, MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", size, e);
+}
+
+static int mount_dev_shm(const struct mount_config *cfg, struct err *e)
+{
+    return mount_own_tmpfs(cfg, "dev/shm", 01777, cfg->shm_size, e);
 }
 
 static int mount_dev(const int *nodes, const struct mount_config *cfg, struct err *e)
@@ -619,16 +632,7 @@ static int mount_attach_image(const struct mount_config *cfg, int *ret, struct e
 /* The task's /tmp; a template has only the directory. */
 static int mount_scratch(const struct mount_config *cfg, struct err *e)
 {
-    char path[64];
-    if (cfg->mode != MOUNT_FROM_TEMPLATE &&
-        mkdir(STAGE "/tmp", cfg->mode == MOUNT_TEMPLATE ? 0755 : 01777) < 0) {
-        return err_set(e, -errno, "mkdir /tmp");
-    }
-    if (cfg->mode == MOUNT_TEMPLATE) {
-        return 0;
-    }
-    (void)snprintf(path, sizeof(path), "%s/tmp", mount_at(cfg));
-    return mount_tmpfs(path, MS_NOSUID | MS_NODEV | MS_NOEXEC, "1777", cfg->tmp_size, e);
+    return mount_own_tmpfs(cfg, "tmp", 0755, cfg->tmp_size, e);
 }
 
 /* /run/sbx of a sandbox forked from a template: a small tmpfs of its own with the hosts and
