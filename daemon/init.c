@@ -79,6 +79,9 @@ struct init {
     struct ctl_setup setup;
     struct sock_filter filter[CTL_SECCOMP_MAX_INSNS];
     unsigned short filter_len;
+    /* The task child installs the filter as soon as it is forked (seccomp_prog_early_ok),
+     * not when its task comes: the task then starts that much sooner. */
+    bool filter_early;
     char *buf; /* INIT_BUF_SIZE bytes, 8-aligned: the packet being received */
     enum init_task_state state;
     pid_t task; /* the task child, forked at setup */
@@ -433,9 +436,15 @@ static void init_ready(const struct init *in, int proxy)
     init_send(in, &ev);
 }
 
-/* Parses the CTL_TASK in in->buf (n bytes) into argv/envp pointing into it. */
+/* Room for the task child's argv and envp pointers, which it must not malloc: its filter may
+ * be on by then (seccomp_prog_early_ok proves nothing about malloc's calls). Every string of
+ * a task holds at least its NUL, hence the bound. Untouched pages cost nothing. */
+static char *init_task_ptrs[CTL_TASK_DATA_MAX + 2];
+
+/* Parses the CTL_TASK in in->buf (n bytes) into argv/envp pointing into it, in pointers
+ * allocated here, or in init_task_ptrs when static_ptrs (the task child). */
 static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***ret_envp,
-                           struct err *e)
+                           bool static_ptrs, struct err *e)
 {
     const struct ctl_task *t = (const struct ctl_task *)in->buf;
     if (n < sizeof(*t)) {
@@ -465,7 +474,8 @@ static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***
         }
     }
     char *data = in->buf + sizeof(*t);
-    char **ptrs = calloc((size_t)t->argc + t->envc + 2, sizeof(char *));
+    size_t nptrs = (size_t)t->argc + t->envc + 2;
+    char **ptrs = static_ptrs ? init_task_ptrs : calloc(nptrs, sizeof(char *));
     if (!ptrs) {
         return err_set(e, -ENOMEM, "task pointers");
     }
@@ -473,7 +483,9 @@ static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***
     for (size_t i = 0; i < (size_t)t->argc + t->envc; i++) {
         size_t end = off < len ? init_str_end(data, off, len) : 0;
         if (end == 0) {
-            free(ptrs);
+            if (!static_ptrs) {
+                free(ptrs);
+            }
             return err_setx(e, -EPROTO, "task string %zu not terminated", i);
         }
         /* argv then NULL, then envp then NULL. */
@@ -481,9 +493,13 @@ static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***
         off = end;
     }
     if (off != len) {
-        free(ptrs);
+        if (!static_ptrs) {
+            free(ptrs);
+        }
         return err_setx(e, -EPROTO, "trailing bytes after task strings");
     }
+    ptrs[t->argc] = NULL;
+    ptrs[nptrs - 1] = NULL;
     *ret_argv = ptrs;
     *ret_envp = ptrs + t->argc + 1;
     return 0;
@@ -685,12 +701,23 @@ static int init_child_prepare(const struct init *in, int *err)
  * sock for the one message init ever sends there: a checked CTL_TASK with its stdin,
  * stdout and stderr. A failure of the preparation is reported only then, as if it had
  * happened after the task came; EOF (no task will come) ends the child quietly. Then it
- * runs the task: session, stdio, cwd, rlimits, no capabilities, seccomp, execve. Every
- * record for init goes back on sock. */
+ * runs the task: session, stdio, cwd, rlimits, no capabilities, seccomp (unless the filter
+ * went on at the start, in->filter_early), execve. Every record for init goes back on
+ * sock. */
 __attribute__((noreturn)) static void init_task_child(struct init *in, int sock)
 {
     int err = 0;
     int stage = init_child_prepare(in, &err);
+    /* The filter now, when it allows everything we do below: off the task's path. */
+    bool filtered = false;
+    if (stage == CTL_STAGE_NONE && in->filter_early) {
+        filtered = true;
+        int r = init_child_seccomp(in, sock);
+        if (r < 0) {
+            stage = CTL_STAGE_SECCOMP;
+            err = r;
+        }
+    }
 
     int fds[3] = {-1, -1, -1};
     size_t got = 0;
@@ -703,7 +730,7 @@ __attribute__((noreturn)) static void init_task_child(struct init *in, int sock)
     }
     char **argv = NULL;
     char **envp = NULL;
-    int r = n < 0 ? (int)n : init_parse_task(in, (size_t)n, &argv, &envp, NULL);
+    int r = n < 0 ? (int)n : init_parse_task(in, (size_t)n, &argv, &envp, true, NULL);
     if (r == 0 && got != 3) {
         r = -EPROTO;
     }
@@ -740,7 +767,7 @@ __attribute__((noreturn)) static void init_task_child(struct init *in, int sock)
     if (r < 0) {
         init_child_fail(sock, CTL_STAGE_CAPS, r);
     }
-    if (in->filter_len > 0) {
+    if (!filtered && in->filter_len > 0) {
         r = init_child_seccomp(in, sock);
         if (r < 0) {
             init_child_fail(sock, CTL_STAGE_SECCOMP, r);
@@ -759,6 +786,8 @@ static void init_fork_task_child(struct init *in, int proxy)
         init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, -errno, "task socket");
         _exit(1);
     }
+    in->filter_early =
+        in->filter_len > 0 && seccomp_prog_early_ok(in->filter, in->filter_len, sp[1]);
     pid_t pid = fork();
     if (pid == 0) {
         /* SECURITY: the child holds only fds 0-2 (the sandbox's /dev/null, CLOEXEC) and its
@@ -782,6 +811,8 @@ static void init_fork_task_child(struct init *in, int proxy)
 
 /* ---- init's side of the task ---- */
 
+static void init_read_reports(struct init *in);
+
 static void init_start_task(struct init *in)
 {
     struct err e = ERR_INIT;
@@ -800,7 +831,7 @@ static void init_start_task(struct init *in)
     }
     int r = n < 0 ? err_set(&e, (int)n, "receive task") : 0;
     if (r == 0) {
-        r = init_parse_task(in, (size_t)n, &argv, &envp, &e);
+        r = init_parse_task(in, (size_t)n, &argv, &envp, false, &e);
     }
     const struct ctl_task *t = (const struct ctl_task *)in->buf;
     if (r == 0 && got != 3 + (size_t)t->n_mounts) {
@@ -842,6 +873,10 @@ static void init_start_task(struct init *in)
     }
     (void)fd_set_nonblock(in->report, true);
     in->state = TASK_RUNNING;
+    if (in->filter_early) {
+        /* The listener has been waiting since the child was forked. */
+        init_read_reports(in);
+    }
 
     struct ctl_event ev;
     memset(&ev, 0, sizeof(ev));

@@ -3,8 +3,9 @@
 /* seccomp profiles: the YAML files of seccomp/ (or their copies compiled into sbxd) turned
  * into classic BPF with libseccomp, once at start-up, for the native architecture only.
  * Every profile gets the always-denied list (docs/SECCOMP.md) on top of its own rules. sbxd
- * sends a profile's program to sbxd-init in CTL_SETUP; the task installs it after
- * no_new_privs, just before execve.
+ * sends a profile's program to sbxd-init in CTL_SETUP; the task's process installs it after
+ * no_new_privs: as soon as it is forked when seccomp_prog_early_ok allows, else just before
+ * execve.
  *
  * Denial counting: where the kernel has SECCOMP_RET_USER_NOTIF and the profile keeps
  * `count_denials: true`, every counted errno denial is compiled as
@@ -19,6 +20,12 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+#include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
@@ -237,4 +244,85 @@ static inline int seccomp_prog_notify_errno(const struct sock_filter *insns, uin
         return EPERM;
     }
     return (int)(v & SECCOMP_RET_DATA);
+}
+
+/* The AUDIT_ARCH_* value of the native system call ABI, or 0 where this file does not know
+ * it (seccomp_prog_allows then proves nothing). */
+#if defined(__x86_64__) && !defined(__ILP32__)
+#define SECCOMP_ARCH_SELF AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define SECCOMP_ARCH_SELF AUDIT_ARCH_AARCH64
+#else
+#define SECCOMP_ARCH_SELF 0
+#endif
+
+/* One system call as a program will see it: number and arguments (pointers as 0: a filter
+ * cannot read what they point to). */
+struct seccomp_call {
+    long nr;
+    uint64_t args[6];
+};
+
+/* Whether the program lets every one of calls through as it is (ALLOW, or LOG, which allows
+ * and logs), on the native ABI: no errno, no notification, no kill. CHILD-SAFE. */
+static inline bool seccomp_prog_allows(const struct sock_filter *insns, uint32_t n,
+                                       const struct seccomp_call *calls, size_t ncalls)
+{
+    if (SECCOMP_ARCH_SELF == 0) {
+        return false;
+    }
+    for (size_t i = 0; i < ncalls; i++) {
+        struct seccomp_data d;
+        uint32_t v = 0;
+        memset(&d, 0, sizeof(d));
+        d.nr = (int)calls[i].nr;
+        d.arch = SECCOMP_ARCH_SELF;
+        memcpy(d.args, calls[i].args, sizeof(d.args));
+        if (seccomp_prog_eval(insns, n, &d, &v) < 0) {
+            return false;
+        }
+        v &= SECCOMP_RET_ACTION_FULL;
+        if (v != SECCOMP_RET_ALLOW && v != SECCOMP_RET_LOG) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether sbxd-init's task child may install the program as soon as it is forked, ahead of
+ * its task, instead of just before execve: only if the program allows every call the child
+ * makes after it, as musl makes them (init.c, init_task_child): the listener's hand-over
+ * (sendmsg), receiving the task (recvmsg; close on a bad packet), setsid, lifting fds above 2
+ * (fcntl F_DUPFD_CLOEXEC, then F_SETFD), dup2 onto 0-2, chdir, setrlimit (prlimit64) of
+ * RLIMIT_NOFILE and RLIMIT_CORE, capset to nothing, execve, and on failure write and _exit.
+ * A program that denies, counts or kills any of them is installed late, as before: the
+ * child never meets its own filter. report is the child's socket to init. CHILD-SAFE. */
+static inline bool seccomp_prog_early_ok(const struct sock_filter *insns, uint32_t n, int report)
+{
+    const uint64_t r = (uint64_t)report;
+    const struct seccomp_call calls[] = {
+        {SYS_sendmsg, {r, 0, 0, 0, 0, 0}},
+        {SYS_recvmsg, {r, 0, MSG_CMSG_CLOEXEC, 0, 0, 0}},
+        {SYS_close, {3, 0, 0, 0, 0, 0}},
+        {SYS_setsid, {0, 0, 0, 0, 0, 0}},
+        {SYS_fcntl, {0, F_DUPFD_CLOEXEC, 3, 0, 0, 0}},
+        {SYS_fcntl, {3, F_SETFD, FD_CLOEXEC, 0, 0, 0}},
+#ifdef SYS_dup2
+        {SYS_dup2, {3, 0, 0, 0, 0, 0}},
+        {SYS_dup2, {4, 1, 0, 0, 0, 0}},
+        {SYS_dup2, {5, 2, 0, 0, 0, 0}},
+#else
+        {SYS_dup3, {3, 0, 0, 0, 0, 0}},
+        {SYS_dup3, {4, 1, 0, 0, 0, 0}},
+        {SYS_dup3, {5, 2, 0, 0, 0, 0}},
+#endif
+        {SYS_chdir, {0, 0, 0, 0, 0, 0}},
+        {SYS_prlimit64, {0, RLIMIT_NOFILE, 0, 0, 0, 0}},
+        {SYS_prlimit64, {0, RLIMIT_CORE, 0, 0, 0, 0}},
+        {SYS_capset, {0, 0, 0, 0, 0, 0}},
+        {SYS_execve, {0, 0, 0, 0, 0, 0}},
+        {SYS_write, {r, 0, 8, 0, 0, 0}},
+        {SYS_exit_group, {127, 0, 0, 0, 0, 0}},
+    };
+    return seccomp_prog_allows(insns, n, calls, sizeof(calls) / sizeof(calls[0]));
 }

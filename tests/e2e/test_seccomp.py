@@ -14,6 +14,7 @@ import time
 import unittest
 
 from harness import DaemonTest, pool_yaml, TOP
+from test_forkserver import children_of
 
 PY = "python3"
 
@@ -162,6 +163,34 @@ class Profiles(ProfileChecks, DaemonTest):
     pools = [pool_yaml("dflt", warm=1, max=2, pids=64, seccomp="default"),
              pool_yaml("strct", warm=1, max=2, pids=64, seccomp="strict")]
     pool_names = ["dflt", "strct"]
+
+    def test_filter_is_on_before_the_task_comes(self):
+        # Both shipped profiles allow what the waiting task child does after its filter
+        # (seccomp_prog_early_ok), so it installs the filter as soon as it is forked: every
+        # warm sandbox's task child already runs under it, off the task's path.
+        def status(pid):
+            with open("/proc/%d/status" % pid) as f:
+                return dict(l.split(":\t", 1) for l in f.read().splitlines() if ":\t" in l)
+
+        def waiting_children():
+            out = []
+            for init in children_of(self.d.proc.pid):
+                out += children_of(init)  # a zygote has none; an init, its task child
+            return out
+
+        deadline = time.monotonic() + 20
+        kids = waiting_children()
+        while len(kids) < len(self.pool_names) and time.monotonic() < deadline:
+            time.sleep(0.1)
+            kids = waiting_children()
+        self.assertGreaterEqual(len(kids), len(self.pool_names), kids)
+        for pid in kids:
+            try:
+                st = status(pid)
+            except OSError:
+                continue  # taken by a task meanwhile
+            self.assertEqual((st["Seccomp"], st["Seccomp_filters"], st["NoNewPrivs"]),
+                             ("2", "1", "1"), pid)
 
     def test_count_is_exact(self):
         for pool in self.pool_names:

@@ -874,6 +874,60 @@ static void seccomp_compile_text__counting_needs_sendmsg(void **state)
     free(p.insns);
 }
 
+/* The shipped profiles allow everything sbxd-init's task child does after its filter, in
+ * both forms: their filter goes on ahead of the task. */
+static void seccomp_prog_early_ok__shipped_profiles(void **state)
+{
+    (void)state;
+    struct seccomp_set *s = load_dir();
+    static const char *const names[] = {"default", "strict"};
+    for (size_t i = 0; i < 2; i++) {
+        struct prog p = prog_of(s, names[i]);
+        assert_true(seccomp_prog_early_ok(p.insns, p.n, 7));
+        seccomp_prog_strip_notify(p.insns, p.n);
+        assert_true(seccomp_prog_early_ok(p.insns, p.n, 7));
+        free(p.insns);
+    }
+    seccomp_set_free(s);
+}
+
+/* A program that denies, counts or kills any call of the child's path after the filter,
+ * even for one argument value, keeps the filter on the path just before execve. */
+static void seccomp_prog_early_ok__any_refusal_keeps_it_late(void **state)
+{
+    (void)state;
+    static const char *const texts[] = {
+        /* errno, counted or not */
+        "default_action: allow\nrules:\n  - names: [chdir]\n    action: errno\n",
+        "default_action: allow\ncount_denials: false\nrules:\n  - names: [setsid]\n"
+        "    action: errno\n",
+        /* kill, log is fine (below) */
+        "default_action: allow\nrules:\n  - names: [capset]\n    action: kill\n",
+        /* one argument: RLIMIT_CORE (4) only */
+        "default_action: allow\nrules:\n  - names: [prlimit64]\n    action: errno\n"
+        "    args:\n      - {index: 1, op: eq, value: 4}\n",
+        /* an allowlist without dup2 */
+        "default_action: errno\nrules:\n  - names: [sendmsg, recvmsg, close, setsid, fcntl, "
+        "chdir, prlimit64, capset, execve, write, exit_group]\n    action: allow\n",
+    };
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        struct prog p = compile_text(texts[i], SECCOMP_COMPILE_NOTIFY);
+        assert_false(seccomp_prog_early_ok(p.insns, p.n, 7));
+        free(p.insns);
+    }
+    /* The same allowlist with dup2 is enough; so is logging a call. */
+    struct prog p = compile_text(
+        "default_action: errno\nrules:\n  - names: [sendmsg, recvmsg, close, setsid, fcntl, "
+        "dup2, chdir, prlimit64, capset, execve, write, exit_group]\n    action: allow\n",
+        SECCOMP_COMPILE_NOTIFY);
+    assert_true(seccomp_prog_early_ok(p.insns, p.n, 7));
+    free(p.insns);
+    p = compile_text("default_action: allow\nrules:\n  - names: [chdir]\n    action: log\n",
+                     SECCOMP_COMPILE_NOTIFY);
+    assert_true(seccomp_prog_early_ok(p.insns, p.n, 7));
+    free(p.insns);
+}
+
 static void seccomp_compile_text__args_and_other_arch_names(void **state)
 {
     (void)state;
@@ -1100,6 +1154,8 @@ int main(void)
         cmocka_unit_test(seccomp_compile_text__count_denials_false_stays_plain),
         cmocka_unit_test(seccomp_compile_text__counting_needs_sendmsg),
         cmocka_unit_test(seccomp_compile_text__args_and_other_arch_names),
+        cmocka_unit_test(seccomp_prog_early_ok__shipped_profiles),
+        cmocka_unit_test(seccomp_prog_early_ok__any_refusal_keeps_it_late),
         cmocka_unit_test(seccomp_compile_text__errors),
         cmocka_unit_test(seccomp_prog_eval__alu_jumps_and_bounds),
         cmocka_unit_test(seccomp_prog_strip_notify__keeps_the_errno),
