@@ -368,6 +368,16 @@ void audit_array_end(struct audit_ev *ev)
 
 static void run_waiters(struct audit *a);
 
+static void flush_cb(uv_timer_t *h)
+{
+    struct audit *a = container_of(h, struct audit, flush_timer);
+    pthread_mutex_lock(&a->mu);
+    if (a->q_head) {
+        pthread_cond_signal(&a->cond);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
 uint64_t audit_end(struct audit_ev *ev)
 {
     if (!ev) {
@@ -413,13 +423,20 @@ uint64_t audit_end(struct audit_ev *ev)
     a->q_events++;
     a->q_bytes += sizeof(*r) + r->len;
     a->st.queued = a->q_events;
-    /* The writer needs waking only to learn of a first event (it then sleeps until that
-     * one is due) or of a full batch: a wake-up per event would cost a context switch
-     * each, several per task. Waiting for a commit wakes it too (audit_when_committed). */
-    if (was_empty || a->q_events == AUDIT_FLUSH_EVENTS) {
+    /* The writer needs waking only when the oldest event is due (flush_timer) or for a full
+     * batch: a wake-up per event would cost a context switch each, several per task, and
+     * one per first event would still cost one per task at concurrency 1. Waiting for a
+     * commit wakes it at once (audit_when_committed). Without the timer (after
+     * audit_shutdown) the writer learns of a first event at once and sleeps until it is
+     * due. */
+    bool timer = a->async_open;
+    if ((was_empty && !timer) || a->q_events == AUDIT_FLUSH_EVENTS) {
         pthread_cond_signal(&a->cond);
     }
     pthread_mutex_unlock(&a->mu);
+    if (was_empty && timer) {
+        uv_timer_start(&a->flush_timer, flush_cb, AUDIT_FLUSH_NS / 1000000, 0);
+    }
     return ticket;
 }
 
@@ -619,6 +636,7 @@ int audit_open(uv_loop_t *loop, const char *path, const struct audit_options *o,
             return r;
         }
         uv_async_init(loop, &a->async, async_cb);
+        uv_timer_init(loop, &a->flush_timer);
         a->async_open = true;
     }
     *ret = a;
@@ -709,6 +727,7 @@ void audit_shutdown(struct audit *a)
     pthread_mutex_unlock(&a->mu);
     if (was_open) {
         uv_close((uv_handle_t *)&a->async, async_closed);
+        uv_close((uv_handle_t *)&a->flush_timer, async_closed);
     }
 }
 

@@ -72,6 +72,9 @@ struct audit {
 
     /* loop only */
     uv_async_t async;
+    /* Wakes the writer when the oldest queued event is due (AUDIT_FLUSH_NS), so that a
+     * first event costs no wake-up of its own; open while async_open. */
+    uv_timer_t flush_timer;
     uint64_t next_ticket;
     struct waiter *w_head;
     struct waiter *w_tail;

@@ -139,12 +139,14 @@ int exec_new(struct daemon *d, struct conn *c, uint32_t msgid, struct pool *p,
     uv_timer_init(d->loop, &t->timer);
     t->in.data = t->out.data = t->err.data = t->timer.data = t;
     t->open_handles = 4;
-    uv_pipe_open(&t->in, pin[1]);
     uv_pipe_open(&t->out, pout[0]);
     uv_pipe_open(&t->err, perr[0]);
-    t->in_open = true;
-    if (!want_stdin) {
-        t->in_open = false;
+    if (want_stdin) {
+        uv_pipe_open(&t->in, pin[1]);
+        t->in_open = true;
+    } else {
+        /* The task reads EOF at once; the handle never held the fd. */
+        fd_close(pin[1]);
         close_handle(t, (uv_handle_t *)&t->in);
     }
     *ret = t;

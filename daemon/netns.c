@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* A free list of clean network namespaces, created from a worker thread with
- * unshare(CLONE_NEWNET) and recycled after checking /proc/thread-self/net for sockets.
- * It never leaves the calling thread in another namespace: a failed switch back aborts. */
+ * unshare(CLONE_NEWNET) and recycled after checking their sockstat files (opened inside
+ * each at creation) for sockets. It never leaves the calling thread in another namespace:
+ * a failed switch back aborts. */
 #define LOG_MOD "netns"
 #include "netns.h"
 
@@ -22,7 +23,7 @@
 
 struct netns_pool {
     pthread_mutex_t lock;
-    int *free;
+    struct netns_ref *free;
     uint32_t n_free;
     uint32_t max_free;
     struct netns_stats stats;
@@ -34,7 +35,7 @@ int netns_pool_new(uint32_t max_free, struct netns_pool **ret, struct err *e)
     struct netns_pool *p = xcalloc(1, sizeof(*p));
     pthread_mutex_init(&p->lock, NULL);
     p->max_free = max_free;
-    p->free = xcalloc(max_free ? max_free : 1, sizeof(int));
+    p->free = xcalloc(max_free ? max_free : 1, sizeof(*p->free));
     *ret = p;
     return 0;
 }
@@ -45,7 +46,7 @@ struct netns_pool *netns_pool_free(struct netns_pool *p)
         return NULL;
     }
     for (uint32_t i = 0; i < p->n_free; i++) {
-        fd_close(p->free[i]);
+        netns_ref_close(&p->free[i]);
     }
     pthread_mutex_destroy(&p->lock);
     free(p->free);
@@ -100,7 +101,15 @@ static int lo_up(void)
     return 0;
 }
 
-static int create(struct err *e)
+void netns_ref_close(struct netns_ref *ref)
+{
+    fd_close(ref->fd);
+    fd_close(ref->sockstat);
+    fd_close(ref->sockstat6);
+    *ref = NETNS_REF_NONE;
+}
+
+static int create(struct netns_ref *ret, struct err *e)
 {
     int self = -1;
     int r = enter(-1, &self);
@@ -112,36 +121,43 @@ static int create(struct err *e)
         fd_close(self);
         return err_set(e, r, "unshare(CLONE_NEWNET)");
     }
-    int fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-    r = fd < 0 ? -errno : lo_up();
+    struct netns_ref ref = NETNS_REF_NONE;
+    ref.fd = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+    r = ref.fd < 0 ? -errno : lo_up();
+    if (r == 0) {
+        ref.sockstat = open("/proc/thread-self/net/sockstat", O_RDONLY | O_CLOEXEC);
+        r = ref.sockstat < 0 ? -errno : 0;
+    }
+    if (r == 0) {
+        ref.sockstat6 = open("/proc/thread-self/net/sockstat6", O_RDONLY | O_CLOEXEC);
+        r = ref.sockstat6 < 0 && errno != ENOENT ? -errno : 0; /* ENOENT: no IPv6 */
+    }
     leave(self);
-    if (fd < 0) {
-        return err_set(e, r, "open new network namespace");
-    }
     if (r < 0) {
-        fd_close(fd);
-        return err_set(e, r, "bring lo up in a new network namespace");
+        netns_ref_close(&ref);
+        return err_set(e, r, "set up a new network namespace (lo up, sockstat files)");
     }
-    return fd;
+    *ret = ref;
+    return 0;
 }
 
-int netns_acquire(struct netns_pool *p, struct err *e)
+int netns_acquire(struct netns_pool *p, struct netns_ref *ret, struct err *e)
 {
     pthread_mutex_lock(&p->lock);
     if (p->n_free > 0) {
-        int fd = p->free[--p->n_free];
+        *ret = p->free[--p->n_free];
         p->stats.reused++;
         pthread_mutex_unlock(&p->lock);
-        return fd;
+        return 0;
     }
     pthread_mutex_unlock(&p->lock);
-    int fd = create(e);
-    if (fd >= 0) {
+    int r = create(ret, e);
+    if (r == 0) {
         pthread_mutex_lock(&p->lock);
         p->stats.created++;
         pthread_mutex_unlock(&p->lock);
     }
-    return fd;
+    return r;
 }
 
 /* The sockstat counters kept per network namespace; "alloc", "orphan" and "mem" are global
@@ -152,15 +168,20 @@ static bool per_netns(const char *key)
            strcmp(key, "memory") == 0;
 }
 
-/* True when every per-namespace counter of a sockstat file is 0. Reading them costs
- * nothing, unlike /proc/net/tcp, which walks the host's whole connection table. */
-static bool sockstat_zero(const char *path)
+/* True when every per-namespace counter of a sockstat file (fd, -1 for none) is 0.
+ * Reading them costs nothing, unlike /proc/net/tcp, which walks the host's whole
+ * connection table. */
+static bool sockstat_zero(int fd)
 {
-    char buf[1024];
-    ssize_t n = file_read_small(AT_FDCWD, path, buf, sizeof(buf));
-    if (n < 0) {
-        return n == -ENOENT; /* no IPv6 on this kernel */
+    if (fd < 0) {
+        return true;
     }
+    char buf[1024];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    if (n <= 0 || (size_t)n == sizeof(buf) - 1) {
+        return false;
+    }
+    buf[n] = '\0';
     char *save = NULL;
     bool after_name = false;
     const char *key = NULL;
@@ -186,40 +207,29 @@ static bool sockstat_zero(const char *path)
     return true;
 }
 
-/* Everything a task could leave in a namespace it has no capability over is a socket: a
- * listener, a lingering TCP connection (TIME_WAIT, orphans), a socket still being torn
- * down. "sockets: used" counts every socket of the namespace, unix ones included. */
-static bool clean(void)
+void netns_release(struct netns_pool *p, struct netns_ref *ref)
 {
-    return sockstat_zero("/proc/thread-self/net/sockstat") &&
-           sockstat_zero("/proc/thread-self/net/sockstat6");
-}
-
-void netns_release(struct netns_pool *p, int fd)
-{
-    if (fd < 0) {
+    struct netns_ref r = *ref;
+    *ref = NETNS_REF_NONE;
+    if (r.fd < 0) {
+        netns_ref_close(&r);
         return;
     }
-    bool keep = false;
     pthread_mutex_lock(&p->lock);
     bool room = p->n_free < p->max_free;
     pthread_mutex_unlock(&p->lock);
-    if (room) {
-        int self = -1;
-        if (enter(fd, &self) == 0) {
-            keep = clean();
-            leave(self);
-        }
-    }
+    /* "sockets: used" counts every socket of the namespace, unix ones included; TIME_WAIT
+     * ones are "tw". */
+    bool keep = room && r.sockstat >= 0 && sockstat_zero(r.sockstat) && sockstat_zero(r.sockstat6);
     pthread_mutex_lock(&p->lock);
     if (keep && p->n_free < p->max_free) {
-        p->free[p->n_free++] = fd;
-        fd = -1;
+        p->free[p->n_free++] = r;
+        r = NETNS_REF_NONE;
     } else {
         p->stats.dropped++;
     }
     pthread_mutex_unlock(&p->lock);
-    fd_close(fd);
+    netns_ref_close(&r);
 }
 
 void netns_get_stats(struct netns_pool *p, struct netns_stats *ret)

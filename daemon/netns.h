@@ -18,16 +18,28 @@ struct netns_stats {
     uint64_t dropped; /* not clean (or the free list was full): destroyed */
 };
 
+/* A network namespace: its fd and its sockstat files, opened inside it so that they go on
+ * reading its counters from any thread in any namespace (-1: none, e.g. no IPv6). */
+struct netns_ref {
+    int fd;
+    int sockstat;
+    int sockstat6;
+};
+#define NETNS_REF_NONE ((struct netns_ref){-1, -1, -1})
+
 /* max_free: namespaces kept for reuse. Returns 0 or -errno. */
 int netns_pool_new(uint32_t max_free, struct netns_pool **ret, struct err *e);
 /* Closes every kept namespace. Accepts NULL; returns NULL. */
 struct netns_pool *netns_pool_free(struct netns_pool *p);
-/* A clean network namespace for a new sandbox: an fd the caller owns. Worker thread (it
- * switches the calling thread's network namespace briefly when it must create one).
- * Returns the fd or -errno with e saying why. */
-int netns_acquire(struct netns_pool *p, struct err *e);
+/* A clean network namespace for a new sandbox, into *ret, which the caller owns. Worker
+ * thread (it switches the calling thread's network namespace briefly when it must create
+ * one). Returns 0 or -errno with e saying why. */
+int netns_acquire(struct netns_pool *p, struct netns_ref *ret, struct err *e);
 /* Takes back a namespace whose sandbox is gone (every process of it dead): kept when
- * clean and there is room, else closed. Worker thread. */
-void netns_release(struct netns_pool *p, int fd);
+ * clean (its sockstat files, no namespace switch) and there is room, else closed. *ref is
+ * NETNS_REF_NONE after. Worker thread. */
+void netns_release(struct netns_pool *p, struct netns_ref *ref);
+/* Closes what ref holds; *ref is NETNS_REF_NONE after. */
+void netns_ref_close(struct netns_ref *ref);
 /* Any thread. */
 void netns_get_stats(struct netns_pool *p, struct netns_stats *ret);

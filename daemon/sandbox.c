@@ -110,12 +110,11 @@ static void create_work(uv_work_t *w)
     sb->ctl_fd = sv[0];
 
     if (d->netns) {
-        r = netns_acquire(d->netns, e);
+        r = netns_acquire(d->netns, &sb->netns, e);
         if (r < 0) {
             sb->work_r = r;
             return;
         }
-        sb->netns_fd = r;
     }
     struct spawn_plan plan = {
         .init_path = d->init_path,
@@ -124,8 +123,8 @@ static void create_work(uv_work_t *w)
         .id_count = cfg->userns_count,
         .cg = sb->cg,
         .ctl_fd = child_end,
-        .join_netns = sb->netns_fd >= 0,
-        .netns_fd = sb->netns_fd,
+        .join_netns = sb->netns.fd >= 0,
+        .netns_fd = sb->netns.fd,
     };
     size_t insns = sb->pool->bpf ? sb->pool->bpf_n : 0;
     size_t len = sizeof(struct ctl_setup) + insns * sizeof(struct sock_filter);
@@ -193,7 +192,7 @@ static void sandbox_free(struct sandbox *sb)
     sb->ctl_fd = fd_close(sb->ctl_fd);
     sb->proxy_fd = fd_close(sb->proxy_fd);
     sb->pidfd = fd_close(sb->pidfd);
-    sb->netns_fd = fd_close(sb->netns_fd); /* remove_work gives it back; else unused */
+    netns_ref_close(&sb->netns); /* remove_work gives it back; else unused */
     pool_sandbox_state(p, sb, SB_DEAD);
     p->n_state[SB_DEAD]--; /* freed: it no longer counts at all */
     d->live_sandboxes--;
@@ -208,16 +207,15 @@ static void sandbox_free(struct sandbox *sb)
 static void empty_cgroup(struct sandbox *sb);
 
 /* Worker: the cgroup is emptied, then reset or removed; the network namespace goes back
- * to the pool (the check switches namespaces), after every fd of the sandbox is closed so
- * that nothing of ours counts as left in it. One job for both: a job costs two wake-ups. */
+ * to the pool (after its sockstat check), after every fd of the sandbox is closed so that
+ * nothing of ours counts as left in it. One job for both: a job costs two wake-ups. */
 static void remove_work(uv_work_t *w)
 {
     struct sandbox *sb = container_of(w, struct sandbox, work);
     background_thread();
     empty_cgroup(sb);
-    int fd = take_fd(&sb->netns_fd);
-    if (fd >= 0) {
-        netns_release(sb->d->netns, fd);
+    if (sb->netns.fd >= 0) {
+        netns_release(sb->d->netns, &sb->netns);
     }
 }
 
@@ -481,7 +479,7 @@ void sandbox_create(struct daemon *d, struct pool *p)
     sb->pid = -1;
     sb->pidfd = -1;
     sb->ctl_fd = -1;
-    sb->netns_fd = -1;
+    sb->netns = NETNS_REF_NONE;
     sb->proxy_fd = -1;
     sb->state = SB_CREATING;
     sb->created_ns = now_ns();

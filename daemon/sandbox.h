@@ -11,6 +11,7 @@
 #include "cgroup.h"
 #include "ctl.h"
 #include "err.h"
+#include "netns.h"
 
 struct daemon;
 struct pool;
@@ -44,8 +45,8 @@ struct sandbox {
     pid_t pid;
     int pidfd;
     int ctl_fd;
-    int netns_fd; /* its network namespace (netns.c), recycled when it is freed */
-    int proxy_fd; /* egress proxy listener from init's READY, or -1 (egress.c) */
+    struct netns_ref netns; /* its network namespace (netns.c), recycled when it is freed */
+    int proxy_fd;           /* egress proxy listener from init's READY, or -1 (egress.c) */
     uv_poll_t ctl_poll;
     uv_poll_t pid_poll;
     uv_timer_t setup_timer; /* SANDBOX_SETUP_TIMEOUT_MS from spawn to READY */

@@ -226,6 +226,25 @@ static void audit_end__commits_in_order_and_wakes_waiters(void **state)
     assert_int_equal(v.head_seq, 501);
 }
 
+/* Events nobody waits for are committed once due, by the loop's flush timer: the writer is
+ * not woken for each first event, yet nothing waits forever. */
+static void audit_end__unwaited_events_are_committed_when_due(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f, 0);
+    (void)task_event(f->a, "task.request", "t1");
+    (void)task_event(f->a, "task.started", "t1");
+    struct audit_stats st = {0};
+    for (int i = 0; i < 1000 && st.committed < 2; i++) {
+        (void)uv_run(&f->loop, UV_RUN_ONCE);
+        audit_get_stats(f->a, &st);
+    }
+    assert_int_equal(st.committed, 2);
+    assert_int_equal(st.batches, 1);
+    assert_int_equal(count_rows(f, "task = 't1'"), 2);
+    fx_close(f);
+}
+
 static void audit_str__scrubs_values_not_ids(void **state)
 {
     struct fx *f = *state;
@@ -567,6 +586,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(audit_hash__covers_every_field),
         cmocka_unit_test_setup_teardown(audit_end__commits_in_order_and_wakes_waiters, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(audit_end__unwaited_events_are_committed_when_due, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(audit_str__scrubs_values_not_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(audit_str__cuts_long_values_and_events, setup, teardown),
