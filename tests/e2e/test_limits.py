@@ -89,6 +89,19 @@ class CgroupReuse(DaemonTest):
             time.sleep(0.05)
         self.fail("cgroup %s was never reused" % cgroup)
 
+    def test_cpu_limit_holds(self):
+        # Two busy processes under the pool's limit of 1 CPU: the quota holds them to it
+        # (plus the kernel's slack) on a host with more; without it they would use two.
+        burn = "import time\nt = time.time() + 1.5\nwhile time.time() < t: pass\n"
+        with self.d.client() as c:
+            self.wait_quiet(c)
+            res, _, err = c.exec(["sh", "-c", 'python3 -c "$0" & python3 -c "$0" & wait', burn],
+                                 pool="one", timeout=30)
+        self.assertEqual(res["status"], "exited", (res, err))
+        self.assertGreater(res["cpu_ms"], 0.6 * res["wall_ms"], res)
+        if os.cpu_count() > 1:
+            self.assertLess(res["cpu_ms"], res["wall_ms"] * 1.1 + 50, res)
+
     def test_a_reused_cgroup_carries_nothing_of_the_sandbox_before(self):
         bomb = "x = []\nwhile True: x.append(bytearray(8 << 20))\n"
         fork = ("import os, time\nn = 0\ntry:\n    while True:\n        pid = os.fork()\n"
