@@ -615,18 +615,13 @@ static int init_exec(char *const *argv, char *const *envp)
     return eacces ? -EACCES : last;
 }
 
-/* Drops every capability from the bounding set, up to the kernel's last one. */
+/* Drops every capability from the bounding set, up to the kernel's last one: dropping one
+ * past it fails with EINVAL (one call per capability, not a read and a drop). */
 static int init_drop_bounding(void)
 {
     for (int cap = 0; cap < 64; cap++) {
-        if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0) {
-            if (errno == EINVAL) {
-                return 0;
-            }
-            return -errno;
-        }
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
-            return -errno;
+            return errno == EINVAL && cap > 0 ? 0 : -errno;
         }
     }
     return 0;
