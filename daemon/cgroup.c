@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -618,6 +619,22 @@ int cgroup_root_open(enum cgroup_version version, const char *parent, const char
     root->desc = root_describe(root);
     log_debug("msg=\"cgroup subtree open\" desc=\"%s\"", root->desc);
     *ret = root;
+    return 0;
+}
+
+int cgroup_root_lock(struct cgroup_root *root, struct err *e)
+{
+    if (root->nhier == 0) {
+        return err_setx(e, -ENOENT, "no cgroup hierarchy to lock");
+    }
+    if (flock(root->hier[0].dfd, LOCK_EX | LOCK_NB) < 0) {
+        int err = errno;
+        if (err == EWOULDBLOCK) {
+            return err_setx(e, -EBUSY, "cgroup subtree '%s' is in use by another sbxd",
+                            root->hier[0].path);
+        }
+        return err_set(e, -err, "lock cgroup subtree '%s'", root->hier[0].path);
+    }
     return 0;
 }
 

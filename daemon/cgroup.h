@@ -41,6 +41,12 @@ struct cgroup_usage {
  * hierarchy, else v1. Returns 0 or -errno. */
 int cgroup_root_open(enum cgroup_version version, const char *parent, const char *name,
                      struct cgroup_root **ret, struct err *e);
+/* Takes an exclusive flock on the subtree's directory (its first hierarchy's), held until
+ * cgroup_root_free: what the start-up reaper kills and removes in the subtree is then never
+ * another live sbxd's, even one whose state dir lock (the same path, deleted and made
+ * again; the same path in another mount namespace) did not stop us. Returns 0, -EBUSY when
+ * another process holds it, or -errno. */
+int cgroup_root_lock(struct cgroup_root *root, struct err *e);
 /* Removes the subtree directories if empty (ignoring EBUSY) and frees. Accepts NULL. */
 struct cgroup_root *cgroup_root_free(struct cgroup_root *root);
 enum cgroup_version cgroup_root_version(const struct cgroup_root *root);

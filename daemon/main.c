@@ -599,6 +599,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "sbxd: cgroups: %s\n", err_msg(&e));
         return 71;
     }
+    if (cgroup_root_lock(d->cg_root, &e) < 0) {
+        fprintf(stderr, "sbxd: cgroups: %s\n", err_msg(&e));
+        /* Not freed: freeing removes the subtree's directories, which are the other's. */
+        return 73;
+    }
     if (!cgroup_root_has_limits(d->cg_root)) {
         fprintf(stderr, "sbxd: cgroups: %s cannot enforce memory, cpu and pids limits\n",
                 cgroup_root_describe(d->cg_root));

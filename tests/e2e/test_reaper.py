@@ -15,6 +15,7 @@ import time
 import unittest
 
 from harness import SBX, SBXD, Daemon, pool_yaml
+from test_forkserver import children_of
 
 
 def query(d, sql, args=()):
@@ -266,6 +267,35 @@ class StateDirLock(unittest.TestCase):
             self.assertEqual(r.returncode, 73)
             self.assertIn(b"is in use by another sbxd", r.stderr)
             # the first one lost nothing
+            with d.client() as c:
+                self.assertEqual(c.exec(["echo", "still"])[1], b"still\n")
+        finally:
+            d.stop()
+
+
+    def test_second_sbxd_without_the_state_dir_lock_is_refused_by_the_cgroup_lock(self):
+        # The state dir's lock file is gone (deleted under the running sbxd, or the same
+        # path in another mount namespace): the second sbxd gets the same cgroup subtree,
+        # whose lock stops it before its start-up reaper could kill the first one's
+        # sandboxes as leftovers.
+        d = Daemon(pools=[pool_yaml(warm=2, max=2)])
+        try:
+            d.wait_warm()
+            kids = sorted(children_of(d.proc.pid))  # the fork server and the warm inits
+            self.assertGreaterEqual(len(kids), 3, kids)
+            os.unlink(os.path.join(d.state, "sbxd.lock"))
+            second = subprocess.Popen([SBXD, "--config", d.config, "--socket", d.sock + "2",
+                                       "--admin-socket", d.admin + "2"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            try:
+                _, err = second.communicate(timeout=15)
+            except subprocess.TimeoutExpired:
+                second.send_signal(signal.SIGTERM)
+                second.communicate(timeout=30)
+                self.fail("a second sbxd started on the same cgroup subtree")
+            self.assertEqual(second.returncode, 73, err)
+            self.assertIn(b"is in use by another sbxd", err)
+            self.assertEqual(sorted(children_of(d.proc.pid)), kids)
             with d.client() as c:
                 self.assertEqual(c.exec(["echo", "still"])[1], b"still\n")
         finally:
