@@ -638,7 +638,7 @@ int cgroup_root_lock(struct cgroup_root *root, struct err *e)
     return 0;
 }
 
-struct cgroup_root *cgroup_root_free(struct cgroup_root *root)
+static struct cgroup_root *root_release(struct cgroup_root *root, bool remove)
 {
     if (!root) {
         return NULL;
@@ -646,7 +646,7 @@ struct cgroup_root *cgroup_root_free(struct cgroup_root *root)
     for (size_t h = 0; h < root->nhier; h++) {
         root->hier[h].dfd = fd_close(root->hier[h].dfd);
         /* EBUSY: children or processes remain (a leak the reaper handles next start). */
-        if (root->hier[h].path && rmdir(root->hier[h].path) < 0 && errno != EBUSY &&
+        if (remove && root->hier[h].path && rmdir(root->hier[h].path) < 0 && errno != EBUSY &&
             errno != ENOENT) {
             log_debug_errno(-errno, "msg=\"cannot remove subtree, ignoring\" path=\"%s\"",
                             root->hier[h].path);
@@ -657,6 +657,16 @@ struct cgroup_root *cgroup_root_free(struct cgroup_root *root)
     free(root->desc);
     free(root);
     return NULL;
+}
+
+struct cgroup_root *cgroup_root_free(struct cgroup_root *root)
+{
+    return root_release(root, true);
+}
+
+struct cgroup_root *cgroup_root_close(struct cgroup_root *root)
+{
+    return root_release(root, false);
 }
 
 enum cgroup_version cgroup_root_version(const struct cgroup_root *root)

@@ -49,6 +49,9 @@ int cgroup_root_open(enum cgroup_version version, const char *parent, const char
 int cgroup_root_lock(struct cgroup_root *root, struct err *e);
 /* Removes the subtree directories if empty (ignoring EBUSY) and frees. Accepts NULL. */
 struct cgroup_root *cgroup_root_free(struct cgroup_root *root);
+/* Frees without removing anything (the subtree is another sbxd's: cgroup_root_lock).
+ * Accepts NULL; returns NULL. */
+struct cgroup_root *cgroup_root_close(struct cgroup_root *root);
 enum cgroup_version cgroup_root_version(const struct cgroup_root *root);
 /* Whether memory/cpu/pids limits can be enforced (false on a controller-less v2). */
 bool cgroup_root_has_limits(const struct cgroup_root *root);

@@ -601,7 +601,12 @@ int main(int argc, char **argv)
     }
     if (cgroup_root_lock(d->cg_root, &e) < 0) {
         fprintf(stderr, "sbxd: cgroups: %s\n", err_msg(&e));
-        /* Not freed: freeing removes the subtree's directories, which are the other's. */
+        /* Closed, not freed: freeing removes the subtree's directories, the other's. */
+        d->cg_root = cgroup_root_close(d->cg_root);
+        d->reaper = reaper_free(d->reaper);
+        free(d->init_path);
+        seccomp_set_free(sc);
+        config_free(cfg);
         return 73;
     }
     if (!cgroup_root_has_limits(d->cg_root)) {
