@@ -86,6 +86,7 @@ struct config {
     uint64_t max_argv_bytes;        /* argv + env bytes of one exec; default 64 KiB */
     uint64_t drain_grace_ns;        /* SIGTERM: how long running tasks may finish; default 10 s */
     uint32_t refill_parallelism;    /* sandboxes created at once, all pools; default 2 */
+    uint64_t topup_idle_ns;         /* top-up waits this long after a task start; 20 ms */
     bool netns_recycle;             /* reuse clean network namespaces (netns.c); default true */
     bool fork_server;               /* fork sandboxes from a zygote per pool (zygote.c); default
                                        true; needs userns */

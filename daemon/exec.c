@@ -293,6 +293,7 @@ void exec_start(struct task *t, struct sandbox *sb)
     t->t_start_ns = now_ns();
     metrics_task_start(t);
     t->d->running_tasks++;
+    daemon_task_started(t->d);
     exec_admit(t);
     audit_task_assigned(t);
     /* The proxy serves the task's network profile, or its listener closes (egress.c). */

@@ -44,12 +44,41 @@ struct pool *daemon_find_pool(struct daemon *d, const char *name)
     return NULL;
 }
 
+static void topup_cb(uv_timer_t *h)
+{
+    daemon_refill(h->data);
+}
+
+void daemon_task_started(struct daemon *d)
+{
+    d->last_task_start_ns = now_ns();
+}
+
+/* Whether p waits to be topped up to its warm target: no task waits for it, a task started
+ * within topup_idle, and it has not fallen below half its target since it was last full
+ * (from there it is refilled to the target in one go, without waiting). */
+static bool topup_waits(const struct daemon *d, struct pool *p, uint64_t now)
+{
+    uint32_t ready = p->n_state[SB_WARM] + p->n_state[SB_CREATING];
+    if (ready >= p->pc->warm) {
+        p->topping_up = false;
+        return false;
+    }
+    if (ready < (p->pc->warm + 1) / 2) {
+        p->topping_up = true;
+    }
+    return !p->topping_up && p->n_queued == 0 &&
+           now < d->last_task_start_ns + d->cfg->topup_idle_ns;
+}
+
 void daemon_refill(struct daemon *d)
 {
     if (d->draining) {
         return;
     }
     uint32_t limit = d->cfg->refill_parallelism;
+    uint64_t now = now_ns();
+    bool waiting = false;
     /* Pools with waiting tasks first, then the warm targets, one sandbox per pool per
      * round so that no pool starves another. */
     for (int pass = 0; pass < 2 && d->creating < limit; pass++) {
@@ -61,12 +90,20 @@ void daemon_refill(struct daemon *d)
                 if (pass == 0 && p->n_queued == 0) {
                     continue;
                 }
+                if (pass == 1 && topup_waits(d, p, now)) {
+                    waiting = waiting || pool_wanted(p) > 0;
+                    continue;
+                }
                 if (pool_wanted(p) > 0) {
                     sandbox_create(d, p);
                     progress = true;
                 }
             }
         }
+    }
+    if (waiting) {
+        uint64_t at = d->last_task_start_ns + d->cfg->topup_idle_ns;
+        uv_timer_start(&d->topup_timer, topup_cb, at > now ? (at - now + 999999) / 1000000 : 0, 0);
     }
 }
 
@@ -94,6 +131,8 @@ static void finish_shutdown(struct daemon *d)
 {
     uv_timer_stop(&d->drain_timer);
     uv_close((uv_handle_t *)&d->drain_timer, NULL);
+    uv_timer_stop(&d->topup_timer);
+    uv_close((uv_handle_t *)&d->topup_timer, NULL);
     signals_stop(d);
     close_servers_and_pools(d);
     reaper_stop(d);
@@ -637,6 +676,8 @@ int main(int argc, char **argv)
     d->loop->data = d;
     uv_timer_init(d->loop, &d->drain_timer);
     d->drain_timer.data = d;
+    uv_timer_init(d->loop, &d->topup_timer);
+    d->topup_timer.data = d;
     d->scrub = scrub_new();
     if (audit_setup(d, &e) < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));

@@ -28,6 +28,7 @@ struct pool {
     struct task *q_head;           /* FIFO of tasks waiting for a sandbox */
     struct task *q_tail;
     uint32_t n_queued;
+    bool topping_up;      /* fell below half its warm target: refilled to it without waiting */
     uint64_t created;     /* sandboxes that became WARM */
     uint64_t failed;      /* creations that failed */
     uint64_t tasks;       /* tasks started */

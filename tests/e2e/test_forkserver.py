@@ -55,9 +55,12 @@ class ForkServer(DaemonTest):
         return res, out.decode()
 
     def test_sandboxes_come_from_the_fork_server(self):
+        self.d.wait_warm("python")
         before = self.fork_server()["spawned"]
         for _ in range(5):
             self.run_sh("true")
+        # The pool tops itself up once tasks stop coming (daemon_refill): from the server.
+        self.d.wait_warm("python")
         st = self.running_fork_server()
         self.assertGreaterEqual(st["spawned"], before + 5, st)
         self.assertFalse(st["disabled"], st)

@@ -9,7 +9,7 @@ import threading
 import time
 import unittest
 
-from harness import Daemon, pool_yaml, SBXD, sandbox_processes
+from harness import Daemon, DaemonTest, pool_yaml, SBXD, sandbox_processes
 import sbx_client
 
 
@@ -147,8 +147,36 @@ class Lifecycle(unittest.TestCase):
         self.assertEqual(sandbox_processes(d.subtree), [])
 
 
-if __name__ == "__main__":
-    unittest.main()
+class TopUp(DaemonTest):
+    # topup_idle 2 s instead of 20 ms, so that the test's timing has room to spare.
+    pools = [pool_yaml("python", warm=4, max=8)]
+    config_extra = "topup_idle: 2s\n"
+
+    def pool(self, c):
+        return [p for p in c.call("pools") if p["name"] == "python"][0]
+
+    def test_waits_for_a_pause_above_half_and_refills_at_once_below(self):
+        self.d.wait_warm("python")
+        with self.d.client() as c:
+            created = self.pool(c)["created"]
+            t0 = time.monotonic()
+            self.assertEqual(c.exec(["true"])[0]["status"], "exited")
+            # 3 of 4 left: no sandbox is made while tasks may still come...
+            p = self.pool(c)
+            self.assertLess(time.monotonic() - t0, 1.5)
+            self.assertEqual((p["created"], p["warm"]), (created, 3), p)
+        # ...and the pool is topped up once none has started for topup_idle.
+        self.d.wait_warm("python")
+        self.assertGreater(time.monotonic() - t0, 1.5)
+        with self.d.client() as c:
+            self.assertEqual(self.pool(c)["created"], created + 1)
+            # Below half (1 of 4 left), it is refilled to its target at once.
+            for _ in range(3):
+                self.assertEqual(c.exec(["true"])[0]["status"], "exited")
+            t1 = time.monotonic()
+        self.d.wait_warm("python")
+        self.assertLess(time.monotonic() - t1, 1.5)
+
 
 
 class SetupTimeout(unittest.TestCase):
@@ -173,3 +201,7 @@ class SetupTimeout(unittest.TestCase):
             self.assertIn("did not finish its setup", d.logtext())
         finally:
             d.stop()
+
+
+if __name__ == "__main__":
+    unittest.main()

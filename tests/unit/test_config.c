@@ -121,6 +121,7 @@ static void config_parse__empty_gives_defaults(void **state)
     assert_int_equal(c->max_argv_bytes, 64 * 1024);
     assert_int_equal(c->drain_grace_ns, 10 * SEC);
     assert_int_equal(c->refill_parallelism, 2);
+    assert_int_equal(c->topup_idle_ns, 20 * 1000000ULL);
     assert_int_equal(c->cgroup_version, 0);
     assert_null(c->cgroup_parent);
     assert_string_equal(c->cgroup_name, "sbxd");
@@ -195,6 +196,7 @@ static void config_parse__every_key(void **state)
                        "pools_dir: pools.d\n"
                        "drain_grace: 1500ms\n"
                        "refill_parallelism: 64\n"
+                       "topup_idle: 0\n"
                        "limits:\n"
                        "  max_connections: 10\n"
                        "  max_requests_per_connection: 3\n"
@@ -219,6 +221,7 @@ static void config_parse__every_key(void **state)
     assert_int_equal(c->log_level, LOG_DEBUG);
     assert_int_equal(c->drain_grace_ns, 1500000000ULL);
     assert_int_equal(c->refill_parallelism, 64);
+    assert_int_equal(c->topup_idle_ns, 0);
     assert_int_equal(c->max_connections, 10);
     assert_int_equal(c->max_requests_per_conn, 3);
     assert_int_equal(c->max_message_bytes, 64 * MIB);
@@ -730,6 +733,8 @@ static void config_parse__global_out_of_range(void **state)
                 "t.yaml:1:21: 'refill_parallelism' must be between 1 and 64");
     parse_fails("refill_parallelism: 65\n", NULL, -EINVAL,
                 "t.yaml:1:21: 'refill_parallelism' must be between 1 and 64");
+    parse_fails("topup_idle: 61s\n", NULL, -EINVAL,
+                "t.yaml:1:13: 'topup_idle' must be between 0ns and 60s");
     parse_fails("limits:\n  max_message_bytes: 1023\n", NULL, -EINVAL,
                 "t.yaml:2:22: 'limits.max_message_bytes' must be between 1KiB and 64MiB");
     parse_fails("limits:\n  max_message_bytes: 65MiB\n", NULL, -EINVAL,
