@@ -53,7 +53,8 @@ struct daemon {
     uv_signal_t sig_hup;
     uv_timer_t drain_timer;
     /* Topping pools up to their warm target waits while tasks keep starting (daemon_refill):
-     * the last start, and the timer that tops up once none has started for a while. */
+     * the last start (exec_start sets it), and the timer that tops up once none has started
+     * for topup_idle. */
     uint64_t last_task_start_ns;
     uv_timer_t topup_timer;
     int exit_code;
@@ -69,7 +70,5 @@ struct pool *daemon_find_pool(struct daemon *d, const char *name);
  * to half and then refilled in one go, and under a trickle of tasks it is refilled between
  * them. */
 void daemon_refill(struct daemon *d);
-/* A task started (exec_start): pushes the pools' top-up back. */
-void daemon_task_started(struct daemon *d);
 /* Called when something the drain waits for has finished (a task, a sandbox). */
 void daemon_drain_progress(struct daemon *d);

@@ -293,7 +293,7 @@ void exec_start(struct task *t, struct sandbox *sb)
     t->t_start_ns = now_ns();
     metrics_task_start(t);
     t->d->running_tasks++;
-    daemon_task_started(t->d);
+    t->d->last_task_start_ns = t->t_start_ns; /* pushes the pools' top-up back */
     exec_admit(t);
     audit_task_assigned(t);
     /* The proxy serves the task's network profile, or its listener closes (egress.c). */

@@ -55,6 +55,7 @@
 #define INIT_BUF_SIZE ((INIT_TASK_MAX > INIT_SETUP_MAX ? INIT_TASK_MAX : INIT_SETUP_MAX) + 1)
 /* The fds that may come with one packet: a task's stdio and its token mounts. */
 #define INIT_FDS_MAX (3 + CTL_MOUNTS_MAX)
+_Static_assert(INIT_FDS_MAX <= FD_SEND_MAX, "init_recv's fds fit fd_recv");
 #define INIT_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 /* Notifications answered per poll round at most: a task that spams denied calls must not
  * keep init from its control socket and from reaping. */
@@ -127,63 +128,14 @@ static void init_send_failure(const struct init *in, uint32_t type, uint32_t sta
     init_send(in, &ev);
 }
 
-/* Receives one packet from sock into in->buf. Any fds that come with it are installed CLOEXEC
- * into fds (up to nfds; *got says how many) or, when fds is NULL, discarded by the kernel.
- * Returns the length, 0 on EOF, or -errno (-EMSGSIZE when truncated). */
+/* Receives one packet from sock into in->buf, with up to nfds fds (CLOEXEC) into fds (*got
+ * of them). Returns the length, 0 on EOF, or -errno (-EMSGSIZE when truncated or when the
+ * fds were off: fd_recv closed them). */
 static ssize_t init_recv(struct init *in, int sock, int *fds, size_t nfds, size_t *got)
 {
-    union {
-        struct cmsghdr hdr;
-        char space[CMSG_SPACE(INIT_FDS_MAX * sizeof(int))];
-    } cmsg;
-    struct iovec iov = {in->buf, INIT_BUF_SIZE};
-    struct msghdr msg;
-    if (nfds > INIT_FDS_MAX) {
-        return -EINVAL;
-    }
-    memset(&msg, 0, sizeof(msg));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    if (fds) {
-        memset(&cmsg, 0, sizeof(cmsg));
-        msg.msg_control = cmsg.space;
-        msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-    }
-    if (got) {
-        *got = 0;
-    }
-    ssize_t n = RETRY_EINTR(recvmsg(sock, &msg, MSG_CMSG_CLOEXEC));
-    if (n < 0) {
-        return -errno;
-    }
-    bool bad = (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
-    for (struct cmsghdr *c = fds ? CMSG_FIRSTHDR(&msg) : NULL; c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-            bad = true;
-            continue;
-        }
-        size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (size_t i = 0; i < k; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (*got < nfds) {
-                fds[(*got)++] = fd;
-            } else {
-                (void)fd_close(fd);
-                bad = true;
-            }
-        }
-    }
-    if (bad) {
-        for (size_t i = 0; got && i < *got; i++) {
-            fds[i] = fd_close(fds[i]);
-        }
-        if (got) {
-            *got = 0;
-        }
-        return -EMSGSIZE;
-    }
-    return n;
+    bool bad = false;
+    ssize_t n = fd_recv(sock, in->buf, INIT_BUF_SIZE, fds, nfds, got, &bad, 0);
+    return n >= 0 && bad ? -EMSGSIZE : n;
 }
 
 /* Returns the index just past the NUL of the string at data[off] within len, or 0. */

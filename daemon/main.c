@@ -49,11 +49,6 @@ static void topup_cb(uv_timer_t *h)
     daemon_refill(h->data);
 }
 
-void daemon_task_started(struct daemon *d)
-{
-    d->last_task_start_ns = now_ns();
-}
-
 /* Whether p waits to be topped up to its warm target: no task waits for it, a task started
  * within topup_idle, and it has not fallen below half its target since it was last full
  * (from there it is refilled to the target in one go, without waiting). */

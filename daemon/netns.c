@@ -218,8 +218,9 @@ void netns_release(struct netns_pool *p, struct netns_ref *ref)
     pthread_mutex_lock(&p->lock);
     bool room = p->n_free < p->max_free;
     pthread_mutex_unlock(&p->lock);
-    /* "sockets: used" counts every socket of the namespace, unix ones included; TIME_WAIT
-     * ones are "tw". */
+    /* Everything a task could leave in a namespace it has no capability over is a socket: a
+     * listener, a lingering TCP connection (TIME_WAIT, orphans), a socket still being torn
+     * down. "sockets: used" counts every socket of the namespace, unix ones included. */
     bool keep = room && r.sockstat >= 0 && sockstat_zero(r.sockstat) && sockstat_zero(r.sockstat6);
     pthread_mutex_lock(&p->lock);
     if (keep && p->n_free < p->max_free) {

@@ -308,12 +308,18 @@ ssize_t fd_sendmsg(int sock, const struct iovec *iov, size_t iovlen, const int *
     return n < 0 ? -errno : n;
 }
 
-ssize_t fd_recv_one(int sock, void *buf, size_t len, int *fd, int flags)
+ssize_t fd_recv(int sock, void *buf, size_t len, int *fds, size_t nfds, size_t *got, bool *bad,
+                int flags)
 {
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(FD_SEND_MAX * sizeof(int))];
         struct cmsghdr align;
     } cm;
+    *got = 0;
+    *bad = false;
+    if (nfds > FD_SEND_MAX) {
+        return -EINVAL;
+    }
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     struct msghdr mh;
     memset(&mh, 0, sizeof(mh));
@@ -321,32 +327,45 @@ ssize_t fd_recv_one(int sock, void *buf, size_t len, int *fd, int flags)
     mh.msg_iov = &iov;
     mh.msg_iovlen = 1;
     mh.msg_control = cm.buf;
-    mh.msg_controllen = sizeof(cm.buf);
-    *fd = -1;
+    mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
     ssize_t n = RETRY_EINTR(recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC));
     if (n < 0) {
         return -errno;
     }
-    bool bad = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
+    *bad = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-            bad = true;
+            *bad = true;
             continue;
         }
         size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
         for (size_t i = 0; i < k; i++) {
-            int got;
-            memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (*fd < 0) {
-                *fd = got;
+            int fd;
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+            if (*got < nfds) {
+                fds[(*got)++] = fd;
             } else {
-                (void)fd_close(got);
-                bad = true;
+                (void)fd_close(fd);
+                *bad = true;
             }
         }
     }
-    if (bad) {
-        *fd = fd_close(*fd);
+    if (*bad) {
+        for (size_t i = 0; i < *got; i++) {
+            fds[i] = fd_close(fds[i]);
+        }
+        *got = 0;
+    }
+    return n;
+}
+
+ssize_t fd_recv_one(int sock, void *buf, size_t len, int *fd, int flags)
+{
+    size_t got = 0;
+    bool bad = false;
+    ssize_t n = fd_recv(sock, buf, len, fd, 1, &got, &bad, flags);
+    if (got == 0) {
+        *fd = -1;
     }
     return n;
 }

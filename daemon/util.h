@@ -107,6 +107,12 @@ struct iovec;
  * EINTR. Returns the bytes sent or -errno (-EINVAL for too many fds). CHILD-SAFE. */
 ssize_t fd_sendmsg(int sock, const struct iovec *iov, size_t iovlen, const int *fds, size_t nfds,
                    int flags);
+/* Receives one message of at most len bytes and up to nfds (<= FD_SEND_MAX) fds that may
+ * come with it, CLOEXEC, into fds (*got of them), retrying EINTR. Anything off about the fds
+ * (more than nfds, another kind of control message, a truncated message) sets *bad and
+ * closes them all (*got 0). Returns the bytes received, 0 on EOF, or -errno. CHILD-SAFE. */
+ssize_t fd_recv(int sock, void *buf, size_t len, int *fds, size_t nfds, size_t *got, bool *bad,
+                int flags);
 /* Receives one message of at most len bytes and the fd that may come with it (*fd, CLOEXEC;
  * -1 when none, or when anything about the fds was off: more than one, another kind of
  * control message, a truncated message; all are closed then), retrying EINTR. Returns the
