@@ -34,7 +34,7 @@ HTTP_PARSER_LIBS := -lhttp_parser
 CFLAGS   := $(CFLAGS_BASE) -fPIE
 LDFLAGS  := -pie -Wl,-z,relro,-z,now $(SANLD)
 
-COMMON_SRCS := daemon/util.c daemon/err.c daemon/log.c daemon/alloc.c
+COMMON_SRCS := daemon/util.c daemon/sys.c daemon/err.c daemon/log.c daemon/alloc.c
 CLIENT_SRCS := $(COMMON_SRCS) daemon/proto.c
 # Sources that belong to other binaries than sbxd.
 NOT_SBXD    := daemon/sbx.c daemon/sbx_json.c daemon/init.c daemon/mount.c
@@ -161,9 +161,9 @@ TEST_cgroup_EXTRA := daemon/cgroup_v1.c daemon/cgroup_v2.c
 TEST_outcap_EXTRA :=
 TEST_audit_EXTRA := daemon/audit_writer.c daemon/scrub.c daemon/audit_query.c daemon/proto.c
 TEST_scrub_EXTRA :=
-TEST_image_EXTRA := daemon/sys.c
-TEST_token_EXTRA := daemon/token_db.c daemon/sys.c daemon/scrub.c
-TEST_spawn_EXTRA := daemon/sys.c daemon/child.c daemon/cgroup.c daemon/cgroup_v1.c daemon/cgroup_v2.c
+TEST_image_EXTRA :=
+TEST_token_EXTRA := daemon/token_db.c daemon/scrub.c
+TEST_spawn_EXTRA := daemon/child.c daemon/cgroup.c daemon/cgroup_v1.c daemon/cgroup_v2.c
 unit-bins: $(UNIT_BINS)
 $(UNIT_BINS): $(BUILD)/sbxd-init $(BUILD)/probe
 

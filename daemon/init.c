@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -318,8 +319,17 @@ static int init_mount(struct init *in, enum mount_mode mode, struct err *e)
  * supplementary groups go too. */
 static int init_become_root(struct err *e)
 {
-    if (setgroups(0, NULL) < 0 || setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
-        return err_set(e, -errno, "take the namespace's root ids");
+    /* The raw calls: musl's would first signal every thread (there is none), at the price
+     * of three sigprocmask calls each. */
+    int r = sys_setgroups_empty();
+    if (r == 0) {
+        r = sys_setresgid(0, 0, 0);
+    }
+    if (r == 0) {
+        r = sys_setresuid(0, 0, 0);
+    }
+    if (r < 0) {
+        return err_set(e, r, "take the namespace's root ids");
     }
     /* The change of ids made us undumpable with the host as owner of /proc/self; the
      * namespace's root owns it again, and nothing may ptrace or peek into init. */
@@ -388,17 +398,24 @@ static void init_ready(const struct init *in, int proxy)
     init_send(in, &ev);
 }
 
-/* Room for the task child's argv and envp pointers, which it must not malloc: its filter may
- * be on by then (seccomp_prog_early_ok proves nothing about malloc's calls). Every string of
- * a task holds at least its NUL, hence the bound. Untouched pages cost nothing. */
+/* Room for the task child's argv and envp pointers, which it must not malloc: it shares our
+ * memory (init_fork_task_child), and its filter may be on by then (seccomp_prog_early_ok
+ * proves nothing about malloc's calls). Every string of a task holds at least its NUL,
+ * hence the bound. Untouched pages cost nothing. */
 static char *init_task_ptrs[CTL_TASK_DATA_MAX + 2];
+/* The task child's own receive buffer: init never touches it. */
+static char init_child_buf[INIT_BUF_SIZE] __attribute__((aligned(8)));
+/* The task child's copy of the filter when it must strip the notifications (init's copy
+ * answers them). */
+static struct sock_filter init_child_filter[CTL_SECCOMP_MAX_INSNS];
 
-/* Parses the CTL_TASK in in->buf (n bytes) into argv/envp pointing into it, in pointers
- * allocated here, or in init_task_ptrs when static_ptrs (the task child). */
-static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***ret_envp,
+/* Parses the CTL_TASK in buf (n bytes) into argv/envp pointing into it, in pointers
+ * allocated here, or in init_task_ptrs when static_ptrs (the task child: then CHILD-SAFE,
+ * and e must be NULL). */
+static int init_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp,
                            bool static_ptrs, struct err *e)
 {
-    const struct ctl_task *t = (const struct ctl_task *)in->buf;
+    const struct ctl_task *t = (const struct ctl_task *)buf;
     if (n < sizeof(*t)) {
         return err_setx(e, -EPROTO, "short task packet");
     }
@@ -425,7 +442,7 @@ static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***
             return err_setx(e, -EPROTO, "mount destination %u not terminated", i);
         }
     }
-    char *data = in->buf + sizeof(*t);
+    char *data = buf + sizeof(*t);
     size_t nptrs = (size_t)t->argc + t->envc + 2;
     char **ptrs = static_ptrs ? init_task_ptrs : calloc(nptrs, sizeof(char *));
     if (!ptrs) {
@@ -457,14 +474,46 @@ static int init_parse_task(struct init *in, size_t n, char ***ret_argv, char ***
     return 0;
 }
 
-/* ---- the task child (after fork; init is single-threaded, so libc is safe here) ---- */
+/* ---- the task child ----
+ *
+ * Cloned with CLONE_VM (init_fork_task_child): it shares init's memory and TLS, errno
+ * included, until its execve, while init goes on. So everything below is CHILD-SAFE
+ * (sys.h): system calls only through sys.h, nothing allocated, no errno, no stdio; it
+ * writes only its stack, init_child_buf, init_task_ptrs and init_child_filter, and reads
+ * of `in` only what init set before the clone and never changes after (setup, filter,
+ * filter_len, filter_early). No copy of init's address space is made or torn down per
+ * sandbox: that was a tenth of init's CPU time. */
+
+/* Its stack: mapped once, with a guard page below it (a zygote maps it before its first
+ * fork, so that every sandbox it forks has its own copy from the start). */
+#define INIT_CHILD_STACK (64 * 1024)
+static char *init_child_stack;
+
+static int init_child_stack_map(void)
+{
+    if (init_child_stack) {
+        return 0;
+    }
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    char *p = mmap(NULL, page + INIT_CHILD_STACK, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        return -errno;
+    }
+    if (mprotect(p + page, INIT_CHILD_STACK, PROT_READ | PROT_WRITE) < 0) {
+        int r = -errno;
+        (void)munmap(p, page + INIT_CHILD_STACK);
+        return r;
+    }
+    init_child_stack = p + page;
+    return 0;
+}
 
 /* write(), not send(): after the filter is on, write is the call every profile allows. */
 __attribute__((noreturn)) static void init_child_fail(int report, int stage, int err)
 {
     struct init_report rep = {stage, err};
-    (void)!write(report, &rep, sizeof(rep));
-    _exit(127);
+    (void)sys_write(report, &rep, sizeof(rep));
+    sys_exit(127);
 }
 
 /* Sends {CTL_STAGE_NONE, 0} with fd attached. sendmsg with flags 0 is the one call a counting
@@ -483,19 +532,19 @@ static int init_child_send_fd(int report, int fd)
 /* Installs the pool's program. A counting program (one with USER_NOTIF returns) gets a
  * listener, handed to init over the report socket before execve; the listener is CLOEXEC,
  * so the task never holds it. Where the kernel gives none (EBUSY: an outer filter already
- * has a listener; EINVAL: no NEW_LISTENER), the program is turned into its plain form and
- * installed without one: the same denials, not counted (init sees no listener). in is this
- * child's private copy of init's state (fork), so stripping it changes nothing in init.
- * Returns 0 or -errno. */
-static int init_child_seccomp(struct init *in, int report)
+ * has a listener; EINVAL: no NEW_LISTENER), the program is turned into its plain form (in
+ * init_child_filter: init's copy stays as it is) and installed without one: the same
+ * denials, not counted (init sees no listener). Returns 0 or -errno. */
+static int init_child_seccomp(const struct init *in, int report)
 {
     if (!seccomp_prog_notifies(in->filter, in->filter_len)) {
         return sys_seccomp_filter(in->filter, in->filter_len);
     }
     int fd = sys_seccomp_filter_flags(in->filter, in->filter_len, SECCOMP_FILTER_FLAG_NEW_LISTENER);
     if (fd == -EBUSY || fd == -EINVAL) {
-        seccomp_prog_strip_notify(in->filter, in->filter_len);
-        return sys_seccomp_filter(in->filter, in->filter_len);
+        memcpy(init_child_filter, in->filter, in->filter_len * sizeof(in->filter[0]));
+        seccomp_prog_strip_notify(init_child_filter, in->filter_len);
+        return sys_seccomp_filter(init_child_filter, in->filter_len);
     }
     if (fd < 0) {
         return fd;
@@ -524,8 +573,7 @@ static int init_exec(char *const *argv, char *const *envp)
         return -ENOENT;
     }
     if (strchr(file, '/')) {
-        (void)execve(file, argv, envp);
-        return -errno;
+        return sys_execve(file, argv, envp);
     }
     const char *path = init_env_get(envp, "PATH");
     if (!path) {
@@ -547,15 +595,14 @@ static int init_exec(char *const *argv, char *const *envp)
                 o = dlen + 1;
             }
             memcpy(buf + o, file, flen + 1);
-            (void)execve(buf, argv, envp);
-            int err = errno;
-            if (err == EACCES) {
+            int r = sys_execve(buf, argv, envp);
+            if (r == -EACCES) {
                 eacces = true;
-            } else if (err != ENOENT && err != ENOTDIR && err != ESTALE && err != ENODEV &&
-                       err != ETIMEDOUT) {
-                return -err;
+            } else if (r != -ENOENT && r != -ENOTDIR && r != -ESTALE && r != -ENODEV &&
+                       r != -ETIMEDOUT) {
+                return r;
             }
-            last = -err;
+            last = r;
         } else {
             last = -ENAMETOOLONG;
         }
@@ -572,8 +619,9 @@ static int init_exec(char *const *argv, char *const *envp)
 static int init_drop_bounding(void)
 {
     for (int cap = 0; cap < 64; cap++) {
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
-            return errno == EINVAL && cap > 0 ? 0 : -errno;
+        int r = sys_prctl(PR_CAPBSET_DROP, (unsigned long)cap, 0, 0, 0);
+        if (r < 0) {
+            return r == -EINVAL && cap > 0 ? 0 : r;
         }
     }
     return 0;
@@ -586,72 +634,81 @@ static int init_child_capset(uint32_t caps)
     struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
     struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
     memset(data, 0, sizeof(data));
-    if (syscall(SYS_capget, &hdr, data) < 0) {
-        return -errno;
+    int r = sys_capget(&hdr, data);
+    if (r < 0) {
+        return r;
     }
     caps &= data[0].permitted;
     memset(data, 0, sizeof(data));
     data[0].effective = caps;
     data[0].permitted = caps;
-    return syscall(SYS_capset, &hdr, data) < 0 ? -errno : 0;
+    return sys_capset(&hdr, data);
 }
 
 /* The part of starting a task that needs no task, done by the task child as soon as it is
- * forked, in the order init used to do it after the fork: signals, and every privilege but
+ * cloned, in the order init used to do it after the fork: signals, and every privilege but
  * INIT_CHILD_KEEP_CAPS (effective and permitted only: never inheritable nor ambient, and
  * cleared before the task's program runs). The child stays in init's process group until
  * its task comes, so that sbxd's renice of the group when init is READY reaches it (the
- * child was forked at init's background nice value). Stops at the first failure. Returns
+ * child was cloned at init's background nice value). Stops at the first failure. Returns
  * CTL_STAGE_NONE, or the stage that failed with *err. */
 static int init_child_prepare(const struct init *in, int *err)
 {
     sigset_t none;
     sigemptyset(&none);
-    if (sigprocmask(SIG_SETMASK, &none, NULL) < 0) {
-        *err = -errno;
+    int r = sys_sigprocmask(SIG_SETMASK, &none, NULL);
+    if (r < 0) {
+        *err = r;
         return CTL_STAGE_FORK;
     }
     /* SECURITY: no capability can come back, through exec of a file or otherwise. */
-    int r = init_drop_bounding();
+    r = init_drop_bounding();
     if (r < 0) {
         *err = r;
         return CTL_STAGE_CAPS;
     }
     /* Keep the permitted set across the change of uid, for init_child_capset to narrow it;
      * execve resets the flag. */
-    if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0) {
-        *err = -errno;
-        return CTL_STAGE_CAPS;
-    }
-    if (setgroups(0, NULL) < 0 || setresgid(in->setup.gid, in->setup.gid, in->setup.gid) < 0 ||
-        setresuid(in->setup.uid, in->setup.uid, in->setup.uid) < 0) {
-        *err = -errno;
-        return CTL_STAGE_SETUID;
-    }
-    r = init_child_capset(INIT_CHILD_KEEP_CAPS);
+    r = sys_prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0);
     if (r < 0) {
         *err = r;
         return CTL_STAGE_CAPS;
     }
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0) {
-        *err = -errno;
+    r = sys_setgroups_empty();
+    if (r == 0) {
+        r = sys_setresgid(in->setup.gid, in->setup.gid, in->setup.gid);
+    }
+    if (r == 0) {
+        r = sys_setresuid(in->setup.uid, in->setup.uid, in->setup.uid);
+    }
+    if (r < 0) {
+        *err = r;
+        return CTL_STAGE_SETUID;
+    }
+    r = init_child_capset(INIT_CHILD_KEEP_CAPS);
+    if (r == 0) {
+        r = sys_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+    }
+    if (r < 0) {
+        *err = r;
         return CTL_STAGE_CAPS;
     }
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-        *err = -errno;
+    r = sys_prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    if (r < 0) {
+        *err = r;
         return CTL_STAGE_NNP;
     }
     return CTL_STAGE_NONE;
 }
 
-/* The task child: forked at setup, it sheds what it can (init_child_prepare) and blocks on
+/* The task child: cloned at setup, it sheds what it can (init_child_prepare) and blocks on
  * sock for the one message init ever sends there: a checked CTL_TASK with its stdin,
  * stdout and stderr. A failure of the preparation is reported only then, as if it had
  * happened after the task came; EOF (no task will come) ends the child quietly. Then it
  * runs the task: session, stdio, cwd, rlimits, no capabilities, seccomp (unless the filter
  * went on at the start, in->filter_early), execve. Every record for init goes back on
  * sock. */
-__attribute__((noreturn)) static void init_task_child(struct init *in, int sock)
+__attribute__((noreturn)) static void init_task_child(const struct init *in, int sock)
 {
     int err = 0;
     int stage = init_child_prepare(in, &err);
@@ -668,47 +725,56 @@ __attribute__((noreturn)) static void init_task_child(struct init *in, int sock)
 
     int fds[3] = {-1, -1, -1};
     size_t got = 0;
-    ssize_t n = init_recv(in, sock, fds, 3, &got);
+    bool bad = false;
+    ssize_t n = fd_recv(sock, init_child_buf, INIT_BUF_SIZE, fds, 3, &got, &bad, 0);
     if (n == 0) {
-        _exit(0);
+        sys_exit(0);
     }
     if (stage != CTL_STAGE_NONE) {
         init_child_fail(sock, stage, err);
     }
     char **argv = NULL;
     char **envp = NULL;
-    int r = n < 0 ? (int)n : init_parse_task(in, (size_t)n, &argv, &envp, true, NULL);
+    int r = n < 0 ? (int)n : bad ? -EMSGSIZE : 0;
+    if (r == 0) {
+        r = init_parse_task(init_child_buf, (size_t)n, &argv, &envp, true, NULL);
+    }
     if (r == 0 && got != 3) {
         r = -EPROTO;
     }
     if (r < 0) {
         init_child_fail(sock, CTL_STAGE_FORK, r);
     }
-    const struct ctl_task *t = (const struct ctl_task *)in->buf;
-    if (setsid() < 0) {
-        init_child_fail(sock, CTL_STAGE_SETSID, -errno);
+    const struct ctl_task *t = (const struct ctl_task *)init_child_buf;
+    r = sys_setsid();
+    if (r < 0) {
+        init_child_fail(sock, CTL_STAGE_SETSID, r);
     }
     /* Lift the fds above 2 first so that no dup2 below clobbers another one. */
     for (int i = 0; i < 3; i++) {
         if (fds[i] < 3) {
-            fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+            fds[i] = sys_fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
             if (fds[i] < 0) {
-                init_child_fail(sock, CTL_STAGE_FDS, -errno);
+                init_child_fail(sock, CTL_STAGE_FDS, fds[i]);
             }
         }
     }
     for (int i = 0; i < 3; i++) {
-        if (dup2(fds[i], i) < 0) {
-            init_child_fail(sock, CTL_STAGE_FDS, -errno);
+        r = sys_dup2(fds[i], i);
+        if (r < 0) {
+            init_child_fail(sock, CTL_STAGE_FDS, r);
         }
     }
-    if (chdir(t->cwd) < 0) {
-        init_child_fail(sock, CTL_STAGE_CHDIR, -errno);
+    r = sys_chdir(t->cwd);
+    if (r < 0) {
+        init_child_fail(sock, CTL_STAGE_CHDIR, r);
     }
-    struct rlimit nofile = {t->nofile, t->nofile};
-    struct rlimit core = {0, 0};
-    if (setrlimit(RLIMIT_NOFILE, &nofile) < 0 || setrlimit(RLIMIT_CORE, &core) < 0) {
-        init_child_fail(sock, CTL_STAGE_RLIMIT, -errno);
+    r = sys_setrlimit(RLIMIT_NOFILE, t->nofile, t->nofile);
+    if (r == 0) {
+        r = sys_setrlimit(RLIMIT_CORE, 0, 0);
+    }
+    if (r < 0) {
+        init_child_fail(sock, CTL_STAGE_RLIMIT, r);
     }
     r = sys_capset_empty();
     if (r < 0) {
@@ -724,7 +790,31 @@ __attribute__((noreturn)) static void init_task_child(struct init *in, int sock)
     init_child_fail(sock, CTL_STAGE_EXEC, r);
 }
 
-/* Forks the task child ahead of its task, with a socket to it. On failure sends
+struct init_child_arg {
+    const struct init *in;
+    int sock;    /* its end of the socket to init */
+    int drop[4]; /* init's fds it must not hold, -1 for none */
+};
+
+/* The clone's entry point. SECURITY: the child holds only fds 0-2 (the sandbox's /dev/null,
+ * CLOEXEC) and its end of the socket: never the control socket, which would let it read
+ * what sbxd sends init, nor the signalfd or the proxy's listener. Its fd table is its own
+ * (no CLONE_FILES), so the closes change nothing in init. */
+static int init_task_child_main(void *arg)
+{
+    const struct init_child_arg *a = arg;
+    for (size_t i = 0; i < sizeof(a->drop) / sizeof(a->drop[0]); i++) {
+        if (a->drop[i] >= 0) {
+            (void)sys_close(a->drop[i]);
+        }
+    }
+    init_task_child(a->in, a->sock);
+}
+
+/* The argument of the one clone: static, as the child may read it after we return. */
+static struct init_child_arg init_child_arg;
+
+/* Clones the task child ahead of its task, with a socket to it. On failure sends
  * CTL_SETUP_FAILED and exits. */
 static void init_fork_task_child(struct init *in, int proxy)
 {
@@ -733,23 +823,25 @@ static void init_fork_task_child(struct init *in, int proxy)
         init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, -errno, "task socket");
         _exit(1);
     }
+    int r = init_child_stack_map();
+    if (r < 0) {
+        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, r, "map the task's stack");
+        _exit(1);
+    }
     in->filter_early =
         in->filter_len > 0 && seccomp_prog_early_ok(in->filter, in->filter_len, sp[1]);
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* SECURITY: the child holds only fds 0-2 (the sandbox's /dev/null, CLOEXEC) and its
-         * end of the socket: never the control socket, which would let it read what sbxd
-         * sends init, nor the signalfd or the proxy's listener. */
-        (void)fd_close(sp[0]);
-        (void)fd_close(in->ctl);
-        (void)fd_close(in->sigfd);
-        (void)fd_close(proxy);
-        init_task_child(in, sp[1]);
-    }
-    int err = -errno;
+    init_child_arg = (struct init_child_arg){
+        .in = in, .sock = sp[1], .drop = {sp[0], in->ctl, in->sigfd, proxy}};
+    struct sys_clone_args args;
+    memset(&args, 0, sizeof(args));
+    args.flags = CLONE_VM;
+    args.exit_signal = SIGCHLD;
+    args.stack = (uint64_t)(uintptr_t)init_child_stack;
+    args.stack_size = INIT_CHILD_STACK;
+    pid_t pid = sys_clone3_run(&args, init_task_child_main, &init_child_arg);
     (void)fd_close(sp[1]);
     if (pid < 0) {
-        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, err, "fork the task's process");
+        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, pid, "clone the task's process");
         _exit(1);
     }
     in->task = pid;
@@ -778,7 +870,7 @@ static void init_start_task(struct init *in)
     }
     int r = n < 0 ? err_set(&e, (int)n, "receive task") : 0;
     if (r == 0) {
-        r = init_parse_task(in, (size_t)n, &argv, &envp, false, &e);
+        r = init_parse_task(in->buf, (size_t)n, &argv, &envp, false, &e);
     }
     const struct ctl_task *t = (const struct ctl_task *)in->buf;
     if (r == 0 && got != 3 + (size_t)t->n_mounts) {
@@ -1120,7 +1212,7 @@ struct init_zygote_arg {
  * CTL_FD and every other fd of the zygote goes (the zygote's own control socket, the
  * namespace and cgroup fds). Then it is any sandbox's init, from CTL_SETUP on. A raw clone3
  * leaves musl's cached thread id the zygote's: init must not use what reads it (raise,
- * abort, stdio's locks); its own fork() of the task child renews it in that child. */
+ * abort, stdio's locks, fork), and neither does its task child. */
 static int init_zygote_child(void *arg)
 {
     const struct init_zygote_arg *a = arg;
@@ -1229,6 +1321,12 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
     }
     if (r == 0) {
         r = init_mount(in, MOUNT_TEMPLATE, &e);
+    }
+    if (r == 0) {
+        r = init_child_stack_map();
+        if (r < 0) {
+            r = err_set(&e, r, "map the task child's stack");
+        }
     }
     /* SECURITY: from here the zygote only joins network namespaces (CAP_SYS_ADMIN) and
      * forks into new user namespaces (which needs no capability: each sandbox gets a full

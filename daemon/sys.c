@@ -213,6 +213,64 @@ int sys_setresgid(gid_t r, gid_t e, gid_t s)
     return (int)raw3(__NR_setresgid, r, e, s);
 }
 
+int sys_prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5)
+{
+    return (int)raw5(__NR_prctl, option, a2, a3, a4, a5);
+}
+
+int sys_capget(struct __user_cap_header_struct *hdr, struct __user_cap_data_struct *data)
+{
+    return (int)raw2(__NR_capget, hdr, data);
+}
+
+int sys_capset(struct __user_cap_header_struct *hdr, const struct __user_cap_data_struct *data)
+{
+    return (int)raw2(__NR_capset, hdr, data);
+}
+
+ssize_t sys_sendmsg(int sock, const struct msghdr *mh, int flags)
+{
+    long r;
+    do {
+        r = raw3(__NR_sendmsg, sock, mh, flags);
+    } while (r == -EINTR);
+    return r;
+}
+
+ssize_t sys_recvmsg(int sock, struct msghdr *mh, int flags)
+{
+    long r;
+    do {
+        r = raw3(__NR_recvmsg, sock, mh, flags);
+    } while (r == -EINTR);
+    return r;
+}
+
+int sys_setsid(void)
+{
+    return (int)raw1(__NR_setsid, 0);
+}
+
+int sys_chdir(const char *path)
+{
+    return (int)raw1(__NR_chdir, path);
+}
+
+int sys_dup2(int oldfd, int newfd)
+{
+#ifdef __NR_dup2
+    return (int)raw2(__NR_dup2, oldfd, newfd);
+#else
+    return (int)raw3(__NR_dup3, oldfd, newfd, 0);
+#endif
+}
+
+int sys_setrlimit(int resource, uint64_t cur, uint64_t max)
+{
+    const uint64_t lim[2] = {cur, max};
+    return (int)raw4(__NR_prlimit64, 0, resource, lim, NULL);
+}
+
 int sys_execve(const char *path, char *const argv[], char *const envp[])
 {
     return (int)raw3(__NR_execve, path, argv, envp);

@@ -10,8 +10,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct msghdr;
 struct sock_filter;
 struct seccomp_notif_sizes;
+struct __user_cap_header_struct;
+struct __user_cap_data_struct;
 
 #ifndef CLONE_PIDFD
 #define CLONE_PIDFD 0x00001000 /* linux 5.2 */
@@ -95,6 +98,19 @@ int sys_sigprocmask(int how, const sigset_t *set, sigset_t *old);
 int sys_setgroups_empty(void);
 int sys_setresuid(uid_t r, uid_t e, uid_t s);
 int sys_setresgid(gid_t r, gid_t e, gid_t s);
+/* prctl(2) of the calling task. */
+int sys_prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5);
+int sys_capget(struct __user_cap_header_struct *hdr, struct __user_cap_data_struct *data);
+int sys_capset(struct __user_cap_header_struct *hdr, const struct __user_cap_data_struct *data);
+/* sendmsg(2) and recvmsg(2), retrying EINTR. */
+ssize_t sys_sendmsg(int sock, const struct msghdr *mh, int flags);
+ssize_t sys_recvmsg(int sock, struct msghdr *mh, int flags);
+int sys_setsid(void);
+int sys_chdir(const char *path);
+/* dup2 where the ABI has it (x86_64), else dup3 with no flags (oldfd != newfd). */
+int sys_dup2(int oldfd, int newfd);
+/* setrlimit(2) as libcs make it: prlimit64(0, resource, {cur, max}, NULL). */
+int sys_setrlimit(int resource, uint64_t cur, uint64_t max);
 /* Returns only on failure. */
 int sys_execve(const char *path, char *const argv[], char *const envp[]);
 /* exit_group(code): never returns. */

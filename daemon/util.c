@@ -11,6 +11,8 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "sys.h"
+
 void util_freep(void *p)
 {
     free(*(void **)p);
@@ -24,9 +26,7 @@ void util_closep(int *fd)
 int fd_close(int fd)
 {
     if (fd >= 0) {
-        int saved = errno;
-        (void)close(fd);
-        errno = saved;
+        (void)sys_close(fd);
     }
     return -1;
 }
@@ -304,8 +304,7 @@ ssize_t fd_sendmsg(int sock, const struct iovec *iov, size_t iovlen, const int *
         c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
         memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
     }
-    ssize_t n = RETRY_EINTR(sendmsg(sock, &mh, flags));
-    return n < 0 ? -errno : n;
+    return sys_sendmsg(sock, &mh, flags);
 }
 
 ssize_t fd_recv(int sock, void *buf, size_t len, int *fds, size_t nfds, size_t *got, bool *bad,
@@ -328,9 +327,9 @@ ssize_t fd_recv(int sock, void *buf, size_t len, int *fds, size_t nfds, size_t *
     mh.msg_iovlen = 1;
     mh.msg_control = cm.buf;
     mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-    ssize_t n = RETRY_EINTR(recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC));
+    ssize_t n = sys_recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
     if (n < 0) {
-        return -errno;
+        return n;
     }
     *bad = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
