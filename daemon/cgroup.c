@@ -397,30 +397,52 @@ int cgroup_pread_u64(int fd, uint64_t *ret)
     return parse_counter(buf, n, ret);
 }
 
+/* cg's held-open copy of file (opened on first use), or -ENOSPC when cg holds all it may
+ * (the caller opens the file itself then), or -errno. */
+static int cached_fd(struct cgroup *cg, int dfd, const char *file, bool wr)
+{
+    for (size_t i = 0; i < cg->n_cached; i++) {
+        const struct cgroup_cached_file *c = &cg->cached[i];
+        if (c->dfd == dfd && c->wr == wr && strcmp(c->file, file) == 0) {
+            return c->fd;
+        }
+    }
+    if (cg->n_cached == CGROUP_CACHED_MAX) {
+        return -ENOSPC;
+    }
+    int fd = openat(dfd, file, (wr ? O_WRONLY : O_RDONLY) | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    cg->cached[cg->n_cached++] = (struct cgroup_cached_file){dfd, file, wr, fd};
+    return fd;
+}
+
 /* Reads a small file whole: through cg's held-open copy when cg is not NULL. */
 static ssize_t read_small(struct cgroup *cg, int dfd, const char *file, char *buf, size_t size)
 {
-    if (!cg) {
+    int fd = cg ? cached_fd(cg, dfd, file, false) : -ENOSPC;
+    if (fd == -ENOSPC) {
         return file_read_small(dfd, file, buf, size);
     }
-    int fd = -1;
-    for (size_t i = 0; i < cg->n_cached; i++) {
-        if (cg->cached[i].dfd == dfd && strcmp(cg->cached[i].file, file) == 0) {
-            fd = cg->cached[i].fd;
-            break;
-        }
+    return fd < 0 ? fd : pread_text(fd, buf, size);
+}
+
+int cgroup_cg_write(struct cgroup *cg, int dfd, const char *file, const char *s, struct err *e)
+{
+    int fd = cached_fd(cg, dfd, file, true);
+    if (fd == -ENOSPC) {
+        return cgroup_write(dfd, file, s, e);
     }
-    if (fd < 0) {
-        if (cg->n_cached == CGROUP_CACHED_MAX) {
-            return file_read_small(dfd, file, buf, size);
-        }
-        fd = openat(dfd, file, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            return -errno;
-        }
-        cg->cached[cg->n_cached++] = (struct cgroup_cached_file){dfd, file, fd};
+    size_t len = strlen(s);
+    ssize_t n = fd < 0 ? fd : RETRY_EINTR(write(fd, s, len));
+    if (n < 0 && fd >= 0) {
+        n = -errno;
     }
-    return pread_text(fd, buf, size);
+    if (n < 0 || (size_t)n != len) {
+        return err_set(e, n < 0 ? (int)n : -EIO, "%s: write '%s'", file, s);
+    }
+    return 0;
 }
 
 int cgroup_cg_read_u64(struct cgroup *cg, int dfd, const char *file, uint64_t *ret)
@@ -770,6 +792,7 @@ int cgroup_attach(struct cgroup *cg, pid_t pid, struct err *e)
 {
     char s[24];
     (void)snprintf(s, sizeof(s), "%d", (int)pid);
+    cg->attached_all = false;
     for (size_t h = 0; h < cg->root->nhier; h++) {
         const char *path = cg->root->hier[h].path;
         if (cg->dfd[h] < 0) {
@@ -789,6 +812,7 @@ int cgroup_attach(struct cgroup *cg, pid_t pid, struct err *e)
                            path, cg->name, s);
         }
     }
+    cg->attached_all = true;
     return 0;
 }
 

@@ -63,24 +63,28 @@ struct cgroup_root {
     bool v2_peak;                     /* memory.peak exists (linux >= 5.19) */
 };
 
-#define CGROUP_CACHED_MAX 8
+#define CGROUP_CACHED_MAX 12
 
 struct cgroup {
     struct cgroup_root *root; /* borrowed: the root outlives its cgroups */
     char *name;
     int dfd[CGROUP_HIER_MAX]; /* per root->hier[], -1 when missing (cgroup_open_existing) */
     int peak_fd; /* v2: memory.peak, held open once reset (the reset is per open file) */
-    /* Counter files read at every task's start and end, and cgroup.procs written at every
-     * attach, held open (the cgroup outlives its sandboxes when the pool reuses it): a
-     * pread or a write instead of an open, a read and a close. Used by one thread at a
-     * time, like the rest of the cgroup. */
+    /* Counter files read at every task's start and end, the files written at every reset,
+     * and cgroup.procs written at every attach, held open (the cgroup outlives its
+     * sandboxes when the pool reuses it): a pread or a write instead of an open, a read
+     * or write and a close. Used by one thread at a time, like the rest of the cgroup. */
     struct cgroup_cached_file {
         int dfd;
         const char *file; /* a string literal of the caller */
+        bool wr;          /* O_WRONLY, else O_RDONLY */
         int fd;
     } cached[CGROUP_CACHED_MAX];
     size_t n_cached;
     int procs_fd[CGROUP_HIER_MAX]; /* cgroup.procs, O_WRONLY, -1 until the first attach */
+    /* The last cgroup_attach put its process in every hierarchy: all of that sandbox's
+     * processes are then in all of them, and one hierarchy's count tells if it is empty. */
+    bool attached_all;
 };
 
 /* What differs between v1 and v2. All return 0 or -errno. */
@@ -124,6 +128,8 @@ bool cgroup_file_exists(int dfd, const char *file);
 int cgroup_write(int dfd, const char *file, const char *s, struct err *e);
 /* Writes v in decimal. */
 int cgroup_write_u64(int dfd, const char *file, uint64_t v, struct err *e);
+/* cgroup_write through cg's held-open copy of the file. */
+int cgroup_cg_write(struct cgroup *cg, int dfd, const char *file, const char *s, struct err *e);
 /* Reads a file holding one number ("max" reads as UINT64_MAX). */
 int cgroup_read_u64(int dfd, const char *file, uint64_t *ret);
 /* The same, and cgroup_read_keys/cgroup_read_key below, through cg's held-open copy of

@@ -393,6 +393,14 @@ static int v1_usage(struct cgroup *cg, struct cgroup_usage *ret)
 
 static bool v1_is_empty(struct cgroup *cg)
 {
+    /* Every process of the last sandbox is in every hierarchy: the pids controller's count,
+     * which drops only when a process is reaped (after it left cgroup.procs), tells for all,
+     * in one pread instead of an open, read and close of each cgroup.procs. */
+    int pids = cgroup_ctrl_dfd(cg, CGROUP_CTRL_PIDS);
+    uint64_t n = 0;
+    if (cg->attached_all && pids >= 0 && cgroup_cg_read_u64(cg, pids, "pids.current", &n) == 0) {
+        return n == 0;
+    }
     for (size_t h = 0; h < cg->root->nhier; h++) {
         if (cg->dfd[h] < 0) {
             continue;
@@ -420,9 +428,9 @@ static int v1_reset(struct cgroup *cg, struct err *e)
     if (mem < 0) {
         return 0;
     }
-    int r = cgroup_write(mem, "memory.max_usage_in_bytes", "0", e);
+    int r = cgroup_cg_write(cg, mem, "memory.max_usage_in_bytes", "0", e);
     if (r == 0) {
-        r = cgroup_write(mem, "memory.failcnt", "0", e);
+        r = cgroup_cg_write(cg, mem, "memory.failcnt", "0", e);
     }
     return r;
 }
