@@ -691,6 +691,13 @@ static void cgroup_attach__moves_child_and_reports_usage(void **state)
     st = kid_reap(&k);
     assert_true(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     assert_true(cgroup_is_empty(cg));
+    /* Again, through the files the first reset left open. */
+    r = cgroup_reset(cg, &e);
+    if (r < 0) {
+        fail_msg("second reset: %s", err_msg(&e));
+    }
+    assert_int_equal(cgroup_usage(cg, &u), 0);
+    assert_true(u.mem_peak_bytes < 4 * MIB);
     assert_int_equal(cgroup_remove(cg, &e), 0);
     assert_int_equal(cgroup_remove(cg, &e), 0); /* already gone: tolerated */
     char paths[4][512], path[700];
