@@ -75,6 +75,10 @@ enum ctl_stage {
  * (SCM_RIGHTS): init attaches it rather than opening image_root, which then only names the
  * image in messages. */
 #define CTL_SETUP_IMAGE_FD 0x2u
+/* The sandbox's network namespace is one of sbxd's (netns.c), whose loopback sbxd brought
+ * up when it made it and which the sandbox has no right to take down: init skips its
+ * check (a socket and an ioctl). */
+#define CTL_SETUP_LO_UP 0x4u
 #define CTL_DENIALS_UNKNOWN 0xffffffffu
 
 #define CTL_PATH_MAX 256

@@ -191,7 +191,7 @@ static int init_parse_setup(struct init *in, ssize_t n, size_t got, uint32_t typ
         (size_t)n != sizeof(*s) + s->seccomp_insns * sizeof(struct sock_filter)) {
         return err_setx(e, -EPROTO, "bad setup length for %u seccomp insns", s->seccomp_insns);
     }
-    if (s->flags & ~(CTL_SETUP_DEV_SHM | CTL_SETUP_IMAGE_FD)) {
+    if (s->flags & ~(CTL_SETUP_DEV_SHM | CTL_SETUP_IMAGE_FD | CTL_SETUP_LO_UP)) {
         return err_setx(e, -EPROTO, "unknown setup flags 0x%x", s->flags);
     }
     if (((s->flags & CTL_SETUP_IMAGE_FD) != 0) != (got == 1)) {
@@ -282,7 +282,7 @@ static void init_send_with_fd(const struct init *in, struct ctl_event *ev, int f
  * every fd must stop referring to the detached host tree. */
 static int init_reopen_null(struct err *e)
 {
-    scoped_close int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    scoped_close int fd = openat(AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC);
     if (fd < 0) {
         return err_set(e, -errno, "open /dev/null");
     }
@@ -367,7 +367,7 @@ static int init_setup(struct init *in, ssize_t n, size_t got)
             r = err_set(&e, -errno, "sethostname");
         }
     }
-    if (r == 0) {
+    if (r == 0 && !(in->setup.flags & CTL_SETUP_LO_UP)) {
         stage = CTL_STAGE_NETWORK;
         r = init_lo_up(&e);
     }
@@ -1168,7 +1168,7 @@ static int init_notif_buffers(struct init *in)
 static void init_fill_std_fds(void)
 {
     for (;;) {
-        int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        int fd = openat(AT_FDCWD, "/dev/null", O_RDWR | O_CLOEXEC);
         if (fd < 0) {
             _exit(2);
         }
@@ -1314,7 +1314,7 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
     /* Ours, to come back to after each fork (the template's /proc shows no process). */
     int self_net = -1;
     if (r == 0) {
-        self_net = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+        self_net = openat(AT_FDCWD, "/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
         if (self_net < 0) {
             r = err_set(&e, -errno, "open own network namespace");
         }

@@ -2,7 +2,8 @@
 /* The sandbox's root filesystem, built by sbxd-init in its private mount namespace: a tmpfs
  * assembled on the namespace's /tmp, read-only clones of the image, generated /etc, own
  * /proc and /dev, then pivot_root. It must never let a mount propagate back to the host
- * or expose anything of the host beyond the image and six device nodes. */
+ * or expose anything of the host beyond the image and six device nodes. Files are opened
+ * with openat: musl's open follows O_CLOEXEC with an fcntl(F_SETFD) for old kernels. */
 #include "mount.h"
 
 #include <dirent.h>
@@ -66,7 +67,7 @@ static int mount_attach(int src, const char *dst, uint64_t attr, struct err *e)
 /* Creates an empty regular file to bind a file onto. */
 static int mount_make_file(const char *path, mode_t mode, struct err *e)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    int fd = openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
     if (fd < 0) {
         return err_set(e, -errno, "create %s", path);
     }
@@ -76,7 +77,8 @@ static int mount_make_file(const char *path, mode_t mode, struct err *e)
 
 static int mount_write_file(const char *path, const char *text, struct err *e)
 {
-    scoped_close int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    scoped_close int fd =
+        openat(AT_FDCWD, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         return err_set(e, -errno, "create %s", path);
     }
@@ -148,7 +150,7 @@ static int mount_copy_file(int parent, const char *name, const char *dst, mode_t
         return err_set(e, -errno, "open %s", dst);
     }
     scoped_close int out =
-        open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0755);
+        openat(AT_FDCWD, dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode & 0755);
     if (out < 0) {
         return err_set(e, -errno, "create %s", dst);
     }
@@ -461,7 +463,7 @@ static int mount_proc(const struct mount_config *cfg, struct err *e)
     /* SECURITY: kernel knobs stay read-only even for the namespace's root (init). */
     for (size_t i = 0; i < ARRAY_SIZE(mount_proc_ro); i++) {
         (void)snprintf(path, sizeof(path), "%s/proc/%s", mount_at(cfg), mount_proc_ro[i]);
-        scoped_close int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        scoped_close int fd = openat(AT_FDCWD, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT) {
             continue;
         }
@@ -568,7 +570,7 @@ static int mount_open_dev_nodes(int *nodes, struct err *e)
         char path[32];
         struct stat st;
         (void)snprintf(path, sizeof(path), "/dev/%s", mount_dev_nodes[i]);
-        nodes[i] = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        nodes[i] = openat(AT_FDCWD, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (nodes[i] < 0) {
             return err_set(e, -errno, "open host %s", path);
         }
@@ -622,7 +624,7 @@ static int mount_attach_image(const struct mount_config *cfg, int *ret, struct e
     if (r < 0) {
         return err_set(e, r, "attach image '%s'", cfg->image_root);
     }
-    *ret = open(IMAGE_STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    *ret = openat(AT_FDCWD, IMAGE_STAGE, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (*ret < 0) {
         return err_set(e, -errno, "open %s", IMAGE_STAGE);
     }
@@ -682,7 +684,7 @@ static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e
      * image comes from sbxd as a detached tree instead, attached below. */
     scoped_close int imgfd = -1;
     if (cfg->image_fd < 0) {
-        imgfd = open(cfg->image_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        imgfd = openat(AT_FDCWD, cfg->image_root, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (imgfd < 0) {
             return err_set(e, -errno, "image root '%s'", cfg->image_root);
         }
@@ -797,7 +799,7 @@ static int mount_rebase(struct err *e)
     struct mount_rebase_entry ents[MOUNT_REBASE_MAX];
     size_t n = 0;
     int r = 0;
-    scoped_close int root = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    scoped_close int root = openat(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root < 0) {
         return err_set(e, -errno, "open /");
     }
@@ -891,7 +893,7 @@ static bool mount_path_within(const char *b, const char *a)
 static int mount_point_open(const char *dst, bool file, struct err *e)
 {
     char comp[CTL_PATH_MAX];
-    scoped_close int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    scoped_close int dir = openat(AT_FDCWD, "/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0) {
         return err_set(e, -errno, "open /");
     }

@@ -134,7 +134,7 @@ static void create_work(uv_work_t *w)
     s->type = CTL_SETUP;
     s->uid = pc->uid;
     s->gid = pc->gid;
-    s->flags = pc->dev_shm ? CTL_SETUP_DEV_SHM : 0;
+    s->flags = (pc->dev_shm ? CTL_SETUP_DEV_SHM : 0) | (sb->netns.fd >= 0 ? CTL_SETUP_LO_UP : 0);
     s->seccomp_insns = (uint32_t)insns;
     s->tmp_size = pc->tmp_size;
     s->shm_size = pc->shm_size;
