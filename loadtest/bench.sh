@@ -5,6 +5,9 @@
 #     `python3 -c pass` and a 1 MiB stdin-to-stdout parse through sbx at concurrency 1, 8
 #     and 64; the floor (posix_spawn, no isolation) and bubblewrap per task at concurrency
 #     8; crun where it runs. Ratios pair by pair from the same run.
+#     Then the two speed targets again in short interleaved slices (BENCH_PAIRS, default 6:
+#     sbx c=8 and bwrap c=8 in alternating order, then sbx c=1), so that the machine's
+#     swings between runs fall on both sides of each ratio.
 #  2. Soak: open loop at 80% of the peak measured in 1, BENCH_SOAK_S seconds (default 60),
 #     p50/p99 of the first and last 10 s, sbxd's RSS at start and end.
 #  3. Scaling: a fresh sbxd per warm pool size (1, 8, 32; max 64) at concurrency 1, 8, 64
@@ -23,11 +26,13 @@ if [ "$QUICK" = 1 ]; then
     T_TRUE=${BENCH_SBX_TASKS:-200}; T_TRUE1=${BENCH_SBX_C1_TASKS:-100}
     T_FLOOR=${BENCH_FLOOR_TASKS:-200}; T_BWRAP=${BENCH_BWRAP_TASKS:-50}
     T_PY=12; T_PY1=6; SCALE_TASKS=60; SOAK_S=${BENCH_SOAK_S:-25}; IDLE_CONNS=1000
+    PAIRS=${BENCH_PAIRS:-2}; P_SBX=100; P_BWRAP=20; P_SBX1=50
 else
     T_TRUE=${BENCH_SBX_TASKS:-2000}; T_TRUE1=${BENCH_SBX_C1_TASKS:-300}
     T_FLOOR=${BENCH_FLOOR_TASKS:-1000}; T_BWRAP=${BENCH_BWRAP_TASKS:-300}
     T_PY=${BENCH_PY_TASKS:-200}; T_PY1=${BENCH_PY_C1_TASKS:-50}
     SCALE_TASKS=${BENCH_SCALE_TASKS:-300}; SOAK_S=${BENCH_SOAK_S:-60}; IDLE_CONNS=1000
+    PAIRS=${BENCH_PAIRS:-6}; P_SBX=400; P_BWRAP=60; P_SBX1=100
 fi
 # /usr/bin/python3 by path: PATH may find another python (pyenv, a venv) that the sandboxes,
 # which see only the host's /usr, do not have; the floor and bwrap run the same binary.
@@ -282,6 +287,29 @@ echo "1. comparison"
 comparison true "$T_TRUE" "$T_TRUE1" 0 /bin/true
 comparison pypass "$T_PY" "$T_PY1" 0 /usr/bin/python3 -c pass
 comparison parse "$T_PY" "$T_PY1" "$PARSE_BYTES" /usr/bin/python3 -c "$PARSE_CODE"
+# The targets in slices a few seconds apart: sbx c=8 and bwrap c=8 back to back, the first of
+# the two alternating, then sbx c=1. (settle uses i.)
+pair=1
+while [ $pair -le "$PAIRS" ]; do
+    echo "  pair $pair/$PAIRS: sbx c=8 ($P_SBX tasks), bwrap c=8 ($P_BWRAP), sbx c=1 ($P_SBX1)"
+    if [ $((pair % 2)) = 0 ] && [ $bwrap_ok = 1 ]; then
+        # shellcheck disable=SC2086
+        run_spawn "pair.bwrap.$pair" "$P_BWRAP" -- bwrap $BWRAP_ARGS /bin/true
+        settle 0.5
+    fi
+    run_load "pair.sbx8.$pair" --tasks "$P_SBX" --concurrency 8 -- /bin/true
+    sbxd_alive
+    settle
+    if [ $((pair % 2)) = 1 ] && [ $bwrap_ok = 1 ]; then
+        # shellcheck disable=SC2086
+        run_spawn "pair.bwrap.$pair" "$P_BWRAP" -- bwrap $BWRAP_ARGS /bin/true
+        settle 0.5
+    fi
+    run_load "pair.sbx1.$pair" --tasks "$P_SBX1" --concurrency 1 -- /bin/true
+    sbxd_alive
+    settle
+    pair=$((pair + 1))
+done
 mem_after_kib=$(mem_available)
 rss_after_kib=$(rss_kib "$pid")
 failed=$(pool_field FAILED)
@@ -367,7 +395,8 @@ EOP
 done
 
 # ---- report -----------------------------------------------------------------------------------
-export BENCH_TMP="$tmp" BENCH_ROUNDS="$ROUNDS" BENCH_RSS_WARM_KIB="$rss_warm_kib" \
+export BENCH_TMP="$tmp" BENCH_ROUNDS="$ROUNDS" BENCH_PAIRS="$PAIRS" \
+    BENCH_RSS_WARM_KIB="$rss_warm_kib" \
     BENCH_RSS_AFTER_KIB="$rss_after_kib" BENCH_MEM_BEFORE_KIB="$mem_before_kib" \
     BENCH_MEM_AFTER_KIB="$mem_after_kib" BENCH_FAILED="${failed:-?}" BENCH_BWRAP="$bwrap_ok" \
     BENCH_CRUN="$crun_note"

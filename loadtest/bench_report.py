@@ -77,6 +77,33 @@ for w, desc in WORKLOADS:
     ratio_lines.append(line)
     print(line)
 
+# ---- the targets in interleaved slices
+pairs = int(os.environ.get("BENCH_PAIRS", "0"))
+p8 = [read("pair.sbx8.%d" % i) for i in range(1, pairs + 1)]
+p1 = [read("pair.sbx1.%d" % i) for i in range(1, pairs + 1)]
+pb = [read("pair.bwrap.%d" % i) for i in range(1, pairs + 1)]
+pair_lines = []
+got = [(a, b) for a, b in zip(p8, pb) if a and b and b.get("rate")]
+if p8 and any(p8):
+    print()
+    print("== the targets in %d interleaved slices ==" % pairs)
+    s8r = [x["rate"] for x in p8 if x]
+    line = "true, sbx c=8: median %.0f tasks/s (slices %.0f-%.0f)" % (
+        statistics.median(s8r), min(s8r), max(s8r))
+    if got:
+        rs = sorted(a["rate"] / b["rate"] for a, b in got)
+        bwr = [b["rate"] for _, b in got]
+        line += "; bwrap c=8: median %.0f/s; sbx / bwrap slice by slice: median %.2fx " \
+                "(%.2f-%.2fx)" % (statistics.median(bwr), statistics.median(rs), rs[0], rs[-1])
+    pair_lines.append(line)
+    c1 = [x["p50_ms"] for x in p1 if x]
+    if c1:
+        pair_lines.append("true, sbx c=1: p50 of the slices: median %.2f ms (%.2f-%.2f ms)" % (
+            statistics.median(c1), min(c1), max(c1)))
+    for line in pair_lines:
+        print(line)
+    print()
+
 notes = []
 rss = int(os.environ["BENCH_RSS_WARM_KIB"] or 0)
 notes.append("sbxd RSS with 16 warm sandboxes, idle: %.1f MiB (after the comparison: %.1f MiB)"
