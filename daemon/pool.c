@@ -233,6 +233,14 @@ void pool_sandbox_ready(struct pool *p, struct sandbox *sb)
 static void retry_cb(uv_timer_t *h)
 {
     struct pool *p = h->data;
+    /* The timer runs on the loop's clock, cached when the failing iteration began, and can
+     * fire before retry_at_ns (now_ns): pool_wanted would still say no and nothing would
+     * wake the pool again, its queued tasks waiting for ever. Wait out the rest. */
+    uint64_t now = now_ns();
+    if (now < p->retry_at_ns) {
+        uv_timer_start(&p->retry_timer, retry_cb, (p->retry_at_ns - now) / 1000000 + 1, 0);
+        return;
+    }
     daemon_refill(p->d);
 }
 
@@ -245,6 +253,7 @@ void pool_sandbox_failed(struct pool *p, struct sandbox *sb, const struct err *e
         backoff = BACKOFF_MAX_NS;
     }
     p->retry_at_ns = now_ns() + backoff;
+    uv_update_time(p->d->loop);
     uv_timer_start(&p->retry_timer, retry_cb, backoff / 1000000 + 1, 0);
     log_error("pool=%s sb=%s streak=%u msg=\"sandbox creation failed, retrying in %llums\" "
               "detail=\"%s\"",
