@@ -77,7 +77,7 @@ def sandbox_processes(subtree=None):
 
 
 class Daemon:
-    def __init__(self, pools=None, config_extra="", args=None, log_level="info"):
+    def __init__(self, pools=None, config_extra="", args=None, log_level="info", wrap=None):
         self.dir = tempfile.mkdtemp(prefix="sbx-e2e-")
         self.sock = os.path.join(self.dir, "agents.sock")
         self.admin = os.path.join(self.dir, "admin.sock")
@@ -99,7 +99,8 @@ class Daemon:
                      "" if "metrics:" in config_extra else "metrics: \"\"\n", config_extra))
         self.log_path = os.path.join(self.dir, "sbxd.log")
         self.log = open(self.log_path, "w+")
-        self.proc = subprocess.Popen([SBXD, "--config", self.config] + (args or []),
+        # wrap: an argv prefix that sets something up and then execs sbxd in its place.
+        self.proc = subprocess.Popen((wrap or []) + [SBXD, "--config", self.config] + (args or []),
                                      stdout=self.log, stderr=subprocess.STDOUT)
         self.cgroup_paths = []
         self.subtree = None
@@ -206,10 +207,11 @@ class DaemonTest(unittest.TestCase):
     """One daemon per test class (setUpClass), stopped and checked in tearDownClass."""
     pools = None
     config_extra = ""
+    wrap = None
 
     @classmethod
     def setUpClass(cls):
-        cls.d = Daemon(pools=cls.pools, config_extra=cls.config_extra)
+        cls.d = Daemon(pools=cls.pools, config_extra=cls.config_extra, wrap=cls.wrap)
 
     @classmethod
     def tearDownClass(cls):

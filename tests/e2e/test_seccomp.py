@@ -279,6 +279,53 @@ class Profiles(ProfileChecks, DaemonTest):
                 self.assertLess(time.monotonic() - t0, 10)
 
 
+# Installs a filter that allows everything, with its user-notification listener held open
+# (as a container runtime's notifier would), then execs argv in its place: every process
+# below, each sandbox's task process included, gets EBUSY when it asks for a listener.
+OUTER_NOTIFIER = r"""
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+insn = ctypes.create_string_buffer(struct.pack("=HBBI", 0x06, 0, 0, 0x7fff0000))  # ret ALLOW
+class Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+prog = Prog(1, ctypes.addressof(insn))
+fd = libc.syscall(317, 1, 8, ctypes.byref(prog))  # seccomp(SET_MODE_FILTER, NEW_LISTENER)
+if fd < 0:
+    sys.exit("outer notifier: seccomp: errno %d" % ctypes.get_errno())
+os.set_inheritable(fd, True)  # sbxd keeps it open: the listener lives as long as sbxd
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+class UnderAnOuterNotifier(DaemonTest):
+    """Where the kernel gives the task's process no listener (one is held further up), the
+    program goes on in its plain form, stripped in the task process's own copy: the same
+    errno for every denied call, nothing counted, and init's copy untouched."""
+    pools = [pool_yaml("dflt", warm=1, max=2, pids=64, seccomp="default")]
+    wrap = [PY, "-c", OUTER_NOTIFIER]
+
+    def exec_ok(self, argv):
+        with self.d.client() as c:
+            res, out, err = c.exec(argv, pool="dflt")
+        self.assertEqual((res["status"], res["exit_code"]), ("exited", 0), (res, err[-2000:]))
+        return res, out
+
+    def test_denied_calls_keep_their_errno_and_are_not_counted(self):
+        calls = [(n, nr, args) for n, nr, args, _, _ in DANGEROUS]
+        for _ in range(2):  # the second from a sandbox made after the first one's strip
+            res, out = self.exec_ok([PY, "-c", PROBE, json.dumps(calls)])
+            self.assertEqual(json.loads(out), {n: e for n, _, _, e, _ in DANGEROUS})
+            self.assertIsNone(res["seccomp_denials"], res)
+
+    def test_both_filters_are_on_and_work_runs(self):
+        res, out = self.exec_ok(["grep", "^Seccomp", "/proc/self/status"])
+        self.assertEqual(out, b"Seccomp:\t2\nSeccomp_filters:\t2\n")
+        for argv, want in zip(WORK, WORK_OUT):
+            res, out = self.exec_ok(argv)
+            self.assertEqual(out, want)
+
+
 class ShippedPools(ProfileChecks, DaemonTest):
     pools = shipped_pools()
     pool_names = [re.search(r"^name: (\S+)", t, re.M).group(1) for t in pools]
