@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* sbxd-init: static pid 1 of every sandbox. Builds the sandbox (cgroupns, mounts, hostname,
- * loopback) on CTL_SETUP and forks the task's process ahead, which sheds its privileges and
+ * loopback) on CTL_SETUP and clones the task's process ahead, which sheds its privileges and
  * waits; on CTL_TASK hands it the one task, which it runs with no privileges left. Answers
  * and counts the task's seccomp denials (docs/SECCOMP.md, "Counting denials"), reaps every
  * process of the namespace and reports. It trusts nothing it reads from CTL_FD without
@@ -81,12 +81,12 @@ struct init {
     struct ctl_setup setup;
     struct sock_filter filter[CTL_SECCOMP_MAX_INSNS];
     unsigned short filter_len;
-    /* The task child installs the filter as soon as it is forked (seccomp_prog_early_ok),
+    /* The task child installs the filter as soon as it is cloned (seccomp_prog_early_ok),
      * not when its task comes: the task then starts that much sooner. */
     bool filter_early;
     char *buf; /* INIT_BUF_SIZE bytes, 8-aligned: the packet being received */
     enum init_task_state state;
-    pid_t task; /* the task child, forked at setup */
+    pid_t task; /* the task child, cloned at setup */
     /* Our end of the task child's socket (SOCK_SEQPACKET, CLOEXEC) until EOF: the child's end
      * closes on execve. We send the task on it, once (TASK_NONE), then only read the child's
      * reports (non-blocking). */
@@ -913,7 +913,7 @@ static void init_start_task(struct init *in)
     (void)fd_set_nonblock(in->report, true);
     in->state = TASK_RUNNING;
     if (in->filter_early) {
-        /* The listener has been waiting since the child was forked. */
+        /* The listener has been waiting since the child was cloned. */
         init_read_reports(in);
     }
 
@@ -1193,7 +1193,7 @@ __attribute__((noreturn)) static void init_sandbox(struct init *in, ssize_t n, s
         _exit(2);
     }
     int proxy = init_setup(in, n, got);
-    /* Ahead of READY, so that the fork and the shedding of privileges are off a task's
+    /* Ahead of READY, so that the clone and the shedding of privileges are off a task's
      * path: a warm sandbox has its task child waiting. */
     init_fork_task_child(in, proxy);
     init_ready(in, proxy);

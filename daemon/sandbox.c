@@ -61,7 +61,7 @@ static void background_thread(void)
 }
 
 /* init leads its own process group (setsid, or setpgid when the fork server made it), which
- * its pre-forked task child stays in until its task arrives: PRIO_PGRP reaches both. */
+ * its task child, cloned ahead, stays in until its task arrives: PRIO_PGRP reaches both. */
 static void set_nice(struct sandbox *sb, int nice)
 {
     if (sb->pid > 0 && setpriority(PRIO_PGRP, (id_t)sb->pid, nice) < 0 && errno != ESRCH) {

@@ -4,7 +4,7 @@
  * into classic BPF with libseccomp, once at start-up, for the native architecture only.
  * Every profile gets the always-denied list (docs/SECCOMP.md) on top of its own rules. sbxd
  * sends a profile's program to sbxd-init in CTL_SETUP; the task's process installs it after
- * no_new_privs: as soon as it is forked when seccomp_prog_early_ok allows, else just before
+ * no_new_privs: as soon as it is cloned when seccomp_prog_early_ok allows, else just before
  * execve.
  *
  * Denial counting: where the kernel has SECCOMP_RET_USER_NOTIF and the profile keeps
@@ -289,7 +289,7 @@ static inline bool seccomp_prog_allows(const struct sock_filter *insns, uint32_t
     return true;
 }
 
-/* Whether sbxd-init's task child may install the program as soon as it is forked, ahead of
+/* Whether sbxd-init's task child may install the program as soon as it is cloned, ahead of
  * its task, instead of just before execve: only if the program allows every call the child
  * makes after it, as musl makes them (init.c, init_task_child): the listener's hand-over
  * (sendmsg), receiving the task (recvmsg; close on a bad packet), setsid, lifting fds above 2
