@@ -434,15 +434,8 @@ int cgroup_cg_write(struct cgroup *cg, int dfd, const char *file, const char *s,
     if (fd == -ENOSPC) {
         return cgroup_write(dfd, file, s, e);
     }
-    size_t len = strlen(s);
-    ssize_t n = fd < 0 ? fd : RETRY_EINTR(write(fd, s, len));
-    if (n < 0 && fd >= 0) {
-        n = -errno;
-    }
-    if (n < 0 || (size_t)n != len) {
-        return err_set(e, n < 0 ? (int)n : -EIO, "%s: write '%s'", file, s);
-    }
-    return 0;
+    int r = fd < 0 ? fd : fd_write_str(fd, s);
+    return r < 0 ? err_set(e, r, "%s: write '%s'", file, s) : 0;
 }
 
 int cgroup_cg_read_u64(struct cgroup *cg, int dfd, const char *file, uint64_t *ret)

@@ -129,14 +129,20 @@ static void init_send_failure(const struct init *in, uint32_t type, uint32_t sta
     init_send(in, &ev);
 }
 
-/* Receives one packet from sock into in->buf, with up to nfds fds (CLOEXEC) into fds (*got
- * of them). Returns the length, 0 on EOF, or -errno (-EMSGSIZE when truncated or when the
- * fds were off: fd_recv closed them). */
-static ssize_t init_recv(struct init *in, int sock, int *fds, size_t nfds, size_t *got)
+/* Receives one packet from sock into buf (INIT_BUF_SIZE bytes), with up to nfds fds
+ * (CLOEXEC) into fds (*got of them). Returns the length, 0 on EOF, or -errno (-EMSGSIZE
+ * when truncated or when the fds were off: fd_recv closed them). CHILD-SAFE. */
+static ssize_t init_recv_into(char *buf, int sock, int *fds, size_t nfds, size_t *got)
 {
     bool bad = false;
-    ssize_t n = fd_recv(sock, in->buf, INIT_BUF_SIZE, fds, nfds, got, &bad, 0);
+    ssize_t n = fd_recv(sock, buf, INIT_BUF_SIZE, fds, nfds, got, &bad, 0);
     return n >= 0 && bad ? -EMSGSIZE : n;
+}
+
+/* init_recv_into init's own buffer. */
+static ssize_t init_recv(struct init *in, int sock, int *fds, size_t nfds, size_t *got)
+{
+    return init_recv_into(in->buf, sock, fds, nfds, got);
 }
 
 /* Returns the index just past the NUL of the string at data[off] within len, or 0. */
@@ -399,7 +405,7 @@ static void init_ready(const struct init *in, int proxy)
 }
 
 /* Room for the task child's argv and envp pointers, which it must not malloc: it shares our
- * memory (init_fork_task_child), and its filter may be on by then (seccomp_prog_early_ok
+ * memory (init_clone_task_child), and its filter may be on by then (seccomp_prog_early_ok
  * proves nothing about malloc's calls). Every string of a task holds at least its NUL,
  * hence the bound. Untouched pages cost nothing. */
 static char *init_task_ptrs[CTL_TASK_DATA_MAX + 2];
@@ -476,7 +482,7 @@ static int init_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_en
 
 /* ---- the task child ----
  *
- * Cloned with CLONE_VM (init_fork_task_child): it shares init's memory and TLS, errno
+ * Cloned with CLONE_VM (init_clone_task_child): it shares init's memory and TLS, errno
  * included, until its execve, while init goes on. So everything below is CHILD-SAFE
  * (sys.h): system calls only through sys.h, nothing allocated, no errno, no stdio; it
  * writes only its stack, init_child_buf, init_task_ptrs and init_child_filter, and reads
@@ -725,8 +731,7 @@ __attribute__((noreturn)) static void init_task_child(const struct init *in, int
 
     int fds[3] = {-1, -1, -1};
     size_t got = 0;
-    bool bad = false;
-    ssize_t n = fd_recv(sock, init_child_buf, INIT_BUF_SIZE, fds, 3, &got, &bad, 0);
+    ssize_t n = init_recv_into(init_child_buf, sock, fds, 3, &got);
     if (n == 0) {
         sys_exit(0);
     }
@@ -735,10 +740,7 @@ __attribute__((noreturn)) static void init_task_child(const struct init *in, int
     }
     char **argv = NULL;
     char **envp = NULL;
-    int r = n < 0 ? (int)n : bad ? -EMSGSIZE : 0;
-    if (r == 0) {
-        r = init_parse_task(init_child_buf, (size_t)n, &argv, &envp, true, NULL);
-    }
+    int r = n < 0 ? (int)n : init_parse_task(init_child_buf, (size_t)n, &argv, &envp, true, NULL);
     if (r == 0 && got != 3) {
         r = -EPROTO;
     }
@@ -816,7 +818,7 @@ static struct init_child_arg init_child_arg;
 
 /* Clones the task child ahead of its task, with a socket to it. On failure sends
  * CTL_SETUP_FAILED and exits. */
-static void init_fork_task_child(struct init *in, int proxy)
+static void init_clone_task_child(struct init *in, int proxy)
 {
     int sp[2] = {-1, -1};
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
@@ -1195,7 +1197,7 @@ __attribute__((noreturn)) static void init_sandbox(struct init *in, ssize_t n, s
     int proxy = init_setup(in, n, got);
     /* Ahead of READY, so that the clone and the shedding of privileges are off a task's
      * path: a warm sandbox has its task child waiting. */
-    init_fork_task_child(in, proxy);
+    init_clone_task_child(in, proxy);
     init_ready(in, proxy);
     init_loop(in);
     _exit(1);

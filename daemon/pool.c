@@ -253,7 +253,6 @@ void pool_sandbox_failed(struct pool *p, struct sandbox *sb, const struct err *e
         backoff = BACKOFF_MAX_NS;
     }
     p->retry_at_ns = now_ns() + backoff;
-    uv_update_time(p->d->loop);
     uv_timer_start(&p->retry_timer, retry_cb, backoff / 1000000 + 1, 0);
     log_error("pool=%s sb=%s streak=%u msg=\"sandbox creation failed, retrying in %llums\" "
               "detail=\"%s\"",

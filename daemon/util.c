@@ -79,18 +79,20 @@ ssize_t file_read_small(int dirfd, const char *path, char *buf, size_t size)
     return (ssize_t)off;
 }
 
-int file_write_str(int dirfd, const char *path, const char *s)
+int fd_write_str(int fd, const char *s)
 {
-    scoped_close int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return -errno;
-    }
     size_t len = strlen(s);
     ssize_t n = RETRY_EINTR(write(fd, s, len));
     if (n < 0) {
         return -errno;
     }
     return (size_t)n == len ? 0 : -EIO;
+}
+
+int file_write_str(int dirfd, const char *path, const char *s)
+{
+    scoped_close int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC);
+    return fd < 0 ? -errno : fd_write_str(fd, s);
 }
 
 uint64_t now_ns(void)

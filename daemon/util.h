@@ -75,7 +75,10 @@ int fd_set_nonblock(int fd, bool on);
 int fd_write_all(int fd, const void *buf, size_t len);
 /* Reads a small file whole into buf (NUL-terminated). Returns length or -errno. */
 ssize_t file_read_small(int dirfd, const char *path, char *buf, size_t size);
-/* Writes a string to a file (O_WRONLY, no create). Returns 0 or -errno. */
+/* Writes a string in one write (a kernel file takes a value whole: a short write is -EIO).
+ * Returns 0 or -errno. */
+int fd_write_str(int fd, const char *s);
+/* Writes a string to a file (O_WRONLY, no create), as fd_write_str. Returns 0 or -errno. */
 int file_write_str(int dirfd, const char *path, const char *s);
 
 /* CLOCK_MONOTONIC in nanoseconds. */

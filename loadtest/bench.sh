@@ -289,22 +289,21 @@ comparison pypass "$T_PY" "$T_PY1" 0 /usr/bin/python3 -c pass
 comparison parse "$T_PY" "$T_PY1" "$PARSE_BYTES" /usr/bin/python3 -c "$PARSE_CODE"
 # The targets in slices a few seconds apart: sbx c=8 and bwrap c=8 back to back, the first of
 # the two alternating, then sbx c=1. (settle uses i.)
+pair_bwrap() { # pair: bwrap's slice, when the pair's parity is $2
+    if [ $(($1 % 2)) = "$2" ] && [ $bwrap_ok = 1 ]; then
+        # shellcheck disable=SC2086
+        run_spawn "pair.bwrap.$1" "$P_BWRAP" -- bwrap $BWRAP_ARGS /bin/true
+        settle 0.5
+    fi
+}
 pair=1
 while [ $pair -le "$PAIRS" ]; do
     echo "  pair $pair/$PAIRS: sbx c=8 ($P_SBX tasks), bwrap c=8 ($P_BWRAP), sbx c=1 ($P_SBX1)"
-    if [ $((pair % 2)) = 0 ] && [ $bwrap_ok = 1 ]; then
-        # shellcheck disable=SC2086
-        run_spawn "pair.bwrap.$pair" "$P_BWRAP" -- bwrap $BWRAP_ARGS /bin/true
-        settle 0.5
-    fi
+    pair_bwrap $pair 0
     run_load "pair.sbx8.$pair" --tasks "$P_SBX" --concurrency 8 -- /bin/true
     sbxd_alive
     settle
-    if [ $((pair % 2)) = 1 ] && [ $bwrap_ok = 1 ]; then
-        # shellcheck disable=SC2086
-        run_spawn "pair.bwrap.$pair" "$P_BWRAP" -- bwrap $BWRAP_ARGS /bin/true
-        settle 0.5
-    fi
+    pair_bwrap $pair 1
     run_load "pair.sbx1.$pair" --tasks "$P_SBX1" --concurrency 1 -- /bin/true
     sbxd_alive
     settle
