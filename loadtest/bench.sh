@@ -203,9 +203,9 @@ BWRAP_ARGS="--unshare-all --die-with-parent --new-session --ro-bind /usr /usr
     --symlink usr/sbin /sbin --ro-bind /etc/ld.so.cache /etc/ld.so.cache --tmpfs /tmp
     --proc /proc --dev /dev --cap-drop ALL --hostname sbx --"
 bwrap_ok=0
+# shellcheck disable=SC2086
 if ! command -v bwrap >/dev/null 2>&1; then
     echo "bwrap: skipped (not installed; apt package bubblewrap)"
-    # shellcheck disable=SC2086
 elif ! out=$(bwrap $BWRAP_ARGS /bin/true 2>&1); then
     echo "bwrap: skipped (does not work here: $out)"
 else
