@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The audit trail's loop side: events built with scrubbed JSON fields, the hash function,
  * the lock-protected queue to the writer thread (audit_writer.c), and the waits that the
- * writer's uv_async wakeup ends after each commit. Nothing here touches SQLite except
- * through audit_db_open / audit_db_close at start-up and exit. */
+ * wake-up of the loop (an eventfd the writer writes) ends after each commit. Nothing here touches
+ * SQLite except through audit_db_open / audit_db_close at start-up and exit. */
 #define LOG_MOD "audit"
 #include "audit.h"
 
@@ -11,7 +11,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -488,11 +490,16 @@ void audit_when_committed(struct audit *a, uint64_t ticket, audit_commit_cb cb, 
     pthread_mutex_lock(&a->mu);
     bool done = ticket <= a->resolved;
     bool ok = a->lost_from == 0 || ticket < a->lost_from;
-    if (!done && ticket > a->urgent) {
+    bool wake = !done && ticket > a->urgent;
+    if (wake) {
         a->urgent = ticket; /* the writer commits it now rather than after AUDIT_FLUSH_NS */
-        pthread_cond_signal(&a->cond);
     }
     pthread_mutex_unlock(&a->mu);
+    /* After the unlock: a writer woken under mu would only block on it at once, and need
+     * waking a second time. */
+    if (wake) {
+        pthread_cond_signal(&a->cond);
+    }
     if (done && !a->w_head) {
         cb(arg, ok);
         return;
@@ -599,9 +606,13 @@ static void run_waiters(struct audit *a)
     }
 }
 
-static void async_cb(uv_async_t *h)
+static void wake_cb(uv_poll_t *h, int status, int events)
 {
-    struct audit *a = container_of(h, struct audit, async);
+    (void)status;
+    (void)events;
+    struct audit *a = container_of(h, struct audit, wake_poll);
+    uint64_t wakes;
+    (void)RETRY_EINTR(read(a->wake_fd, &wakes, sizeof(wakes)));
     run_waiters(a);
     if (a->suppressed_pending > 0 && !audit_backlogged(a)) {
         uint64_t n = a->suppressed_pending;
@@ -629,13 +640,27 @@ int audit_open(uv_loop_t *loop, const char *path, const struct audit_options *o,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&a->cond, &ca);
     pthread_condattr_destroy(&ca);
+    a->wake_fd = -1;
     if (o->enabled) {
+        a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (a->wake_fd < 0) {
+            int r = err_set(e, -errno, "audit: eventfd");
+            audit_close(a);
+            return r;
+        }
         int r = audit_db_open(a, e);
         if (r < 0) {
             audit_close(a);
             return r;
         }
-        uv_async_init(loop, &a->async, async_cb);
+        r = uv_poll_init(loop, &a->wake_poll, a->wake_fd);
+        if (r < 0) {
+            r = err_setx(e, r, "audit: poll the writer's eventfd: %s", uv_strerror(r));
+            audit_close(a);
+            return r;
+        }
+        /* Fails only for an unknown event bit. */
+        (void)uv_poll_start(&a->wake_poll, UV_READABLE, wake_cb);
         uv_timer_init(loop, &a->flush_timer);
         a->async_open = true;
     }
@@ -726,7 +751,7 @@ void audit_shutdown(struct audit *a)
     a->async_open = false;
     pthread_mutex_unlock(&a->mu);
     if (was_open) {
-        uv_close((uv_handle_t *)&a->async, async_closed);
+        uv_close((uv_handle_t *)&a->wake_poll, async_closed);
         uv_close((uv_handle_t *)&a->flush_timer, async_closed);
     }
 }
@@ -763,6 +788,7 @@ struct audit *audit_close(struct audit *a)
         free(w);
     }
     audit_db_close(a);
+    a->wake_fd = fd_close(a->wake_fd);
     pthread_cond_destroy(&a->cond);
     pthread_mutex_destroy(&a->mu);
     free(a->path);

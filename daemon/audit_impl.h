@@ -70,8 +70,11 @@ struct audit {
     void (*batch_hook)(void *arg, double seconds, uint64_t queued);
     void *batch_hook_arg;
 
+    /* The writer wakes the loop by writing to wake_fd (an eventfd, open from audit_open to
+     * audit_close); the loop polls it while async_open. */
+    int wake_fd;
     /* loop only */
-    uv_async_t async;
+    uv_poll_t wake_poll;
     /* Wakes the writer when the oldest queued event is due (AUDIT_FLUSH_NS), so that a
      * first event costs no wake-up of its own; open while async_open. */
     uv_timer_t flush_timer;

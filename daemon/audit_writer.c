@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The audit trail's writer thread: the SQLite database (WAL, schema, the recorded chain
  * start and head), one transaction per batch of queued events extending the hash chain,
- * retention pruning that records where the kept chain starts, and the uv_async wakeup of
+ * retention pruning that records where the kept chain starts, and the eventfd wake-up of
  * the loop after each commit. It never touches loop state; the loop never touches SQLite
  * after start-up. */
 #define LOG_MOD "audit"
@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
@@ -506,12 +507,16 @@ static uint64_t last_ticket(const struct rec *r, size_t *n)
     return t;
 }
 
+/* Wakes the loop to run its waiters: one write to an eventfd, after mu is released (the
+ * loop takes mu at once). Not uv_async_send: libuv 1.44's handshake makes a loop that
+ * wakes before the sender finishes spin, then sched_yield, until it does; on a machine of
+ * two CPUs the woken loop often preempts the writer right there (several per task at
+ * concurrency 1, on the path of the result). The fd stays open until audit_close, after
+ * the writer is joined. */
 static void wake_loop(struct audit *a)
 {
-    /* Under mu: audit_shutdown clears async_open under the same lock before closing. */
-    if (a->async_open) {
-        uv_async_send(&a->async);
-    }
+    uint64_t one = 1;
+    (void)RETRY_EINTR(write(a->wake_fd, &one, sizeof(one)));
 }
 
 static void deadline_in(struct timespec *ts, uint64_t ns)
@@ -607,11 +612,11 @@ void *audit_writer_main(void *arg)
             if (last > a->resolved) {
                 a->resolved = last;
             }
-            wake_loop(a);
             void (*hook)(void *, double, uint64_t) = a->batch_hook;
             void *hook_arg = a->batch_hook_arg;
             uint64_t queued = a->q_events;
             pthread_mutex_unlock(&a->mu);
+            wake_loop(a);
             if (hook) {
                 hook(hook_arg, (double)(t1 - t0) / 1e9, queued);
             }
@@ -641,8 +646,8 @@ void *audit_writer_main(void *arg)
             if (last > a->resolved) {
                 a->resolved = last;
             }
-            wake_loop(a);
             pthread_mutex_unlock(&a->mu);
+            wake_loop(a);
             log_error("events=%zu msg=\"giving up on the audit trail: these events are lost, "
                       "new tasks are refused\" detail=\"%s\"",
                       count, err_msg(&e));
