@@ -26,6 +26,7 @@ struct daemon {
     struct cgroup_root *cg_root;
     struct seccomp_set *seccomp;
     struct netns_pool *netns; /* recycled network namespaces (NULL: one per sandbox) */
+    struct workq *workq;      /* the threads that create and remove sandboxes */
     char *init_path;
     struct pool **pools;
     size_t n_pools;

@@ -33,6 +33,7 @@
 #include "signals.h"
 #include "token.h"
 #include "util.h"
+#include "workq.h"
 
 struct pool *daemon_find_pool(struct daemon *d, const char *name)
 {
@@ -447,6 +448,7 @@ static int startup_abort(struct daemon *d, struct image *images, int code)
         token_store_shutdown(d->tokens);
     }
     uv_run(d->loop, UV_RUN_DEFAULT);
+    d->workq = workq_free(d->workq);
     (void)uv_loop_close(d->loop);
     free_daemon_parts(d, images);
     return code;
@@ -661,14 +663,21 @@ int main(int argc, char **argv)
     if (reaper_startup(d, &e) < 0) {
         log_error("msg=\"cannot reap our cgroup subtree, going on\" detail=\"%s\"", err_msg(&e));
     }
-    /* Worker threads create and remove sandboxes; a few more than the refill bound keep
-     * removals from waiting behind creations. */
-    char nthreads[16];
-    (void)snprintf(nthreads, sizeof(nthreads), "%u", cfg->refill_parallelism + 2);
-    setenv("UV_THREADPOOL_SIZE", nthreads, 1);
-
     d->loop = uv_default_loop();
     d->loop->data = d;
+    /* Worker threads create and remove sandboxes; a few more than the refill bound keep
+     * removals from waiting behind creations. They, and the inits they start, run at
+     * SANDBOX_BACKGROUND_NICE so that running tasks, and the loop serving them, win the CPU
+     * (init is set back to 0 when it is READY, and to the background value again before it
+     * is killed, so that the namespace teardown of its exit is background work too). The
+     * rarer blocking jobs (audit queries, image checks, the reaper, token flushes) use
+     * libuv's pool. */
+    if (workq_new(d->loop, cfg->refill_parallelism + 2, SANDBOX_BACKGROUND_NICE, "sbxd-worker",
+                  &d->workq, &e) < 0) {
+        fprintf(stderr, "sbxd: %s\n", err_msg(&e));
+        d->cg_root = cgroup_root_free(d->cg_root);
+        return 71;
+    }
     uv_timer_init(d->loop, &d->drain_timer);
     d->drain_timer.data = d;
     uv_timer_init(d->loop, &d->topup_timer);
@@ -676,6 +685,7 @@ int main(int argc, char **argv)
     d->scrub = scrub_new();
     if (audit_setup(d, &e) < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
+        d->workq = workq_free(d->workq);
         d->cg_root = cgroup_root_free(d->cg_root);
         return 73;
     }
@@ -728,6 +738,7 @@ int main(int argc, char **argv)
     daemon_refill(d);
 
     uv_run(d->loop, UV_RUN_DEFAULT);
+    d->workq = workq_free(d->workq);
 
     r = uv_loop_close(d->loop);
     if (r < 0) {

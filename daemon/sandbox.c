@@ -29,6 +29,7 @@
 #include "spawn.h"
 #include "sys.h"
 #include "util.h"
+#include "workq.h"
 #include "zygote.h"
 
 const char *sandbox_state_name(enum sandbox_state s)
@@ -50,16 +51,6 @@ static ssize_t send_setup(int fd, const void *buf, size_t len, int image_fd)
     return fd_sendmsg(fd, &iov, 1, &image_fd, image_fd >= 0 ? 1 : 0, MSG_NOSIGNAL);
 }
 
-/* Making and removing sandboxes is background work: the calling worker thread, and the
- * init it clones, run at SANDBOX_BACKGROUND_NICE so that running tasks, and the loop
- * serving them, win the CPU. init is set back to 0 when it is READY (handle_event), and to
- * the background value again before it is killed, so that the namespace teardown of its
- * exit is background work too. Linux keeps the nice value per thread. */
-static void background_thread(void)
-{
-    (void)setpriority(PRIO_PROCESS, 0, SANDBOX_BACKGROUND_NICE);
-}
-
 /* init leads its own process group (setsid, or setpgid when the fork server made it), which
  * its task child, cloned ahead, stays in until its task arrives: PRIO_PGRP reaches both. */
 static void set_nice(struct sandbox *sb, int nice)
@@ -71,16 +62,14 @@ static void set_nice(struct sandbox *sb, int nice)
 
 /* Worker thread: everything that blocks. Touches only sb's own fields and read-only
  * daemon state (config, cgroup root fds, init path, seccomp program). */
-static void create_work(uv_work_t *w)
+static void create_work(struct workq_job *w)
 {
-    struct sandbox *sb = container_of(w, struct sandbox, work);
+    struct sandbox *sb = container_of(w, struct sandbox, job);
     struct daemon *d = sb->d;
     const struct config *cfg = d->cfg;
     const struct pool_config *pc = sb->pool->pc;
     struct err *e = &sb->work_err;
     int r;
-
-    background_thread();
 
     /* The pool's verified image goes to init as an fd: init runs as an unmapped host id and
      * could not reach it by path below the daemon's private state dir. A refused image
@@ -209,10 +198,9 @@ static void empty_cgroup(struct sandbox *sb);
 /* Worker: the cgroup is emptied, then reset or removed; the network namespace goes back
  * to the pool (after its sockstat check), after every fd of the sandbox is closed so that
  * nothing of ours counts as left in it. One job for both: a job costs two wake-ups. */
-static void remove_work(uv_work_t *w)
+static void remove_work(struct workq_job *w)
 {
-    struct sandbox *sb = container_of(w, struct sandbox, work);
-    background_thread();
+    struct sandbox *sb = container_of(w, struct sandbox, job);
     empty_cgroup(sb);
     if (sb->netns.fd >= 0) {
         netns_release(sb->d->netns, &sb->netns);
@@ -251,10 +239,9 @@ static void empty_cgroup(struct sandbox *sb)
     sb->work_r = r;
 }
 
-static void remove_done(uv_work_t *w, int status)
+static void remove_done(struct workq_job *w)
 {
-    struct sandbox *sb = container_of(w, struct sandbox, work);
-    (void)status;
+    struct sandbox *sb = container_of(w, struct sandbox, job);
     if (sb->cg && sb->work_r < 0) {
         log_error("sb=%s msg=\"cgroup not removed, leaking it\" detail=\"%s\"", sb->id,
                   err_msg(&sb->work_err));
@@ -275,11 +262,7 @@ static void sandbox_remove_cgroup(struct sandbox *sb)
     sb->proxy_fd = fd_close(sb->proxy_fd);
     sb->work_err.msg[0] = '\0';
     sb->cg_reserved = sb->cg && pool_reserve_spare(sb->pool);
-    int r = uv_queue_work(sb->d->loop, &sb->work, remove_work, remove_done);
-    if (r < 0) {
-        log_error("sb=%s msg=\"cannot queue cgroup removal\"", sb->id);
-        sandbox_free(sb);
-    }
+    workq_submit(sb->d->workq, &sb->job, remove_work, remove_done);
 }
 
 /* init is gone (reaped): close handles; the task learns it. */
@@ -435,15 +418,12 @@ static void ctl_cb(uv_poll_t *h, int status, int events)
     }
 }
 
-static void create_done(uv_work_t *w, int status)
+static void create_done(struct workq_job *w)
 {
-    struct sandbox *sb = container_of(w, struct sandbox, work);
+    struct sandbox *sb = container_of(w, struct sandbox, job);
     struct daemon *d = sb->d;
     d->creating--;
-    if (status < 0 || sb->work_r < 0) {
-        if (status < 0) {
-            err_setx(&sb->work_err, status, "creation cancelled");
-        }
+    if (sb->work_r < 0) {
         pool_sandbox_failed(sb->pool, sb, &sb->work_err);
         set_state(sb, SB_DEAD);
         if (sb->pidfd >= 0) {
@@ -498,12 +478,7 @@ void sandbox_create(struct daemon *d, struct pool *p)
         str_copy(sb->cg_name, sb->id, sizeof(sb->cg_name));
         reaper_track(d, sb->id);
     }
-    int r = uv_queue_work(d->loop, &sb->work, create_work, create_done);
-    if (r < 0) {
-        sb->work_r = r;
-        err_setx(&sb->work_err, r, "uv_queue_work failed");
-        create_done(&sb->work, 0);
-    }
+    workq_submit(d->workq, &sb->job, create_work, create_done);
 }
 
 int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task *hdr,

@@ -12,6 +12,7 @@
 #include "ctl.h"
 #include "err.h"
 #include "netns.h"
+#include "workq.h"
 
 struct daemon;
 struct pool;
@@ -51,7 +52,7 @@ struct sandbox {
     uv_poll_t pid_poll;
     uv_timer_t setup_timer; /* SANDBOX_SETUP_TIMEOUT_MS from spawn to READY */
     int open_handles;       /* embedded handles not yet closed */
-    uv_work_t work;
+    struct workq_job job;
     int work_r;
     struct err work_err;
     bool kill_requested; /* kill as soon as creation finishes */
