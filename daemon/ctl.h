@@ -5,11 +5,11 @@
  * both ends are built from this tree, and `magic` changes whenever a layout does.
  *
  *   sbxd -> init: CTL_SETUP (once, right after spawn) -> init builds the sandbox
- *   init -> sbxd: CTL_READY (+ SCM_RIGHTS {egress proxy listener} when proxy_port != 0)
- *                 | CTL_SETUP_FAILED
+ *   init -> sbxd: CTL_READY (pid: the task's, of the child cloned at setup; + SCM_RIGHTS
+ *                 {egress proxy listener} when proxy_port != 0) | CTL_SETUP_FAILED
  *   sbxd -> init: CTL_TASK + SCM_RIGHTS {stdin, stdout, stderr, n_mounts mount fds} (once)
- *   init -> sbxd: CTL_STARTED (task handed to the child forked at setup) then
- *                 CTL_EXITED | CTL_EXEC_FAILED
+ *   init -> sbxd: CTL_EXITED | CTL_EXEC_FAILED (nothing when the task starts: sbxd counts
+ *                 it started once CTL_TASK is sent)
  * After CTL_EXITED sbxd kills init (SIGKILL through its pidfd), which ends every process
  * of the sandbox's pid namespace. If sbxd's end closes, init exits and so does the sandbox.
  *
@@ -27,7 +27,7 @@
 #include <stdint.h>
 
 #define CTL_FD 3
-#define CTL_MAGIC 0x53425806u
+#define CTL_MAGIC 0x53425807u
 
 enum ctl_type {
     CTL_SETUP = 1,
@@ -36,7 +36,7 @@ enum ctl_type {
     CTL_SPAWN = 4,
     CTL_READY = 10,
     CTL_SETUP_FAILED = 11,
-    CTL_STARTED = 12,
+    /* 12 was CTL_STARTED */
     CTL_EXITED = 13,
     CTL_EXEC_FAILED = 14,
     CTL_SPAWNED = 15,

@@ -323,6 +323,10 @@ void exec_start(struct task *t, struct sandbox *sb)
         maybe_finish(t);
         return;
     }
+    /* Started: the task is init's, in the child cloned at setup (its pid came with READY).
+     * init sends nothing more until it exits. */
+    audit_task_started(t, sb->task_pid);
+    metrics_task_running(t);
     send_started(t);
     start_reading(t);
     uv_timer_start(&t->timer, timeout_cb, (t->timeout_ns + 999999) / 1000000, 0);
@@ -341,13 +345,6 @@ static void snapshot_usage(struct task *t)
 void exec_sandbox_event(struct task *t, const struct ctl_event *ev)
 {
     switch (ev->type) {
-    case CTL_STARTED:
-        if (!t->start_audited) {
-            t->start_audited = true;
-            audit_task_started(t, ev->pid);
-        }
-        metrics_task_running(t);
-        break;
     case CTL_EXITED:
         if (t->exited) {
             break;

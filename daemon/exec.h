@@ -90,7 +90,6 @@ struct task {
     struct cgroup_usage usage; /* last snapshot of the sandbox's cgroup */
     bool have_usage;
     bool admitted;      /* policy.decision (allowed) is in the audit trail */
-    bool start_audited; /* task.started is in the audit trail */
     struct task *qnext; /* pool queue */
     struct task *cprev; /* connection's task list */
     struct task *cnext;

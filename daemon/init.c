@@ -389,12 +389,14 @@ static int init_setup(struct init *in, ssize_t n, size_t got)
     return proxy;
 }
 
-/* Reports CTL_READY, with the egress proxy's listener when there is one (closed here). */
+/* Reports CTL_READY, with the task child's pid (in our namespace: the task's own pid) and
+ * the egress proxy's listener when there is one (closed here). */
 static void init_ready(const struct init *in, int proxy)
 {
     struct ctl_event ev;
     memset(&ev, 0, sizeof(ev));
     ev.type = CTL_READY;
+    ev.pid = in->task > 0 ? (uint32_t)in->task : 0;
     if (proxy >= 0) {
         /* sbxd holds the only copy from here: init never accepts on it. */
         init_send_with_fd(in, &ev, proxy);
@@ -918,12 +920,9 @@ static void init_start_task(struct init *in)
         /* The listener has been waiting since the child was cloned. */
         init_read_reports(in);
     }
-
-    struct ctl_event ev;
-    memset(&ev, 0, sizeof(ev));
-    ev.type = CTL_STARTED;
-    ev.pid = (uint32_t)in->task;
-    init_send(in, &ev);
+    /* No report that the task started: sbxd counts it started once CTL_TASK is sent (it
+     * had the task's pid with CTL_READY), and hears of it next from CTL_EXITED or
+     * CTL_EXEC_FAILED. A message here would wake sbxd's loop beside the task's execve. */
 }
 
 static uint64_t init_tv_us(const struct timeval *tv)

@@ -118,8 +118,8 @@ void metrics_http(void *ud, const struct http_request *req, struct http_response
 /* exec_start: the task has its sandbox: observes sbx_task_queue_wait_seconds (request to
  * sandbox in hand). */
 void metrics_task_start(const struct task *t);
-/* CTL_STARTED arrived (init forked the task): observes sbx_task_start_seconds (request to
- * the task's process existing). */
+/* The task was handed to its sandbox's init (CTL_TASK sent; the task's process exists,
+ * cloned at setup): observes sbx_task_start_seconds (request to that moment). */
 void metrics_task_running(const struct task *t);
 /* The task's outcome is final (status as in the result: exited, signaled, timeout,
  * output_limit, oom, error): counts sbx_tasks_total, observes sbx_task_duration_seconds

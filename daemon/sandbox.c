@@ -340,6 +340,7 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         }
         sb->ready_seen = true;
         sb->ready_ns = now_ns();
+        sb->task_pid = ev->pid;
         uv_timer_stop(&sb->setup_timer);
         sb->have_usage_base = sb->cg && cgroup_usage(sb->cg, &sb->usage_base) == 0;
         if (sb->kill_requested || sb->d->draining) {
@@ -360,7 +361,6 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         sandbox_kill(sb);
         break;
     }
-    case CTL_STARTED:
     case CTL_EXITED:
     case CTL_EXEC_FAILED:
         if (sb->task) {

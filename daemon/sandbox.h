@@ -45,6 +45,7 @@ struct sandbox {
     bool cg_kept;     /* it went back to the pool: still tracked by the reaper */
     pid_t pid;
     int pidfd;
+    uint32_t task_pid; /* the task's pid in the sandbox, from CTL_READY */
     int ctl_fd;
     struct netns_ref netns; /* its network namespace (netns.c), recycled when it is freed */
     int proxy_fd;           /* egress proxy listener from init's READY, or -1 (egress.c) */

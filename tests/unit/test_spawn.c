@@ -46,6 +46,7 @@ struct fixture {
 struct box {
     struct spawn_result res;
     int ctl;
+    uint32_t task_pid; /* CTL_READY's: the task child's, cloned at setup */
 };
 
 struct run {
@@ -53,7 +54,7 @@ struct run {
     int32_t err;
     uint32_t stage;
     int wstatus;
-    uint32_t pid;     /* from CTL_STARTED */
+    uint32_t pid;     /* the task's: CTL_READY's, which CTL_EXITED repeats */
     uint32_t denials; /* CTL_EXITED's seccomp_denials */
     char out[16384];
     size_t out_len;
@@ -209,6 +210,9 @@ static void box_start(struct box *b, const char *image, bool userns)
         print_message("setup failed: stage %u %s: %s\n", ev.stage, err_name(ev.err), ev.msg);
     }
     assert_int_equal(ev.type, CTL_READY);
+    /* The task child is cloned before READY, as pid 2 of the sandbox (init is 1). */
+    assert_int_equal(ev.pid, 2);
+    b->task_pid = ev.pid;
 }
 
 static void box_stop(struct box *b)
@@ -302,10 +306,13 @@ static void box_run_full(struct box *b, const char *const *argv, const char *con
         if (p[0].revents) {
             struct ctl_event ev;
             assert_int_equal(recv_event(b->ctl, &ev, 0), 0);
-            if (ev.type == CTL_STARTED) {
-                ret->pid = ev.pid;
-            } else {
+            {
+                /* Nothing comes when the task starts: only its end. */
                 assert_true(ev.type == CTL_EXITED || ev.type == CTL_EXEC_FAILED);
+                ret->pid = b->task_pid;
+                if (ev.type == CTL_EXITED) {
+                    assert_int_equal(ev.pid, b->task_pid);
+                }
                 ret->type = ev.type;
                 ret->err = ev.err;
                 ret->stage = ev.stage;
@@ -541,6 +548,7 @@ static void spawn_sandbox__dev_shm_only_when_asked(void **state)
     box_spawn(&b, true, &s, sizeof(s));
     assert_int_equal(recv_event(b.ctl, &ev, WAIT_MS), 0);
     assert_int_equal(ev.type, CTL_READY);
+    b.task_pid = ev.pid;
     box_run(&b, argv, &r);
     box_stop(&b);
     assert_string_equal(r.out, "write /dev/shm/x: ok exec=EACCES\n");
@@ -745,6 +753,7 @@ static void box_start_filtered(struct box *b, const struct sock_filter *prog, si
     box_spawn(b, true, packet, sizeof(*s) + n * sizeof(*prog));
     assert_int_equal(recv_event(b->ctl, &ev, WAIT_MS), 0);
     assert_int_equal(ev.type, CTL_READY);
+    b->task_pid = ev.pid;
 }
 
 static bool need_x86_64(void)
@@ -905,6 +914,7 @@ static void spawn_sandbox__counting_falls_back_under_a_listener(void **state)
     assert_int_equal(send(b.ctl, packet, sizeof(packet), MSG_NOSIGNAL), (ssize_t)sizeof(packet));
     assert_int_equal(recv_event(b.ctl, &ev, WAIT_MS), 0);
     assert_int_equal(ev.type, CTL_READY);
+    b.task_pid = ev.pid;
     box_run(&b, argv, &r);
     box_stop(&b);
     (void)fd_close(o.listener);
