@@ -415,6 +415,13 @@ static void ctl_cb(uv_poll_t *h, int status, int events)
         if (sb->reaped) {
             return;
         }
+        if (ev.type == CTL_EXITED || ev.type == CTL_EXEC_FAILED) {
+            /* The last event: init is being killed, and only its EOF could follow, which
+             * pid_cb's reaping makes moot. Not polling for it saves a callback (a recvmsg
+             * and an epoll_ctl) per task. */
+            uv_poll_stop(h);
+            return;
+        }
     }
 }
 
