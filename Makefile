@@ -56,13 +56,17 @@ all: deps
 binaries: $(BINS) unit-bins
 
 # Installs what is missing; does nothing when everything is there.
-deps:
-	@missing=""; for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
+# $(call apt_install,WHO,PACKAGES): installs those of PACKAGES that are missing, with
+# apt-get update first when apt-get cannot find one.
+apt_install = missing=""; for p in $(2); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "deps: installing$$missing"; \
+	  echo "$(1): installing$$missing"; \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } || { echo "deps: apt-get failed"; exit 1; }; \
+	  apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } || { echo "$(1): apt-get failed"; exit 1; }; \
 	fi
+
+deps:
+	@$(call apt_install,deps,$(DEB_PKGS))
 
 # Pool images (images/, docs/IMAGES.md): only `make images` (and the image tests) need
 # these; plain `make` never builds an image. IMAGES names some (default: every recipe).
@@ -70,12 +74,7 @@ IMAGE_PKGS := mmdebstrap
 IMAGES_DIR ?= ./var/images
 IMAGES     ?=
 image-deps:
-	@missing=""; for p in $(IMAGE_PKGS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "image-deps: installing$$missing"; \
-	  export DEBIAN_FRONTEND=noninteractive; \
-	  apt-get install -y -q $$missing >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } || { echo "image-deps: apt-get failed"; exit 1; }; \
-	fi
+	@$(call apt_install,image-deps,$(IMAGE_PKGS))
 
 images: image-deps $(BUILD)/sbxd
 	$(Q)sh images/build.sh --out $(IMAGES_DIR) --sbxd $(BUILD)/sbxd $(IMAGES)
@@ -191,8 +190,13 @@ bench: all
 fmt:
 	clang-format -i daemon/*.c daemon/*.h tests/unit/*.c tests/helpers/*.c $(wildcard loadtest/*.c)
 
+# clang-format for the C, shellcheck (warnings and errors) for the shell scripts; installs
+# shellcheck when it is missing, as deps does its packages.
+LINT_PKGS := shellcheck clang-format
 lint:
+	@$(call apt_install,lint,$(LINT_PKGS))
 	clang-format --dry-run -Werror daemon/*.c daemon/*.h
+	shellcheck -s sh -S warning -x loadtest/*.sh tests/*.sh .ci/run
 
 clean:
 	rm -rf $(BUILD)

@@ -49,8 +49,11 @@ for f in sbxd sbxd-init sbx sbx-load spawnbench; do
 done
 [ -x "$PY" ] || die "$PY is missing (apt package python3)"
 [ "$(id -u)" = 0 ] || die "sbxd needs root"
-# 1000 idle connections: sbxd and the holder each need more than 1024 descriptors.
+# 1000 idle connections: sbxd and the holder each need more than 1024 descriptors. (POSIX
+# leaves `ulimit -n` out; dash and bash, the shells this runs under, both have it.)
+# shellcheck disable=SC3045
 ulimit -n 8192 2>/dev/null || ulimit -n 4096 2>/dev/null || true
+# shellcheck disable=SC3045
 [ "$(ulimit -n)" -ge 2048 ] || die "cannot raise the open-file limit to 2048 (ulimit -n)"
 
 # ---- the machine ---------------------------------------------------------------------------

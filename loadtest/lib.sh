@@ -11,6 +11,7 @@ proc_gone() {
 # Stops the sbxd whose pid is in $pid (started by this script): SIGTERM, then SIGKILL after
 # $1 tenths of a second (default 300). Sets stop_rc (its exit status; 255 when it had to be
 # killed) and clears pid.
+# shellcheck disable=SC2034 # stop_rc is for the scripts that source this file
 stop_sbxd() {
     stop_rc=0
     [ -n "$pid" ] || return 0

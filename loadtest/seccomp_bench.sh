@@ -139,8 +139,11 @@ while [ $r -le "$RUNS" ]; do
     host_run host $DD >>"$tmp/results"
     host_run host_allow $DD >>"$tmp/results"
     for pool in default strict; do
+        # Three numbers, split into $1 $2 $3 on purpose.
+        # shellcheck disable=SC2046
         set -- $(sbx_run "$pool" $DD)
         echo "$pool.dd $1 $2 $3" >>"$tmp/results"
+        # shellcheck disable=SC2046
         set -- $(sbx_run "$pool" true)
         echo "$pool.true $1 $2 $3" >>"$tmp/results"
     done

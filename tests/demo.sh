@@ -5,7 +5,7 @@
 # the daemon cleanly.
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
+cd "$top" || exit 1
 build=${BUILD:-build}
 state=$(mktemp -d /tmp/sbx-demo.XXXXXX)
 sock="$state/sbxd.sock"

@@ -7,7 +7,7 @@ set -u
 what=${1:-all}
 build=${2:-${BUILD:-build}}
 top=$(cd "$(dirname "$0")/.." && pwd)
-cd "$top"
+cd "$top" || exit 1
 pass=0; fail=0; skip=0
 failed_names=""
 log=$(mktemp -d /tmp/sbx-test-log.XXXXXX)
