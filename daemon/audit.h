@@ -5,7 +5,7 @@
  *
  * The loop builds an event (audit_begin .. audit_end: typed fields, strings scrubbed) and
  * hands it to the writer thread through a lock-protected queue; the writer inserts what
- * has queued in one transaction per batch, then wakes the loop (uv_async), which runs the
+ * has queued in one transaction per batch, then wakes the loop (an eventfd), which runs the
  * callbacks waiting for those events (audit_when_committed): a task's result is sent only
  * from such a callback, so every result a client received is in the trail.
  *
