@@ -666,12 +666,11 @@ int main(int argc, char **argv)
     d->loop = uv_default_loop();
     d->loop->data = d;
     /* Worker threads create and remove sandboxes; a few more than the refill bound keep
-     * removals from waiting behind creations. They, and the inits they start, run at
-     * SANDBOX_BACKGROUND_NICE so that running tasks, and the loop serving them, win the CPU
-     * (init is set back to 0 when it is READY, and to the background value again before it
-     * is killed, so that the namespace teardown of its exit is background work too). The
-     * rarer blocking jobs (audit queries, image checks, the reaper, token flushes) use
-     * libuv's pool. */
+     * removals from waiting behind creations. They run at SANDBOX_BACKGROUND_NICE, below
+     * the loop and the audit writer. (So do the inits they start, until READY; but each
+     * sandbox is a cpu cgroup of its own, which competes at its group's weight whatever its
+     * threads' nice values: docs/ARCHITECTURE.md.) The rarer blocking jobs (audit queries,
+     * image checks, the reaper, token flushes) use libuv's pool. */
     if (workq_new(d->loop, cfg->refill_parallelism + 2, SANDBOX_BACKGROUND_NICE, "sbxd-worker",
                   &d->workq, &e) < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));

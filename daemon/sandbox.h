@@ -22,7 +22,8 @@ struct cgroup_usage;
 
 /* How long an init may take from spawn to READY before it counts as a failed creation. */
 #define SANDBOX_SETUP_TIMEOUT_MS 10000
-/* The nice value of sandbox creation and teardown (sandbox.c: background_thread). */
+/* The nice value of sbxd's worker threads, and of each init until READY and once killed
+ * (which orders them within their sandbox's cpu cgroup only: docs/ARCHITECTURE.md). */
 #define SANDBOX_BACKGROUND_NICE 10
 
 enum sandbox_state {
