@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The audit trail's loop side: events built with scrubbed JSON fields, the hash function,
  * the lock-protected queue to the writer thread (audit_writer.c), and the waits that the
- * wake-up of the loop (an eventfd the writer writes) ends after each commit. Nothing here touches
+ * writer's wake-up of the loop (loopwake.h) ends after each commit. Nothing here touches
  * SQLite except through audit_db_open / audit_db_close at start-up and exit. */
 #define LOG_MOD "audit"
 #include "audit.h"
@@ -11,9 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <sodium.h>
 
@@ -606,13 +604,9 @@ static void run_waiters(struct audit *a)
     }
 }
 
-static void wake_cb(uv_poll_t *h, int status, int events)
+static void committed_cb(struct loop_wake *w)
 {
-    (void)status;
-    (void)events;
-    struct audit *a = container_of(h, struct audit, wake_poll);
-    uint64_t wakes;
-    (void)RETRY_EINTR(read(a->wake_fd, &wakes, sizeof(wakes)));
+    struct audit *a = container_of(w, struct audit, wake);
     run_waiters(a);
     if (a->suppressed_pending > 0 && !audit_backlogged(a)) {
         uint64_t n = a->suppressed_pending;
@@ -640,27 +634,18 @@ int audit_open(uv_loop_t *loop, const char *path, const struct audit_options *o,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&a->cond, &ca);
     pthread_condattr_destroy(&ca);
-    a->wake_fd = -1;
+    a->wake.fd = -1;
     if (o->enabled) {
-        a->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (a->wake_fd < 0) {
-            int r = err_set(e, -errno, "audit: eventfd");
-            audit_close(a);
-            return r;
-        }
         int r = audit_db_open(a, e);
         if (r < 0) {
             audit_close(a);
             return r;
         }
-        r = uv_poll_init(loop, &a->wake_poll, a->wake_fd);
+        r = loop_wake_init(loop, &a->wake, committed_cb, e);
         if (r < 0) {
-            r = err_setx(e, r, "audit: poll the writer's eventfd: %s", uv_strerror(r));
             audit_close(a);
-            return r;
+            return err_prefix(e, r, "audit");
         }
-        /* Fails only for an unknown event bit. */
-        (void)uv_poll_start(&a->wake_poll, UV_READABLE, wake_cb);
         uv_timer_init(loop, &a->flush_timer);
         a->async_open = true;
     }
@@ -751,7 +736,7 @@ void audit_shutdown(struct audit *a)
     a->async_open = false;
     pthread_mutex_unlock(&a->mu);
     if (was_open) {
-        uv_close((uv_handle_t *)&a->wake_poll, async_closed);
+        loop_wake_stop(&a->wake, async_closed);
         uv_close((uv_handle_t *)&a->flush_timer, async_closed);
     }
 }
@@ -788,7 +773,7 @@ struct audit *audit_close(struct audit *a)
         free(w);
     }
     audit_db_close(a);
-    a->wake_fd = fd_close(a->wake_fd);
+    loop_wake_free(&a->wake);
     pthread_cond_destroy(&a->cond);
     pthread_mutex_destroy(&a->mu);
     free(a->path);

@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "audit.h"
+#include "loopwake.h"
 
 /* Events nobody waits for are committed at most this late, or when this many queued. */
 #define AUDIT_FLUSH_NS (10ULL * 1000000ULL)
@@ -70,11 +71,10 @@ struct audit {
     void (*batch_hook)(void *arg, double seconds, uint64_t queued);
     void *batch_hook_arg;
 
-    /* The writer wakes the loop by writing to wake_fd (an eventfd, open from audit_open to
+    /* The writer wakes the loop after each commit (its fd open from audit_open to
      * audit_close); the loop polls it while async_open. */
-    int wake_fd;
+    struct loop_wake wake;
     /* loop only */
-    uv_poll_t wake_poll;
     /* Wakes the writer when the oldest queued event is due (AUDIT_FLUSH_NS), so that a
      * first event costs no wake-up of its own; open while async_open. */
     uv_timer_t flush_timer;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The audit trail's writer thread: the SQLite database (WAL, schema, the recorded chain
  * start and head), one transaction per batch of queued events extending the hash chain,
- * retention pruning that records where the kept chain starts, and the eventfd wake-up of
+ * retention pruning that records where the kept chain starts, and the wake-up (loopwake.h) of
  * the loop after each commit. It never touches loop state; the loop never touches SQLite
  * after start-up. */
 #define LOG_MOD "audit"
@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "log.h"
 #include "util.h"
@@ -507,16 +506,11 @@ static uint64_t last_ticket(const struct rec *r, size_t *n)
     return t;
 }
 
-/* Wakes the loop to run its waiters: one write to an eventfd, after mu is released (the
- * loop takes mu at once). Not uv_async_send: libuv 1.44's handshake makes a loop that
- * wakes before the sender finishes spin, then sched_yield, until it does; on a machine of
- * two CPUs the woken loop often preempts the writer right there (several per task at
- * concurrency 1, on the path of the result). The fd stays open until audit_close, after
- * the writer is joined. */
+/* Wakes the loop to run its waiters, after mu is released (the loop takes mu at once). The
+ * fd stays open until audit_close, after the writer is joined. */
 static void wake_loop(struct audit *a)
 {
-    uint64_t one = 1;
-    (void)RETRY_EINTR(write(a->wake_fd, &one, sizeof(one)));
+    loop_wake_signal(&a->wake);
 }
 
 static void deadline_in(struct timespec *ts, uint64_t ns)

@@ -3,27 +3,21 @@
 #define LOG_MOD "workq"
 #include "workq.h"
 
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "log.h"
+#include "loopwake.h"
 #include "util.h"
 
 struct workq {
     uv_loop_t *loop;
-    int efd;
-    uv_poll_t poll;
-    bool poll_open;
+    struct loop_wake wake; /* workers -> loop: some job is done */
     int nice;
-    char name[16];
     pthread_t *threads;
     unsigned n_threads;
     /* loop only */
@@ -74,11 +68,9 @@ static void *worker_main(void *arg)
         bool was_empty = q->done_head == NULL;
         append(&q->done_head, &q->done_tail, j);
         pthread_mutex_unlock(&q->mu);
-        /* One write per batch the loop has not taken yet; written after the unlock, so that
-         * a loop woken at once finds the lock free. */
+        /* One signal per batch the loop has not taken yet, after the unlock. */
         if (was_empty) {
-            uint64_t one = 1;
-            (void)RETRY_EINTR(write(q->efd, &one, sizeof(one)));
+            loop_wake_signal(&q->wake);
         }
         pthread_mutex_lock(&q->mu);
     }
@@ -86,13 +78,9 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static void poll_cb(uv_poll_t *h, int status, int events)
+static void jobs_done(struct loop_wake *w)
 {
-    (void)status;
-    (void)events;
-    struct workq *q = h->data;
-    uint64_t n;
-    (void)RETRY_EINTR(read(q->efd, &n, sizeof(n)));
+    struct workq *q = container_of(w, struct workq, wake);
     pthread_mutex_lock(&q->mu);
     struct workq_job *j = q->done_head;
     q->done_head = q->done_tail = NULL;
@@ -100,7 +88,7 @@ static void poll_cb(uv_poll_t *h, int status, int events)
     while (j) {
         struct workq_job *next = j->next;
         if (--q->in_flight == 0) {
-            uv_unref((uv_handle_t *)&q->poll);
+            uv_unref((uv_handle_t *)&q->wake.poll);
         }
         j->done(j); /* may free j, and submit more */
         j = next;
@@ -113,27 +101,15 @@ int workq_new(uv_loop_t *loop, unsigned threads, int nice, const char *name, str
     struct workq *q = xcalloc(1, sizeof(*q));
     q->loop = loop;
     q->nice = nice;
-    (void)str_copy(q->name, name, sizeof(q->name));
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cond, NULL);
-    q->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (q->efd < 0) {
-        int r = err_set(e, -errno, "workq: eventfd");
-        (void)workq_free(q);
-        return r;
-    }
-    int r = uv_poll_init(loop, &q->poll, q->efd);
+    int r = loop_wake_init(loop, &q->wake, jobs_done, e);
     if (r < 0) {
-        r = err_setx(e, r, "workq: poll an eventfd: %s", uv_strerror(r));
         (void)workq_free(q);
-        return r;
+        return err_prefix(e, r, "workq");
     }
-    q->poll_open = true;
-    q->poll.data = q;
-    /* Fails only for an unknown event bit. Unreferenced while no job is pending: an idle
-     * queue does not keep the loop alive. */
-    (void)uv_poll_start(&q->poll, UV_READABLE, poll_cb);
-    uv_unref((uv_handle_t *)&q->poll);
+    /* Unreferenced while no job is pending: an idle queue does not keep the loop alive. */
+    uv_unref((uv_handle_t *)&q->wake.poll);
     q->threads = xcalloc(threads, sizeof(*q->threads));
     for (unsigned i = 0; i < threads; i++) {
         r = pthread_create(&q->threads[i], NULL, worker_main, q);
@@ -143,7 +119,7 @@ int workq_new(uv_loop_t *loop, unsigned threads, int nice, const char *name, str
             return r;
         }
         q->n_threads++;
-        (void)pthread_setname_np(q->threads[i], q->name);
+        (void)pthread_setname_np(q->threads[i], name);
     }
     *ret = q;
     return 0;
@@ -155,17 +131,12 @@ void workq_submit(struct workq *q, struct workq_job *j, void (*work)(struct work
     j->work = work;
     j->done = done;
     if (q->in_flight++ == 0) {
-        uv_ref((uv_handle_t *)&q->poll);
+        uv_ref((uv_handle_t *)&q->wake.poll);
     }
     pthread_mutex_lock(&q->mu);
     append(&q->todo_head, &q->todo_tail, j);
     pthread_mutex_unlock(&q->mu);
     pthread_cond_signal(&q->cond);
-}
-
-static void poll_closed(uv_handle_t *h)
-{
-    (void)h;
 }
 
 struct workq *workq_free(struct workq *q)
@@ -184,11 +155,11 @@ struct workq *workq_free(struct workq *q)
         log_error("jobs=%llu msg=\"worker jobs still pending at exit\"",
                   (unsigned long long)q->in_flight);
     }
-    if (q->poll_open) {
-        uv_close((uv_handle_t *)&q->poll, poll_closed);
-        (void)uv_run(q->loop, UV_RUN_NOWAIT);
+    if (q->wake.polling) {
+        loop_wake_stop(&q->wake, NULL);
+        (void)uv_run(q->loop, UV_RUN_NOWAIT); /* the handle's close */
     }
-    q->efd = fd_close(q->efd);
+    loop_wake_free(&q->wake);
     pthread_cond_destroy(&q->cond);
     pthread_mutex_destroy(&q->mu);
     free(q->threads);

@@ -1,12 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 /* Worker threads for the sandboxes' blocking work (creation, removal): libuv's thread pool
- * with another completion signal. A worker that finishes a job queues it and then writes
- * an eventfd, after releasing its lock; the loop runs the job's done callback when it
- * polls the eventfd. libuv 1.44's uv_async_send, which its thread pool uses, instead has
- * the sender finish a handshake after waking the loop: a woken loop that preempts the
- * sender (sbxd's workers run at a lower priority) spins and calls sched_yield until the
- * sender gets the CPU back, several times per task on a machine of two CPUs. */
+ * with another completion signal. A worker that finishes a job queues it and wakes the
+ * loop through a loop_wake (loopwake.h: an eventfd, not libuv's uv_async_send, which its
+ * pool uses), after releasing its lock; the loop runs the job's done callback then. */
 #include <uv.h>
 
 #include "err.h"
