@@ -188,15 +188,18 @@ e2e: all
 bench: all
 	$(Q)sh loadtest/bench.sh
 
+C_SOURCES = daemon/*.c daemon/*.h tests/unit/*.c tests/helpers/*.c loadtest/*.c loadtest/*.h \
+	loadtest/spawnbench/*.c
+
 fmt:
-	clang-format -i daemon/*.c daemon/*.h tests/unit/*.c tests/helpers/*.c $(wildcard loadtest/*.c)
+	clang-format -i $(C_SOURCES)
 
 # clang-format for the C, shellcheck (warnings and errors) for the shell scripts; installs
 # shellcheck when it is missing, as deps does its packages.
 LINT_PKGS := shellcheck clang-format
 lint:
 	@$(call apt_install,lint,$(LINT_PKGS))
-	clang-format --dry-run -Werror daemon/*.c daemon/*.h
+	clang-format --dry-run -Werror $(C_SOURCES)
 	shellcheck -s sh -S warning -x loadtest/*.sh tests/*.sh .ci/run
 
 clean:

@@ -252,11 +252,29 @@ static void usage(FILE *f)
     fprintf(f, "usage: sbxd [--config FILE] [--socket PATH] [--admin-socket PATH]\n"
                "            [--state-dir DIR] [--metrics ADDR:PORT] [--log-level LEVEL]\n"
                "            [--check-config] [--require-images] [--image-hash DIR]\n"
-               "            [--mount-root DIR]...\n"
+               "            [--mount-root DIR]... [--export-seccomp PROFILE]\n"
                "Runs tasks in fresh sandboxes from warm pools. With no --config, the embedded\n"
                "default (deploy/sbxd.yaml and pools/*.yaml) is used. --require-images makes a\n"
                "pool image that was never built an error; --image-hash prints the manifest\n"
-               "lines of an image tree (docs/IMAGES.md).\n");
+               "lines of an image tree (docs/IMAGES.md); --export-seccomp writes a built-in\n"
+               "seccomp profile's program to stdout as raw BPF, denials as plain errno, for\n"
+               "bwrap --seccomp FD and other runtimes (docs/SECCOMP.md).\n");
+}
+
+/* --export-seccomp: the plain form (no USER_NOTIF, which needs sbxd-init as supervisor).
+ * Refuses a terminal, which binary would only garble. */
+static int export_seccomp_main(const char *name)
+{
+    if (isatty(STDOUT_FILENO)) {
+        fprintf(stderr, "sbxd: --export-seccomp writes binary BPF: redirect stdout to a file\n");
+        return 64;
+    }
+    struct err e = ERR_INIT;
+    if (seccomp_export_embedded(name, SECCOMP_COMPILE_PLAIN, STDOUT_FILENO, &e) < 0) {
+        fprintf(stderr, "sbxd: %s\n", err_msg(&e));
+        return e.code == -ENOENT ? 64 : 70;
+    }
+    return 0;
 }
 
 static void replace(char **field, const char *value)
@@ -467,13 +485,14 @@ int main(int argc, char **argv)
         {"require-images", no_argument, NULL, 'R'},
         {"mount-root", required_argument, NULL, 'M'},
         {"image-hash", required_argument, NULL, 'H'},
+        {"export-seccomp", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *config_path = NULL, *sock = NULL, *admin = NULL, *state = NULL, *metrics = NULL,
                *level = NULL;
     bool check_only = false, require_images = false;
-    const char *image_hash = NULL;
+    const char *image_hash = NULL, *export_seccomp = NULL;
     const char *mount_roots[64];
     size_t n_mount_roots = 0;
     int o;
@@ -512,6 +531,9 @@ int main(int argc, char **argv)
         case 'H':
             image_hash = optarg;
             break;
+        case 'S':
+            export_seccomp = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -526,6 +548,9 @@ int main(int argc, char **argv)
     }
     if (image_hash) {
         return image_hash_main(image_hash);
+    }
+    if (export_seccomp) {
+        return export_seccomp_main(export_seccomp);
     }
 
     struct err e = ERR_INIT;

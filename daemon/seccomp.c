@@ -1100,6 +1100,27 @@ int seccomp_compile_pfc(const char *file, const char *text, size_t len, unsigned
     return 0;
 }
 
+int seccomp_export_embedded(const char *name, unsigned flags, int fd, struct err *e)
+{
+    for (size_t i = 0; i < embedded_n_seccomp; i++) {
+        const struct embedded_file *f = &embedded_seccomp[i];
+        scoped_free char *fname = profile_name(f->name);
+        if (strcmp(fname, name) != 0) {
+            continue;
+        }
+        struct prog p = {0};
+        int r = profile_compile(f->name, f->text, f->len, flags, &p, e);
+        if (r < 0) {
+            return r;
+        }
+        r = fd_write_all(fd, p.insns, (size_t)p.n * sizeof(*p.insns));
+        free(p.insns);
+        free(p.name);
+        return r < 0 ? err_set(e, r, "write the program of '%s'", name) : 0;
+    }
+    return err_setx(e, -ENOENT, "no seccomp profile '%s' is built in", name);
+}
+
 /* ---- Sets ---- */
 
 struct seccomp_set *seccomp_set_free(struct seccomp_set *s)

@@ -67,6 +67,12 @@ int seccomp_compile_text(const char *file, const char *text, size_t len, unsigne
 int seccomp_compile_pfc(const char *file, const char *text, size_t len, unsigned flags, int fd,
                         struct err *e);
 
+/* Compiles the built-in profile `name` (seccomp/<name>.yaml as embedded in sbxd) in the form
+ * flags (SECCOMP_COMPILE_*) and writes its program to fd as raw struct sock_filter, the form
+ * that bwrap --seccomp and prctl(PR_SET_SECCOMP) take. Returns 0, -ENOENT for no such
+ * profile, or an error of seccomp_compile_text or of the write, with e set. */
+int seccomp_export_embedded(const char *name, unsigned flags, int fd, struct err *e);
+
 /* Frees s (NULL allowed) and returns NULL. */
 struct seccomp_set *seccomp_set_free(struct seccomp_set *s);
 

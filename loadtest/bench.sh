@@ -90,6 +90,12 @@ cleanup() {
         wait "$holder" 2>/dev/null || true
     fi
     stop_sbxd
+    # spawnbench removes its slots' cgroups itself, unless it was killed.
+    for d in ${BWRAPL_CGROUPS:-}; do
+        for c in "$d"/sbx-bench-$$-*; do
+            [ ! -d "$c" ] || rmdir "$c" 2>/dev/null || true
+        done
+    done
     rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -214,6 +220,48 @@ elif ! out=$(bwrap $BWRAP_ARGS /bin/true 2>&1); then
 else
     bwrap_ok=1
 fi
+# The same bwrap sandbox with what else an sbx sandbox has: the pool's limits in cgroups
+# (memory 512 MiB, pids 128, one CPU), one per concurrency slot, made once and reused (as
+# sbx reuses its cgroups; a cgroup made and removed per task would cost bwrap more), and
+# sbx's `default` seccomp profile (`sbxd --export-seccomp`, denials as plain errno) through
+# bwrap --seccomp. Cgroup v1 only: under v2, spawnbench's cgroups would need controllers
+# enabled below the cgroup it runs in, which holds processes.
+bwrapl_ok=0
+BWRAPL_ARGS=""
+BWRAPL_CGROUPS=""
+bwrapl_note=""
+if [ $bwrap_ok = 1 ]; then
+    bpf=$tmp/default.bpf
+    "$B/sbxd" --export-seccomp default >"$bpf" || die "sbxd --export-seccomp default failed"
+    for ctrl in memory pids cpu; do
+        # Our cgroup in the hierarchy (co-mounted ones such as cpu,cpuacct have a symlink
+        # per controller under /sys/fs/cgroup).
+        rel=$(awk -F: -v c="$ctrl" '{ n = split($2, cs, ","); for (i = 1; i <= n; i++)
+            if (cs[i] == c) print $3 }' /proc/self/cgroup)
+        dir=/sys/fs/cgroup/$ctrl${rel%/}
+        if [ -z "$rel" ] || [ ! -f "$dir/cgroup.procs" ]; then
+            bwrapl_note="bwrap with limits: skipped (no cgroup v1 '$ctrl' hierarchy)"
+            break
+        fi
+        BWRAPL_ARGS="$BWRAPL_ARGS --cgroup $dir"
+        BWRAPL_CGROUPS="$BWRAPL_CGROUPS $dir"
+    done
+    if [ -z "$bwrapl_note" ]; then
+        BWRAPL_ARGS="$BWRAPL_ARGS --cgroup-name sbx-bench-$$
+            --cgroup-set memory.limit_in_bytes=536870912
+            --cgroup-set memory.memsw.limit_in_bytes?=536870912 --cgroup-set pids.max=128
+            --cgroup-set cpu.cfs_period_us=100000 --cgroup-set cpu.cfs_quota_us=100000
+            --open 9:$bpf"
+        # shellcheck disable=SC2086
+        if out=$("$B/spawnbench" --tasks 1 --stderr $BWRAPL_ARGS -- \
+            bwrap --seccomp 9 $BWRAP_ARGS /bin/true 2>&1); then
+            bwrapl_ok=1
+        else
+            bwrapl_note="bwrap with limits: skipped (does not work here: $out)"
+        fi
+    fi
+    [ -z "$bwrapl_note" ] || echo "$bwrapl_note"
+fi
 # crun needs an OCI bundle and a cgroup layout it supports; this machine's hybrid v1
 # layout (cgroup2 without controllers) is one it refuses.
 crun_note=""
@@ -276,6 +324,13 @@ comparison() {
             run_spawn "$w.bwrap.$r" "$nb" $sp_stdin -- bwrap $BWRAP_ARGS "$@"
             settle 0.5
         fi
+        if [ $bwrapl_ok = 1 ]; then
+            echo "  $w round $r/$ROUNDS: bwrap with limits and seccomp c=8 ($nb sandboxes)"
+            # shellcheck disable=SC2086
+            run_spawn "$w.bwrapl.$r" "$nb" $sp_stdin $BWRAPL_ARGS -- \
+                bwrap --seccomp 9 $BWRAP_ARGS "$@"
+            settle 0.5
+        fi
         r=$((r + 1))
     done
 }
@@ -292,16 +347,23 @@ comparison pypass "$T_PY" "$T_PY1" 0 /usr/bin/python3 -c pass
 comparison parse "$T_PY" "$T_PY1" "$PARSE_BYTES" /usr/bin/python3 -c "$PARSE_CODE"
 # The targets in slices a few seconds apart: sbx c=8 and bwrap c=8 back to back, the first of
 # the two alternating, then sbx c=1. (settle uses i.)
-pair_bwrap() { # pair: bwrap's slice, when the pair's parity is $2
+pair_bwrap() { # pair: bwrap's slices (plain, then with limits), when the pair's parity is $2
     if [ $(($1 % 2)) = "$2" ] && [ $bwrap_ok = 1 ]; then
         # shellcheck disable=SC2086
         run_spawn "pair.bwrap.$1" "$P_BWRAP" -- bwrap $BWRAP_ARGS /bin/true
         settle 0.5
     fi
+    if [ $(($1 % 2)) = "$2" ] && [ $bwrapl_ok = 1 ]; then
+        # shellcheck disable=SC2086
+        run_spawn "pair.bwrapl.$1" "$P_BWRAP" $BWRAPL_ARGS -- \
+            bwrap --seccomp 9 $BWRAP_ARGS /bin/true
+        settle 0.5
+    fi
 }
 pair=1
 while [ $pair -le "$PAIRS" ]; do
-    echo "  pair $pair/$PAIRS: sbx c=8 ($P_SBX tasks), bwrap c=8 ($P_BWRAP), sbx c=1 ($P_SBX1)"
+    echo "  pair $pair/$PAIRS: sbx c=8 ($P_SBX tasks), bwrap c=8 ($P_BWRAP, plain and with" \
+        "limits), sbx c=1 ($P_SBX1)"
     pair_bwrap $pair 0
     run_load "pair.sbx8.$pair" --tasks "$P_SBX" --concurrency 8 -- /bin/true
     sbxd_alive
@@ -401,7 +463,7 @@ export BENCH_TMP="$tmp" BENCH_ROUNDS="$ROUNDS" BENCH_PAIRS="$PAIRS" \
     BENCH_RSS_WARM_KIB="$rss_warm_kib" \
     BENCH_RSS_AFTER_KIB="$rss_after_kib" BENCH_MEM_BEFORE_KIB="$mem_before_kib" \
     BENCH_MEM_AFTER_KIB="$mem_after_kib" BENCH_FAILED="${failed:-?}" BENCH_BWRAP="$bwrap_ok" \
-    BENCH_CRUN="$crun_note"
+    BENCH_BWRAPL="$bwrapl_ok" BENCH_CRUN="$crun_note" BENCH_BWRAPL_NOTE="$bwrapl_note"
 "$PY" loadtest/bench_report.py
 echo
 echo "$stop_note; the scaling sbxds exited 0"

@@ -9,6 +9,8 @@ import statistics
 tmp = os.environ["BENCH_TMP"]
 rounds = int(os.environ["BENCH_ROUNDS"])
 bwrap = os.environ.get("BENCH_BWRAP") == "1"
+# bwrap's sandbox with sbx's limits (cgroups) and seccomp profile added: the equivalent one.
+bwrapl = os.environ.get("BENCH_BWRAPL") == "1"
 
 
 def read(name):
@@ -51,15 +53,19 @@ for w, desc in WORKLOADS:
     rows.append((w, desc, "floor: posix_spawn c=8", runs(w + ".floor")))
     if bwrap:
         rows.append((w, desc, "bwrap per task c=8", runs(w + ".bwrap")))
+    if bwrapl:
+        rows.append((w, desc, "bwrap + limits + seccomp c=8", runs(w + ".bwrapl")))
 
 print()
 print("== comparison (medians of %d round%s) ==" % (rounds, "" if rounds == 1 else "s"))
-print("%-38s %-24s %9s %9s %9s %7s" % ("workload", "runner", "tasks/s", "p50 ms", "p99 ms",
+print("%-38s %-28s %9s %9s %9s %7s" % ("workload", "runner", "tasks/s", "p50 ms", "p99 ms",
                                        "errors"))
 for w, desc, name, rs in rows:
-    print("%-38s %-24s %9.1f %9.2f %9.2f %7d" % (desc, name, med(rs, "rate"), med(rs, "p50_ms"),
+    print("%-38s %-28s %9.1f %9.2f %9.2f %7d" % (desc, name, med(rs, "rate"), med(rs, "p50_ms"),
                                                 med(rs, "p99_ms"), errors(rs)))
 print(os.environ.get("BENCH_CRUN", ""))
+if os.environ.get("BENCH_BWRAPL_NOTE"):
+    print(os.environ["BENCH_BWRAPL_NOTE"])
 
 print()
 print("== ratios (same run) ==")
@@ -74,6 +80,10 @@ for w, desc in WORKLOADS:
         line += "; sbx c=8 / bwrap c=8: throughput %.2fx, p50 %.2fx; sbx c=64 / bwrap c=8: " \
                 "throughput %.2fx" % (ratio(s8, bw, "rate"), ratio(s8, bw, "p50_ms"),
                                       ratio(s64, bw, "rate"))
+    if bwrapl:
+        bl = runs(w + ".bwrapl")
+        line += "; sbx c=8 / bwrap with limits and seccomp c=8: throughput %.2fx, p50 %.2fx" % (
+            ratio(s8, bl, "rate"), ratio(s8, bl, "p50_ms"))
     ratio_lines.append(line)
     print(line)
 
@@ -82,19 +92,28 @@ pairs = int(os.environ.get("BENCH_PAIRS", "0"))
 p8 = [read("pair.sbx8.%d" % i) for i in range(1, pairs + 1)]
 p1 = [read("pair.sbx1.%d" % i) for i in range(1, pairs + 1)]
 pb = [read("pair.bwrap.%d" % i) for i in range(1, pairs + 1)]
+pbl = [read("pair.bwrapl.%d" % i) for i in range(1, pairs + 1)]
 pair_lines = []
-got = [(a, b) for a, b in zip(p8, pb) if a and b and b.get("rate")]
+
+
+def slice_ratios(label, bws):
+    got = [(a, b) for a, b in zip(p8, bws) if a and b and b.get("rate")]
+    if not got:
+        return ""
+    rs = sorted(a["rate"] / b["rate"] for a, b in got)
+    bwr = [b["rate"] for _, b in got]
+    return "; %s c=8: median %.0f/s; sbx / it slice by slice: median %.2fx (%.2f-%.2fx)" % (
+        label, statistics.median(bwr), statistics.median(rs), rs[0], rs[-1])
+
+
 if p8 and any(p8):
     print()
     print("== the targets in %d interleaved slices ==" % pairs)
     s8r = [x["rate"] for x in p8 if x]
     line = "true, sbx c=8: median %.0f tasks/s (slices %.0f-%.0f)" % (
         statistics.median(s8r), min(s8r), max(s8r))
-    if got:
-        rs = sorted(a["rate"] / b["rate"] for a, b in got)
-        bwr = [b["rate"] for _, b in got]
-        line += "; bwrap c=8: median %.0f/s; sbx / bwrap slice by slice: median %.2fx " \
-                "(%.2f-%.2fx)" % (statistics.median(bwr), statistics.median(rs), rs[0], rs[-1])
+    line += slice_ratios("bwrap", pb)
+    line += slice_ratios("bwrap with limits and seccomp", pbl)
     pair_lines.append(line)
     c1 = [x["p50_ms"] for x in p1 if x]
     if c1:
