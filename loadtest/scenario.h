@@ -15,13 +15,13 @@
 #define SCENARIO_STATUS_MAX 24
 
 struct scenario_entry {
-    char *name;              /* "name:", else "entry<N>" */
-    double weight;           /* > 0 */
-    char *pool;              /* NULL: the daemon's default */
-    char **argv;             /* NULL-terminated */
+    char *name;    /* "name:", else "entry<N>" */
+    double weight; /* > 0 */
+    char *pool;    /* NULL: the daemon's default */
+    char **argv;   /* NULL-terminated */
     size_t argc;
-    double timeout_s;        /* 0: the pool's default */
-    char *stdin_data;        /* inline text or the generated document; NULL: no stdin */
+    double timeout_s; /* 0: the pool's default */
+    char *stdin_data; /* inline text or the generated document; NULL: no stdin */
     size_t stdin_len;
     char expect_status[SCENARIO_STATUS_MAX]; /* "" when not checked */
     bool expect_has_code;
