@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "seccomp.h"
 #include "spawn.h"
 #include "sys.h"
 #include "util.h"
@@ -826,6 +827,39 @@ static void spawn_sandbox__counted_denials_get_their_errno(void **state)
     assert_int_equal(r.denials, 0);
 }
 
+/* A counting program that also denies setsid, which the task child makes after its task
+ * comes: it cannot go on early (seccomp_prog_early_ok), so the child installs it just before
+ * execve and hands the listener over while the task runs. init must be reading the report
+ * socket then, or the task's denied openat would wait for an answer forever. */
+static void spawn_sandbox__late_listener_is_taken_while_the_task_runs(void **state)
+{
+    (void)state;
+    struct sock_filter prog[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_openat, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_setsid, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    static const char *const argv[] = {"probe", "write", "/tmp/x", NULL};
+    struct box b;
+    struct run r;
+    need_prereqs();
+    if (!need_x86_64()) {
+        return;
+    }
+    assert_false(seccomp_prog_early_ok(prog, ARRAY_SIZE(prog), 3));
+    box_start_filtered(&b, prog, ARRAY_SIZE(prog));
+    box_run(&b, argv, &r);
+    box_stop(&b);
+    assert_string_equal(r.out, "write /tmp/x: EPERM\n");
+    assert_int_equal(r.type, CTL_EXITED);
+    assert_int_equal(r.denials, 1);
+}
+
 /* The listener record comes first, then the failure: the failure is what is reported. */
 static void spawn_sandbox__counting_filter_reports_exec_failure(void **state)
 {
@@ -1150,6 +1184,7 @@ int main(void)
         cmocka_unit_test(spawn_sandbox__seccomp_filter_is_applied),
         cmocka_unit_test(spawn_sandbox__no_filter_counts_nothing),
         cmocka_unit_test(spawn_sandbox__counted_denials_get_their_errno),
+        cmocka_unit_test(spawn_sandbox__late_listener_is_taken_while_the_task_runs),
         cmocka_unit_test(spawn_sandbox__counting_filter_reports_exec_failure),
         cmocka_unit_test(spawn_sandbox__counting_falls_back_under_a_listener),
         cmocka_unit_test(spawn_sandbox__init_exits_when_ctl_closes),
