@@ -91,11 +91,6 @@ struct init {
      * closes on execve. We send the task on it, once (TASK_NONE), then only read the child's
      * reports (non-blocking). */
     int report;
-    /* The child is to send a seccomp listener that has not come yet. Only then is the report
-     * socket polled while the task runs: a failure record always comes just before the
-     * child's exit, and init_task_exited reads it then. Not polling it spares init a wake-up
-     * beside each task's execve, which closes the child's end. */
-    bool listener_due;
     bool failed; /* the child sent a failure record: `failure` */
     struct init_report {
         int32_t stage; /* enum ctl_stage; CTL_STAGE_NONE with the listener attached */
@@ -839,9 +834,6 @@ static void init_clone_task_child(struct init *in, int proxy)
     }
     in->filter_early =
         in->filter_len > 0 && seccomp_prog_early_ok(in->filter, in->filter_len, sp[1]);
-    /* Where the kernel gives the child no listener (init_child_seccomp), this stays true and
-     * the socket is polled until its EOF at execve, as it must be for a listener. */
-    in->listener_due = in->filter_len > 0 && seccomp_prog_notifies(in->filter, in->filter_len);
     init_child_arg = (struct init_child_arg){
         .in = in, .sock = sp[1], .drop = {sp[0], in->ctl, in->sigfd, proxy}};
     struct sys_clone_args args;
@@ -961,7 +953,6 @@ static void init_read_reports(struct init *in)
             if (fd >= 0 && in->listener < 0) {
                 in->listener = take_fd(&fd);
                 in->counting = true;
-                in->listener_due = false;
                 /* Task and init take turns on one CPU instead of waking each other across
                  * CPUs: a denial costs several times less. Older kernels lack it: no matter. */
                 (void)ioctl(in->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS,
@@ -1133,11 +1124,14 @@ static void init_loop(struct init *in)
 {
     for (;;) {
         /* poll ignores negative fds: the report socket and listener come and go. Nothing is
-         * read from the task child before it has its task, nor after its listener. */
-        int report = in->state == TASK_RUNNING && in->listener_due ? in->report : -1;
+         * read from the task child before it has its task. The report socket stays polled
+         * to its EOF at the child's execve, though no record can follow a listener: our end
+         * then closes at once, and the task finds no socket of ours in its network
+         * namespace's /proc/net/unix (test_netns). Reading it only at the reap instead
+         * saved a wake-up per task but no measurable time (BENCHMARKS.md, session 7). */
         struct pollfd pfd[4] = {{in->ctl, POLLIN, 0},
                                 {in->sigfd, POLLIN, 0},
-                                {report, POLLIN, 0},
+                                {in->state == TASK_RUNNING ? in->report : -1, POLLIN, 0},
                                 {in->listener, POLLIN, 0}};
         if (poll(pfd, 4, -1) < 0) {
             if (errno == EINTR) {
