@@ -379,6 +379,23 @@ static int spawnbench_cgroups_remove(struct bench *b)
     return status;
 }
 
+/* The clone path's parts: the command's path, the clone's stack, the slots' cgroups.
+ * Returns 0, or EX_* after saying why (what was made stays for the caller to free). */
+static int spawnbench_prepare_clone(struct bench *b)
+{
+    b->exe = spawnbench_which(b->argv[0]);
+    if (!b->exe) {
+        (void)fprintf(stderr, "spawnbench: '%s': not found or not executable\n", b->argv[0]);
+        return EX_USAGE;
+    }
+    b->stack = aligned_alloc(64, SPAWNBENCH_STACK);
+    if (!b->stack) {
+        (void)fputs("spawnbench: out of memory\n", stderr);
+        return EX_OSERR;
+    }
+    return b->n_cg > 0 ? spawnbench_cgroups_make(b) : 0;
+}
+
 static void spawnbench_usage(FILE *f)
 {
     (void)fputs("usage: spawnbench --tasks N [--concurrency C] [--stderr] [--stdin-bytes N]\n"
@@ -545,19 +562,18 @@ int main(int argc, char **argv)
 
     b.devnull = devnull;
     if (b.n_cg > 0 || b.n_opens > 0) {
-        b.exe = spawnbench_which(b.argv[0]);
-        if (!b.exe) {
-            (void)fprintf(stderr, "spawnbench: '%s': not found or not executable\n", b.argv[0]);
-            return EX_USAGE;
-        }
-        b.stack = aligned_alloc(64, SPAWNBENCH_STACK);
-        if (!b.stack) {
-            return EX_OSERR;
-        }
         b.stdin_path = b.stdin_bytes >= 0 ? memfd_path : NULL;
+        status = spawnbench_prepare_clone(&b);
     }
-    if (b.n_cg > 0 && (status = spawnbench_cgroups_make(&b)) != 0) {
+    if (status != 0) {
         (void)spawnbench_cgroups_remove(&b);
+        free(b.exe);
+        free(b.stack);
+        (void)posix_spawn_file_actions_destroy(&fa);
+        (void)close(devnull);
+        if (memfd >= 0) {
+            (void)close(memfd);
+        }
         return status;
     }
 
