@@ -768,24 +768,31 @@ static bool need_x86_64(void)
 #endif
 }
 
+/* Runs `probe write /tmp/x` in a sandbox filtered by prog (n insns), which denies its openat:
+ * the task must see EPERM and exit, and init report `denials`. */
+static void run_write_denied(const struct sock_filter *prog, size_t n, uint32_t denials)
+{
+    static const char *const argv[] = {"probe", "write", "/tmp/x", NULL};
+    struct box b;
+    struct run r;
+    box_start_filtered(&b, prog, n);
+    box_run(&b, argv, &r);
+    box_stop(&b);
+    assert_string_equal(r.out, "write /tmp/x: EPERM\n");
+    assert_int_equal(r.type, CTL_EXITED);
+    assert_int_equal(r.denials, denials);
+}
+
 static void spawn_sandbox__seccomp_filter_is_applied(void **state)
 {
     (void)state;
     struct sock_filter prog[] = OPENAT_FILTER(SECCOMP_RET_ERRNO);
-    static const char *const argv[] = {"probe", "write", "/tmp/x", NULL};
-    struct box b;
-    struct run r;
     need_prereqs();
     if (!need_x86_64()) {
         return;
     }
-    box_start_filtered(&b, prog, ARRAY_SIZE(prog));
-    box_run(&b, argv, &r);
-    box_stop(&b);
-    assert_string_equal(r.out, "write /tmp/x: EPERM\n");
     /* A plain program counts nothing. */
-    assert_int_equal(r.type, CTL_EXITED);
-    assert_int_equal(r.denials, CTL_DENIALS_UNKNOWN);
+    run_write_denied(prog, ARRAY_SIZE(prog), CTL_DENIALS_UNKNOWN);
 }
 
 static void spawn_sandbox__no_filter_counts_nothing(void **state)
@@ -805,7 +812,6 @@ static void spawn_sandbox__counted_denials_get_their_errno(void **state)
 {
     (void)state;
     struct sock_filter prog[] = OPENAT_FILTER(SECCOMP_RET_USER_NOTIF);
-    static const char *const write_argv[] = {"probe", "write", "/tmp/x", NULL};
     static const char *const true_argv[] = {"probe", "true", NULL};
     struct box b;
     struct run r;
@@ -813,12 +819,7 @@ static void spawn_sandbox__counted_denials_get_their_errno(void **state)
     if (!need_x86_64()) {
         return;
     }
-    box_start_filtered(&b, prog, ARRAY_SIZE(prog));
-    box_run(&b, write_argv, &r);
-    box_stop(&b);
-    assert_string_equal(r.out, "write /tmp/x: EPERM\n");
-    assert_int_equal(r.type, CTL_EXITED);
-    assert_int_equal(r.denials, 1);
+    run_write_denied(prog, ARRAY_SIZE(prog), 1);
 
     box_start_filtered(&b, prog, ARRAY_SIZE(prog));
     box_run(&b, true_argv, &r);
@@ -844,20 +845,12 @@ static void spawn_sandbox__late_listener_is_taken_while_the_task_runs(void **sta
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF | EPERM),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
-    static const char *const argv[] = {"probe", "write", "/tmp/x", NULL};
-    struct box b;
-    struct run r;
     need_prereqs();
     if (!need_x86_64()) {
         return;
     }
     assert_false(seccomp_prog_early_ok(prog, ARRAY_SIZE(prog), 3));
-    box_start_filtered(&b, prog, ARRAY_SIZE(prog));
-    box_run(&b, argv, &r);
-    box_stop(&b);
-    assert_string_equal(r.out, "write /tmp/x: EPERM\n");
-    assert_int_equal(r.type, CTL_EXITED);
-    assert_int_equal(r.denials, 1);
+    run_write_denied(prog, ARRAY_SIZE(prog), 1);
 }
 
 /* The listener record comes first, then the failure: the failure is what is reported. */
