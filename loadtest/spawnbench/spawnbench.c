@@ -178,7 +178,7 @@ static int spawnbench_child(void *arg)
         _exit(126);
     }
     if (dup2(in, 0) < 0 || dup2(b->devnull, 1) < 0 ||
-        (!b->inherit_stderr && dup2(b->devnull, 2) < 0)) {
+        (!b->inherit_stderr && dup2(b->devnull, 2) < 0) || (in != b->devnull && close(in) < 0)) {
         _exit(126);
     }
     for (uint32_t k = 0; k < b->n_opens; k++) {
