@@ -89,6 +89,17 @@ class ExportSeccomp(unittest.TestCase):
         self.assertEqual((p1.returncode, p2.returncode), (0, 0))
         self.assertNotEqual(open(d, "rb").read(), open(s, "rb").read())
 
+    def test_a_terminal_is_refused(self):
+        master, slave = os.openpty()
+        try:
+            p = subprocess.run([SBXD, "--export-seccomp", "default"], stdout=slave,
+                               stderr=subprocess.PIPE, timeout=30)
+        finally:
+            os.close(slave)
+            os.close(master)
+        self.assertEqual(p.returncode, 64)
+        self.assertIn(b"redirect stdout to a file", p.stderr)
+
     def test_unknown_profile_is_a_usage_error(self):
         p, path = self.export("no-such-profile")
         self.assertEqual(p.returncode, 64)
