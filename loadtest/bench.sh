@@ -198,12 +198,24 @@ run_load() { # name sbx-load-args...
         die "sbx-load did not finish ($name; limit ${RUN_LIMIT}s)"
     fi
 }
+# The machine's CPU time a run costs: busy jiffies of all CPUs (user, nice, system, irq,
+# softirq; not idle, iowait or steal) from busy_mark to busy_save NAME, in $tmp/NAME.busy.json.
+# For sbx the window ends once the pool is warm again, so that it holds the creation of as
+# many sandboxes as the run used.
+CLK_TCK=$(getconf CLK_TCK)
+busy_jiffies() { awk '/^cpu /{ print $2 + $3 + $4 + $7 + $8; exit }' /proc/stat; }
+busy_mark() { busy0=$(busy_jiffies); }
+busy_save() {
+    echo "{\"busy_ms\": $(( ($(busy_jiffies) - busy0) * 1000 / CLK_TCK ))}" >"$tmp/$1.busy.json"
+}
 run_spawn() { # name tasks spawnbench-args... -- command...
     name=$1
     tasks=$2
     shift 2
+    busy_mark
     timeout -k 5 "$RUN_LIMIT" "$B/spawnbench" --tasks "$tasks" --concurrency 8 "$@" \
         >"$tmp/$name.json" || true
+    busy_save "$name"
     grep -q '"tasks"' "$tmp/$name.json" || die "spawnbench did not finish ($name)"
 }
 
@@ -293,6 +305,7 @@ comparison() {
         echo "  $w round $r/$ROUNDS: sbx c=8 ($n tasks)"
         c0=$(pool_field CREATED)
         t0=$(date +%s%N)
+        busy_mark
         # shellcheck disable=SC2086
         run_load "$w.sbx8.$r" --tasks "$n" --concurrency 8 $sbx_stdin -- "$@"
         t1=$(date +%s%N)
@@ -300,7 +313,9 @@ comparison() {
         echo "{\"created\": $((c1 - c0)), \"ms\": $(( (t1 - t0) / 1000000 ))}" \
             >"$tmp/$w.refill.$r.json"
         sbxd_alive
-        settle
+        settle 0
+        busy_save "$w.sbx8.$r"
+        sleep 1
         echo "  $w round $r/$ROUNDS: sbx c=1 ($n1 tasks)"
         # shellcheck disable=SC2086
         run_load "$w.sbx1.$r" --tasks "$n1" --concurrency 1 $sbx_stdin -- "$@"
@@ -366,9 +381,12 @@ while [ $pair -le "$PAIRS" ]; do
     echo "  pair $pair/$PAIRS: sbx c=8 ($P_SBX tasks), bwrap c=8 ($P_BWRAP, plain and with" \
         "limits), sbx c=1 ($P_SBX1)"
     pair_bwrap $pair 0
+    busy_mark
     run_load "pair.sbx8.$pair" --tasks "$P_SBX" --concurrency 8 -- /bin/true
     sbxd_alive
-    settle
+    settle 0
+    busy_save "pair.sbx8.$pair"
+    sleep 1
     pair_bwrap $pair 1
     run_load "pair.sbx1.$pair" --tasks "$P_SBX1" --concurrency 1 -- /bin/true
     sbxd_alive

@@ -38,11 +38,28 @@ def errors(rs):
     return n
 
 
+def busy_per_task(name):
+    """The machine's busy CPU ms per task of run NAME (bench.sh's busy_save), or None."""
+    x, b = read(name), read(name + ".busy")
+    if not x or not b or not x.get("tasks"):
+        return None
+    return b["busy_ms"] / x["tasks"]
+
+
+def busy_med(name):
+    vals = [v for v in (busy_per_task("%s.%d" % (name, r)) for r in range(1, rounds + 1))
+            if v is not None]
+    return statistics.median(vals) if vals else float("nan")
+
+
 def ratio(a, b, key):
     x, y = med(a, key), med(b, key)
     return x / y if y else float("nan")
 
 
+# The runners whose machine CPU per task bench.sh records, by their row name.
+BUSY_KEYS = {"sbx c=8": ".sbx8", "floor: posix_spawn c=8": ".floor",
+             "bwrap per task c=8": ".bwrap", "bwrap + limits + seccomp c=8": ".bwrapl"}
 WORKLOADS = [("true", "/bin/true"), ("pypass", "/usr/bin/python3 -c pass"),
              ("parse", "1 MiB stdin -> python3 -> its length")]
 rows = []
@@ -58,11 +75,14 @@ for w, desc in WORKLOADS:
 
 print()
 print("== comparison (medians of %d round%s) ==" % (rounds, "" if rounds == 1 else "s"))
-print("%-38s %-28s %9s %9s %9s %7s" % ("workload", "runner", "tasks/s", "p50 ms", "p99 ms",
-                                       "errors"))
+print("%-38s %-28s %9s %9s %9s %7s %8s" % ("workload", "runner", "tasks/s", "p50 ms", "p99 ms",
+                                            "errors", "cpu ms"))
 for w, desc, name, rs in rows:
-    print("%-38s %-28s %9.1f %9.2f %9.2f %7d" % (desc, name, med(rs, "rate"), med(rs, "p50_ms"),
-                                                med(rs, "p99_ms"), errors(rs)))
+    print("%-38s %-28s %9.1f %9.2f %9.2f %7d %8s" % (
+        desc, name, med(rs, "rate"), med(rs, "p50_ms"), med(rs, "p99_ms"), errors(rs),
+        BUSY_KEYS.get(name) and "%.2f" % busy_med(w + BUSY_KEYS[name]) or "-"))
+print("(cpu ms: the machine's busy CPU time per task, all processes; for sbx c=8 until the "
+      "pool is warm again)")
 print(os.environ.get("BENCH_CRUN", ""))
 if os.environ.get("BENCH_BWRAPL_NOTE"):
     print(os.environ["BENCH_BWRAPL_NOTE"])
@@ -84,6 +104,11 @@ for w, desc in WORKLOADS:
         bl = runs(w + ".bwrapl")
         line += "; sbx c=8 / bwrap with limits and seccomp c=8: throughput %.2fx, p50 %.2fx" % (
             ratio(s8, bl, "rate"), ratio(s8, bl, "p50_ms"))
+    cpu_s8 = busy_med(w + ".sbx8")
+    for label, key, on in (("bwrap", ".bwrap", bwrap),
+                           ("bwrap with limits and seccomp", ".bwrapl", bwrapl)):
+        if on and cpu_s8 == cpu_s8 and cpu_s8 > 0:
+            line += "; machine CPU per task, %s / sbx: %.2fx" % (label, busy_med(w + key) / cpu_s8)
     ratio_lines.append(line)
     print(line)
 
@@ -96,14 +121,24 @@ pbl = [read("pair.bwrapl.%d" % i) for i in range(1, pairs + 1)]
 pair_lines = []
 
 
-def slice_ratios(label, bws):
+def slice_ratios(label, key, bws):
     got = [(a, b) for a, b in zip(p8, bws) if a and b and b.get("rate")]
     if not got:
         return ""
     rs = sorted(a["rate"] / b["rate"] for a, b in got)
     bwr = [b["rate"] for _, b in got]
-    return "; %s c=8: median %.0f/s; sbx / it slice by slice: median %.2fx (%.2f-%.2fx)" % (
+    out = "; %s c=8: median %.0f/s; sbx / it slice by slice: median %.2fx (%.2f-%.2fx)" % (
         label, statistics.median(bwr), statistics.median(rs), rs[0], rs[-1])
+    cpu = []
+    for i in range(1, pairs + 1):
+        s_ms, b_ms = busy_per_task("pair.sbx8.%d" % i), busy_per_task("pair.%s.%d" % (key, i))
+        if s_ms and b_ms:
+            cpu.append(b_ms / s_ms)
+    if cpu:
+        cpu.sort()
+        out += ", its machine CPU per task / sbx's: median %.2fx (%.2f-%.2fx)" % (
+            statistics.median(cpu), cpu[0], cpu[-1])
+    return out
 
 
 if p8 and any(p8):
@@ -112,8 +147,11 @@ if p8 and any(p8):
     s8r = [x["rate"] for x in p8 if x]
     line = "true, sbx c=8: median %.0f tasks/s (slices %.0f-%.0f)" % (
         statistics.median(s8r), min(s8r), max(s8r))
-    line += slice_ratios("bwrap", pb)
-    line += slice_ratios("bwrap with limits and seccomp", pbl)
+    line += slice_ratios("bwrap", "bwrap", pb)
+    line += slice_ratios("bwrap with limits and seccomp", "bwrapl", pbl)
+    s8cpu = [v for v in (busy_per_task("pair.sbx8.%d" % i) for i in range(1, pairs + 1)) if v]
+    if s8cpu:
+        line += "; sbx's machine CPU per task: median %.2f ms" % statistics.median(s8cpu)
     pair_lines.append(line)
     c1 = [x["p50_ms"] for x in p1 if x]
     if c1:
@@ -199,12 +237,12 @@ if idle:
 
 # ---- markdown
 print()
-print("| workload | runner | tasks/s | p50 ms | p99 ms | errors |")
-print("| --- | --- | ---: | ---: | ---: | ---: |")
+print("| workload | runner | tasks/s | p50 ms | p99 ms | errors | machine CPU ms/task |")
+print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
 for w, desc, name, rs in rows:
-    print("| %s | %s | %.0f | %.2f | %.2f | %d |" % (desc, name, med(rs, "rate"),
-                                                    med(rs, "p50_ms"), med(rs, "p99_ms"),
-                                                    errors(rs)))
+    print("| %s | %s | %.0f | %.2f | %.2f | %d | %s |" % (
+        desc, name, med(rs, "rate"), med(rs, "p50_ms"), med(rs, "p99_ms"), errors(rs),
+        BUSY_KEYS.get(name) and "%.2f" % busy_med(w + BUSY_KEYS[name]) or ""))
 print()
 print("| warm | concurrency | tasks/s | p50 ms | p99 ms | sbxd RSS MiB |")
 print("| ---: | ---: | ---: | ---: | ---: | ---: |")
