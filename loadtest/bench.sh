@@ -91,10 +91,15 @@ cleanup() {
         wait "$holder" 2>/dev/null || true
     fi
     stop_sbxd
-    # spawnbench removes its slots' cgroups itself, unless it was killed.
+    # spawnbench removes its slots' cgroups itself, unless it was killed: then its runs may
+    # take a moment to leave them.
     for d in ${BWRAPL_CGROUPS:-}; do
         for c in "$d"/sbx-bench-$$-*; do
-            [ ! -d "$c" ] || rmdir "$c" 2>/dev/null || true
+            n=0
+            while [ -d "$c" ] && ! rmdir "$c" 2>/dev/null && [ $n -lt 40 ]; do
+                n=$((n + 1))
+                sleep 0.05
+            done
         done
     done
     rm -rf "$tmp"
