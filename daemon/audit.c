@@ -429,7 +429,7 @@ uint64_t audit_end(struct audit_ev *ev)
      * commit wakes it at once (audit_when_committed). Without the timer (after
      * audit_shutdown) the writer learns of a first event at once and sleeps until it is
      * due. */
-    bool timer = a->async_open;
+    bool timer = a->loop_handles_open;
     if ((was_empty && !timer) || a->q_events == AUDIT_FLUSH_EVENTS) {
         pthread_cond_signal(&a->cond);
     }
@@ -647,7 +647,7 @@ int audit_open(uv_loop_t *loop, const char *path, const struct audit_options *o,
             return err_prefix(e, r, "audit");
         }
         uv_timer_init(loop, &a->flush_timer);
-        a->async_open = true;
+        a->loop_handles_open = true;
     }
     *ret = a;
     return 0;
@@ -721,23 +721,18 @@ int audit_start(struct audit *a, struct err *e)
     return 0;
 }
 
-static void async_closed(uv_handle_t *h)
-{
-    (void)h;
-}
-
 void audit_shutdown(struct audit *a)
 {
     if (!a || !a->o.enabled) {
         return;
     }
     pthread_mutex_lock(&a->mu);
-    bool was_open = a->async_open;
-    a->async_open = false;
+    bool was_open = a->loop_handles_open;
+    a->loop_handles_open = false;
     pthread_mutex_unlock(&a->mu);
     if (was_open) {
-        loop_wake_stop(&a->wake, async_closed);
-        uv_close((uv_handle_t *)&a->flush_timer, async_closed);
+        loop_wake_stop(&a->wake, NULL);
+        uv_close((uv_handle_t *)&a->flush_timer, NULL);
     }
 }
 

@@ -63,20 +63,20 @@ struct audit {
     bool give_up;
     bool failing;
     bool dead;
-    uint64_t resolved;  /* every ticket <= resolved is committed or lost */
-    uint64_t lost_from; /* tickets >= lost_from are lost (0: none) */
-    uint64_t urgent;    /* the highest ticket a waiter waits for */
-    bool async_open;
+    uint64_t resolved;      /* every ticket <= resolved is committed or lost */
+    uint64_t lost_from;     /* tickets >= lost_from are lost (0: none) */
+    uint64_t urgent;        /* the highest ticket a waiter waits for */
+    bool loop_handles_open; /* wake.poll and flush_timer: from audit_open to audit_shutdown */
     struct audit_stats st;
     void (*batch_hook)(void *arg, double seconds, uint64_t queued);
     void *batch_hook_arg;
 
     /* The writer wakes the loop after each commit (its fd open from audit_open to
-     * audit_close); the loop polls it while async_open. */
+     * audit_close); the loop polls it while loop_handles_open. */
     struct loop_wake wake;
     /* loop only */
     /* Wakes the writer when the oldest queued event is due (AUDIT_FLUSH_NS), so that a
-     * first event costs no wake-up of its own; open while async_open. */
+     * first event costs no wake-up of its own; open while loop_handles_open. */
     uv_timer_t flush_timer;
     uint64_t next_ticket;
     struct waiter *w_head;
