@@ -40,19 +40,20 @@ static const char *const mount_etc_files[] = {CTL_HOST_ETC_FILES};
 static const char *const mount_etc_generated[] = {"passwd", "group", "hosts", "nsswitch.conf",
                                                   "hostname"};
 static const char *const mount_dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+/* Bound read-only over a sandbox's own /proc. Forked from a template, the sandbox has a user
+ * namespace of its own, and only /proc/sys holds files its root (init) owns: the sysctls of
+ * its uts, ipc, pid and user namespaces. The others belong to the host's root, whom the
+ * sandbox's namespace does not map, so no process in it may write them, init included
+ * (tests/e2e/test_forkserver.py checks both). Each mount costs every sandbox its creation
+ * and its teardown. */
 static const char *const mount_proc_ro[] = {"sys", "sysrq-trigger", "irq", "bus"};
+enum { MOUNT_PROC_RO_USERNS = 1 };
 
-/* Clones the mount tree at src (any fd; "" path) and attaches it at dst with attr set on
- * every mount of the clone. mount_setattr only adds flags, so the flags the kernel locks
- * on mounts inherited from a more privileged namespace (nosuid, nodev, noexec, ro, atime)
- * are kept, and submounts of the source become read-only too. */
-static int mount_attach(int src, const char *dst, uint64_t attr, struct err *e)
+/* Sets attr on every mount of the detached tree and attaches it at dst. mount_setattr only
+ * adds flags, so the flags the kernel locks on mounts inherited from a more privileged
+ * namespace (nosuid, nodev, noexec, ro, atime) are kept. */
+static int mount_attach_tree(int tree, const char *dst, uint64_t attr, struct err *e)
 {
-    scoped_close int tree =
-        sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
-    if (tree < 0) {
-        return err_set(e, tree, "open_tree for %s", dst);
-    }
     int r = sys_mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, attr, 0);
     if (r < 0) {
         return err_set(e, r, "mount_setattr %s", dst);
@@ -62,6 +63,19 @@ static int mount_attach(int src, const char *dst, uint64_t attr, struct err *e)
         return err_set(e, r, "move_mount %s", dst);
     }
     return 0;
+}
+
+/* Clones the mount tree at src (any fd; "" path) and attaches it at dst with attr set on
+ * every mount of the clone (mount_attach_tree): submounts of the source become read-only
+ * too. */
+static int mount_attach(int src, const char *dst, uint64_t attr, struct err *e)
+{
+    scoped_close int tree =
+        sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+    if (tree < 0) {
+        return err_set(e, tree, "open_tree for %s", dst);
+    }
+    return mount_attach_tree(tree, dst, attr, e);
 }
 
 /* Creates an empty regular file to bind a file onto. */
@@ -461,16 +475,20 @@ static int mount_proc(const struct mount_config *cfg, struct err *e)
         return err_set(e, -errno, "mount proc");
     }
     /* SECURITY: kernel knobs stay read-only even for the namespace's root (init). */
-    for (size_t i = 0; i < ARRAY_SIZE(mount_proc_ro); i++) {
+    size_t n_ro =
+        cfg->mode == MOUNT_FROM_TEMPLATE ? MOUNT_PROC_RO_USERNS : ARRAY_SIZE(mount_proc_ro);
+    for (size_t i = 0; i < n_ro; i++) {
         (void)snprintf(path, sizeof(path), "%s/proc/%s", mount_at(cfg), mount_proc_ro[i]);
-        scoped_close int fd = openat(AT_FDCWD, path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 && errno == ENOENT) {
+        scoped_close int tree =
+            sys_open_tree(AT_FDCWD, path,
+                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+        if (tree == -ENOENT) {
             continue;
         }
-        if (fd < 0) {
-            return err_set(e, -errno, "open %s", path);
+        if (tree < 0) {
+            return err_set(e, tree, "open_tree for %s", path);
         }
-        int r = mount_attach(fd, path, ATTR_PROC_RO, e);
+        int r = mount_attach_tree(tree, path, ATTR_PROC_RO, e);
         if (r < 0) {
             return r;
         }

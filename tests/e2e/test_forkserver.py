@@ -3,8 +3,10 @@
 once; they are sbxd's children with names of their own, and losing the zygote costs nothing
 but speed."""
 import hashlib
+import json
 import os
 import signal
+import subprocess
 import time
 import unittest
 
@@ -99,6 +101,61 @@ class ForkServer(DaemonTest):
             self.assertEqual(lines[2:], ["127.0.1.1", "../run/sbx/hosts", "refused"])
             names.add(lines[0])
         self.assertEqual(len(names), 3)
+
+    def test_kernel_knobs_stay_out_of_reach_of_the_sandbox_root(self):
+        # A forked sandbox binds only /proc/sys read-only over its /proc: the rest of /proc's
+        # writable files belong to the host's root, whom its user namespace does not map.
+        # Checked as the sandbox's root itself (all of init's namespaces, uid 0 and
+        # every capability there), opening for writing without writing anything.
+        z = self.running_fork_server()["pid"]
+        self.d.wait_warm("python")
+        inits = [p for p in children_of(self.d.proc.pid)
+                 if p != z and os.readlink("/proc/%d/exe" % p).endswith("sbxd-init")]
+        self.assertTrue(inits)
+        probe = ("import errno, json, os\n"
+                 "out = {'uid': os.getuid(), 'cap': [l.split()[1] for l in open('/proc/self/status')"
+                 " if l.startswith('CapEff')][0]}\n"
+                 "for p in %r:\n"
+                 "    try:\n"
+                 "        os.close(os.open(p, os.O_WRONLY)); out[p] = 'opened'\n"
+                 "    except OSError as e:\n"
+                 "        out[p] = errno.errorcode[e.errno]\n"
+                 "out['mounts'] = [l.split()[4] + ' ' + l.split()[5].split(',')[0]"
+                 " for l in open('/proc/self/mountinfo') if l.split()[4].startswith('/proc/')]\n"
+                 "print(json.dumps(out))\n")
+        # The sysctls of the sandbox's ipc namespace are its root's: the bind stops them. The
+        # rest is the host's root's, the uts and network sysctls included.
+        own = ["/proc/sys/kernel/shmmax", "/proc/sys/kernel/msgmax"]
+        paths = own + ["/proc/sys/kernel/hostname", "/proc/sys/net/ipv4/ip_forward",
+                       "/proc/irq/default_smp_affinity", "/proc/sysrq-trigger"]
+        paths += sorted("/proc/bus/pci/%s/%s" % (b, f) for b in os.listdir("/proc/bus/pci")
+                        if os.path.isdir("/proc/bus/pci/" + b)
+                        for f in os.listdir("/proc/bus/pci/" + b))[:1]
+        r = subprocess.run(["nsenter", "-t", str(inits[0]), "-a", "--",
+                            "/usr/bin/python3", "-c", probe % paths],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["uid"], 0)
+        self.assertEqual(int(out["cap"], 16) & (1 << 21), 1 << 21)  # CAP_SYS_ADMIN there
+        self.assertEqual(out["mounts"], ["/proc/sys ro"])
+        for p in own:
+            self.assertEqual(out[p], "EROFS", p)
+        for p in paths[len(own):]:
+            if os.path.exists(p):
+                self.assertEqual(out[p], "EACCES", p)
+            else:
+                self.assertEqual(out[p], "ENOENT", p)
+        # The task, with neither that uid nor any capability, can open none of them either.
+        with self.d.client() as c:
+            res, tout, err = c.exec(["python3", "-c", probe % paths])
+        self.assertEqual(res["status"], "exited", (res, err))
+        task = json.loads(tout)
+        self.assertEqual((task["uid"], task["cap"]), (10001, "0000000000000000"))
+        self.assertEqual(task["mounts"], ["/proc/sys ro"])
+        for p in paths:
+            self.assertIn(task[p], ("EROFS", "EACCES", "ENOENT"), p)
+            self.assertEqual(task[p] == "ENOENT", out[p] == "ENOENT", p)
 
     def test_losing_the_fork_server_costs_nothing_but_speed(self):
         st = self.running_fork_server()
