@@ -48,6 +48,8 @@ struct daemon {
     bool draining; /* SIGTERM received: no new tasks, no refills */
     bool killing;  /* grace over or second SIGTERM: kill everything */
     bool drain_done;
+    bool signals_started;         /* signals.c: handles to close */
+    uv_work_t signals_pool_probe; /* signals.c: starts libuv's pool with the mask */
     uint64_t start_ns;
     uv_signal_t sig_term;
     uv_signal_t sig_int;

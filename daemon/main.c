@@ -688,6 +688,7 @@ int main(int argc, char **argv)
     if (reaper_startup(d, &e) < 0) {
         log_error("msg=\"cannot reap our cgroup subtree, going on\" detail=\"%s\"", err_msg(&e));
     }
+    signals_block(); /* before the first thread */
     d->loop = uv_default_loop();
     d->loop->data = d;
     /* Worker threads create and remove sandboxes; a few more than the refill bound keep
@@ -763,11 +764,15 @@ int main(int argc, char **argv)
 
     uv_run(d->loop, UV_RUN_DEFAULT);
     d->workq = workq_free(d->workq);
+    /* The cgroup subtree and the audit trail close while a late signal is still caught
+     * (signals_stop), then the signal handles go. */
+    free_daemon_parts(d, images);
+    signals_close(d);
+    uv_run(d->loop, UV_RUN_DEFAULT);
 
     r = uv_loop_close(d->loop);
     if (r < 0) {
         log_warn("msg=\"loop closed with handles still open\"");
     }
-    free_daemon_parts(d, images);
     return d->exit_code;
 }

@@ -131,6 +131,31 @@ class Lifecycle(unittest.TestCase):
         d.stop(timeout=30)
         self.assertLess(time.time() - t0, 15)
 
+    def test_signals_during_the_exit_change_nothing(self):
+        # SIGTERM after SIGTERM, as fast as they can be sent, until sbxd has exited: the
+        # drain ends, the cgroup subtree and the sockets go, and the exit status is 0. A
+        # signal in the moment between the drain's end and the exit used to find the default
+        # action restored (a death by SIGTERM, the cgroup subtree left).
+        for _ in range(3):
+            d = Daemon(pools=[pool_yaml(warm=2)])
+            d.wait_warm()
+            with d.client() as c:
+                res, out, _ = c.exec(["echo", "ok"])
+            self.assertEqual(out, b"ok\n")
+            pidfd = os.pidfd_open(d.proc.pid)  # no other process gets these, whatever happens
+            sent = 0
+            try:
+                while d.proc.poll() is None:
+                    try:
+                        signal.pidfd_send_signal(pidfd, signal.SIGTERM)
+                        sent += 1
+                    except ProcessLookupError:
+                        break
+            finally:
+                os.close(pidfd)
+            self.assertGreater(sent, 2)
+            d.stop()
+
     def test_second_sigterm_kills_at_once(self):
         d = Daemon(pools=[pool_yaml(warm=1)], config_extra="drain_grace: 60s\n")
         c = d.client()
