@@ -533,15 +533,20 @@ static int mount_dev(const int *nodes, const struct mount_config *cfg, struct er
     if (mkdir(STAGE "/dev", 0755) < 0) {
         return err_set(e, -errno, "mkdir /dev");
     }
-    /* A template is made by the host's root, which may mknod: its /dev holds the six nodes
-     * themselves (on a tmpfs without nodev, read-only below, which its sandboxes' user
-     * namespaces cannot change), six mounts fewer for every sandbox to copy and tear down.
-     * Elsewhere, nodev on the tmpfs itself: only the bound host nodes below are devices. */
+    /* A template is made by the host's root, which may mknod: its /dev is a directory of
+     * its root holding the six nodes themselves, six mounts fewer (seven with /dev's own)
+     * for every sandbox to copy and tear down. The root has no nodev for them; it is
+     * read-only, which its sandboxes' user namespaces cannot change (the kernel locks the
+     * flag on mounts it copies into a less privileged namespace), so no other node can
+     * appear on it, and everything a sandbox may write (/tmp, /dev/shm) is nodev.
+     * Elsewhere /dev is a tmpfs of its own with nodev: only the bound host nodes below are
+     * devices. */
     bool mknod_ok = cfg->mode == MOUNT_TEMPLATE;
-    r = mount_tmpfs(STAGE "/dev", MS_NOSUID | MS_NOEXEC | (mknod_ok ? 0 : MS_NODEV), "0755",
-                    64 * 1024, e);
-    if (r < 0) {
-        return r;
+    if (!mknod_ok) {
+        r = mount_tmpfs(STAGE "/dev", MS_NOSUID | MS_NOEXEC | MS_NODEV, "0755", 64 * 1024, e);
+        if (r < 0) {
+            return r;
+        }
     }
     for (size_t i = 0; i < ARRAY_SIZE(mount_dev_nodes); i++) {
         (void)snprintf(path, sizeof(path), STAGE "/dev/%s", mount_dev_nodes[i]);
@@ -572,6 +577,9 @@ static int mount_dev(const int *nodes, const struct mount_config *cfg, struct er
         if (r < 0) {
             return r;
         }
+    }
+    if (mknod_ok) {
+        return 0; /* read-only with the root */
     }
     /* Not recursive: /dev/shm stays writable. */
     r = sys_mount_setattr(AT_FDCWD, STAGE "/dev", 0, MOUNT_ATTR_RDONLY, 0);
@@ -721,7 +729,9 @@ static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e
     if (cfg->mode == MOUNT_TEMPLATE) {
         root_size += MOUNT_COPY_BYTES;
     }
-    r = mount_tmpfs(STAGE, MS_NOSUID | MS_NODEV | MS_NOEXEC, "0755", root_size, e);
+    /* A template's root has no nodev: its /dev is a directory of it (mount_dev). */
+    unsigned long nodev = cfg->mode == MOUNT_TEMPLATE ? 0 : MS_NODEV;
+    r = mount_tmpfs(STAGE, MS_NOSUID | nodev | MS_NOEXEC, "0755", root_size, e);
     if (r < 0) {
         return err_prefix(e, r, "new root");
     }

@@ -50,6 +50,15 @@ class ForkServer(DaemonTest):
                 return st
             self.run_sh("true")
 
+    def warm_init(self):
+        """The pid of a warm sandbox's init (sbxd's child, as the fork server is)."""
+        z = self.running_fork_server()["pid"]
+        self.d.wait_warm("python")
+        inits = [p for p in children_of(self.d.proc.pid)
+                 if p != z and os.readlink("/proc/%d/exe" % p).endswith("sbxd-init")]
+        self.assertTrue(inits)
+        return inits[0]
+
     def run_sh(self, script):
         with self.d.client() as c:
             res, out, err = c.exec(["sh", "-c", script])
@@ -102,16 +111,36 @@ class ForkServer(DaemonTest):
             names.add(lines[0])
         self.assertEqual(len(names), 3)
 
+    def test_dev_is_a_read_only_directory_of_the_template(self):
+        # No mount of its own to copy and tear down: the six nodes on the template's root,
+        # which has no nodev but is read-only, and stays so for the sandbox.
+        res, out = self.run_sh("grep -c ' /dev ' /proc/self/mountinfo;"
+                               " grep ' / / ' /proc/self/mountinfo | cut -d' ' -f6;"
+                               " touch /dev/x 2>&1 | grep -c 'Read-only';"
+                               " mount -o remount,rw / 2>/dev/null || echo refused;"
+                               " head -c 3 /dev/zero | wc -c; echo hi > /dev/null && echo null-ok;"
+                               " ls /dev | tr '\\n' ' '")
+        lines = out.splitlines()
+        self.assertEqual(lines[0], "0")
+        self.assertIn("ro", lines[1].split(","))
+        self.assertNotIn("nodev", lines[1].split(","))
+        self.assertEqual(lines[2:6], ["1", "refused", "3", "null-ok"])
+        self.assertEqual(lines[6].split(), ["fd", "full", "null", "random", "stderr", "stdin",
+                                            "stdout", "tty", "urandom", "zero"])
+        # Nor may the sandbox's root (init's namespaces, every capability there) make it
+        # writable: the kernel locked the flag when it copied the template.
+        r = subprocess.run(["nsenter", "-t", str(self.warm_init()), "-a", "--",
+                            "mount", "-o", "remount,bind,rw", "/"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("permission denied", r.stderr.lower())
+
     def test_kernel_knobs_stay_out_of_reach_of_the_sandbox_root(self):
         # A forked sandbox binds only /proc/sys read-only over its /proc: the rest of /proc's
         # writable files belong to the host's root, whom its user namespace does not map.
         # Checked as the sandbox's root itself (all of init's namespaces, uid 0 and
         # every capability there), opening for writing without writing anything.
-        z = self.running_fork_server()["pid"]
-        self.d.wait_warm("python")
-        inits = [p for p in children_of(self.d.proc.pid)
-                 if p != z and os.readlink("/proc/%d/exe" % p).endswith("sbxd-init")]
-        self.assertTrue(inits)
+        inits = [self.warm_init()]
         probe = ("import errno, json, os\n"
                  "out = {'uid': os.getuid(), 'cap': [l.split()[1] for l in open('/proc/self/status')"
                  " if l.startswith('CapEff')][0]}\n"
