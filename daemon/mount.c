@@ -332,9 +332,8 @@ static int mount_image_etc(int imgfd, uint64_t *budget, struct err *e)
     return 0;
 }
 
-/* /etc/hosts and /etc/hostname name the sandbox. In a template they are links to
- * /run/sbx, where each sandbox forked from it has its own (mount_names_dir); else they are
- * written in dir. */
+/* /etc/hosts and /etc/hostname name the sandbox (its pool's sandboxes share the name, so
+ * a template has them too), written in dir. */
 static int mount_names_files(const struct mount_config *cfg, const char *dir, struct err *e)
 {
     static const char *const names[] = {"hosts", "hostname"};
@@ -342,13 +341,6 @@ static int mount_names_files(const struct mount_config *cfg, const char *dir, st
     char buf[256];
     for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
         (void)snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-        if (cfg->mode == MOUNT_TEMPLATE) {
-            (void)snprintf(buf, sizeof(buf), "../run/sbx/%s", names[i]);
-            if (symlink(buf, path) < 0) {
-                return err_set(e, -errno, "symlink %s", path);
-            }
-            continue;
-        }
         if (i == 0) {
             (void)snprintf(buf, sizeof(buf),
                            "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
@@ -391,9 +383,9 @@ static int mount_etc(int imgfd, const struct mount_config *cfg, struct err *e)
     if (r < 0) {
         return r;
     }
-    if (cfg->mode == MOUNT_TEMPLATE &&
-        (mkdir(STAGE "/run", 0755) < 0 || mkdir(STAGE "/run/sbx", 0755) < 0)) {
-        return err_set(e, -errno, "mkdir /run/sbx");
+    /* An empty /run in a template: where mount_rebase builds a sandbox a root of its own. */
+    if (cfg->mode == MOUNT_TEMPLATE && mkdir(STAGE "/run", 0755) < 0) {
+        return err_set(e, -errno, "mkdir /run");
     }
     r = mount_write_file(STAGE "/etc/nsswitch.conf",
                          "passwd: files\ngroup: files\nshadow: files\nhosts: files\n"
@@ -663,27 +655,10 @@ static int mount_scratch(const struct mount_config *cfg, struct err *e)
     return mount_own_tmpfs(cfg, "tmp", 0755, cfg->tmp_size, e);
 }
 
-/* /run/sbx of a sandbox forked from a template: a small tmpfs of its own with the hosts and
- * hostname files that the template's /etc links to, read-only once written. */
-static int mount_names_dir(const struct mount_config *cfg, struct err *e)
-{
-    int r = mount_tmpfs("/run/sbx", MS_NOSUID | MS_NODEV | MS_NOEXEC, "0755", 16 * 1024, e);
-    if (r == 0) {
-        r = mount_names_files(cfg, "/run/sbx", e);
-    }
-    if (r == 0) {
-        r = sys_mount_setattr(AT_FDCWD, "/run/sbx", 0, MOUNT_ATTR_RDONLY, 0);
-        if (r < 0) {
-            r = err_set(e, r, "read-only /run/sbx");
-        }
-    }
-    return r;
-}
-
 /* A sandbox forked from its zygote keeps the template as its root, which its user
  * namespace cannot change (the kernel locks read-only what a more privileged namespace
- * mounted), and mounts only its own parts: /tmp, /proc, /run/sbx, /dev/shm. A task's mount
- * points outside /tmp get a root of the sandbox's own first (mount_rebase). */
+ * mounted), and mounts only its own parts: /tmp, /proc, /dev/shm. A task's mount points
+ * outside /tmp get a root of the sandbox's own first (mount_rebase). */
 static int mount_from_template(const struct mount_config *cfg, struct err *e)
 {
     int r = mount_scratch(cfg, e);
@@ -692,9 +667,6 @@ static int mount_from_template(const struct mount_config *cfg, struct err *e)
     }
     if (r == 0 && cfg->shm_size > 0) {
         r = mount_dev_shm(cfg, e);
-    }
-    if (r == 0) {
-        r = mount_names_dir(cfg, e);
     }
     if (r == 0 && chdir("/") < 0) {
         r = err_set(e, -errno, "chdir /");
@@ -819,7 +791,7 @@ static void mount_rebase_close(struct mount_rebase_entry *ents, size_t n)
 
 /* A root of the sandbox's own in place of its zygote's template, which its user namespace
  * cannot make writable for a mount point: a tmpfs on /run holding recursive clones of every
- * entry of "/" (what is mounted there included: the task's /tmp, /proc, /run/sbx, /dev/shm)
+ * entry of "/" (what is mounted there included: the task's /tmp, /proc, /dev/shm)
  * and copies of its links; then pivot_root. Every process of the namespace (the waiting task
  * child too) moves to the new root with us. Read-write: the caller makes it read-only. */
 static int mount_rebase(struct err *e)

@@ -20,8 +20,8 @@ enum mount_mode {
     MOUNT_TEMPLATE,
     /* A sandbox forked by the zygote (in its new user and mount namespaces, a copy of the
      * template): the template stays its root (read-only, locked by the kernel), and it
-     * mounts its own /tmp, /proc, /dev/shm and /run/sbx, which holds its hosts and hostname
-     * files (the template's /etc/hosts and /etc/hostname link there). */
+     * mounts its own /tmp, /proc and /dev/shm. Its names are the template's (the pool's
+     * sandboxes share them). */
     MOUNT_FROM_TEMPLATE,
 };
 

@@ -60,6 +60,20 @@ static void set_nice(struct sandbox *sb, int nice)
     }
 }
 
+/* A pool's sandboxes share their host name: "sbx-" and the pool's name. Each has a uts
+ * namespace of its own, and the name is in the fork server's template (/etc/hosts and
+ * /etc/hostname), so no sandbox needs a mount for them; nor does the name tell a task
+ * anything about other sandboxes (an id would count the daemon's sandboxes). */
+static void sandbox_hostname(const char *pool, char *buf, size_t size)
+{
+    (void)snprintf(buf, size, "sbx-%s", pool);
+    for (char *c = buf; *c; c++) {
+        if (*c == '_') {
+            *c = '-'; /* pool names may have one, host names may not */
+        }
+    }
+}
+
 /* Worker thread: everything that blocks. Touches only sb's own fields and read-only
  * daemon state (config, cgroup root fds, init path, seccomp program). */
 static void create_work(struct workq_job *w)
@@ -128,7 +142,7 @@ static void create_work(struct workq_job *w)
     s->tmp_size = pc->tmp_size;
     s->shm_size = pc->shm_size;
     s->proxy_port = cfg->n_egress_profiles > 0 ? cfg->egress_port : 0;
-    (void)snprintf(s->hostname, sizeof(s->hostname), "sbx-%s", sb->id);
+    sandbox_hostname(pc->name, s->hostname, sizeof(s->hostname));
     str_copy(s->image_root, image_root, sizeof(s->image_root));
     if (insns > 0) {
         memcpy(buf + sizeof(*s), sb->pool->bpf, insns * sizeof(struct sock_filter));

@@ -222,7 +222,6 @@ static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
     struct ctl_setup zs = *setup;
     zs.type = CTL_ZYGOTE;
     zs.seccomp_insns = 0; /* a sandbox's filter comes with its own CTL_SETUP */
-    (void)str_copy(zs.hostname, "sbx", sizeof(zs.hostname));
     zs.flags &= ~CTL_SETUP_IMAGE_FD;
     if (image_fd >= 0) {
         zs.flags |= CTL_SETUP_IMAGE_FD;
@@ -254,14 +253,15 @@ static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
 }
 
 /* Whether the running zygote's template was built from what setup asks for (the image by
- * its root: "/" for the host's, else a verified image's path). */
+ * its root: "/" for the host's, else a verified image's path; the names in its /etc). */
 static bool zygote_matches(const struct zygote *z, const struct ctl_setup *setup)
 {
     const struct ctl_setup *a = &z->setup;
     uint32_t mask = ~CTL_SETUP_IMAGE_FD;
     return a->uid == setup->uid && a->gid == setup->gid &&
            (a->flags & mask) == (setup->flags & mask) && a->shm_size == setup->shm_size &&
-           strcmp(a->image_root, setup->image_root) == 0;
+           strcmp(a->image_root, setup->image_root) == 0 &&
+           strcmp(a->hostname, setup->hostname) == 0;
 }
 
 /* Asks the running zygote for a sandbox. Returns the pid (pidfd in *pidfd); -EAGAIN when

@@ -34,7 +34,7 @@ def children_of(pid):
 
 
 class ForkServer(DaemonTest):
-    pools = [pool_yaml("python", warm=2, max=4)]
+    pools = [pool_yaml("python", warm=2, max=4), pool_yaml("py_2", warm=1, max=2)]
 
     def fork_server(self):
         with self.d.client() as c:
@@ -52,10 +52,13 @@ class ForkServer(DaemonTest):
 
     def warm_init(self):
         """The pid of a warm sandbox's init (sbxd's child, as the fork server is)."""
-        z = self.running_fork_server()["pid"]
+        self.running_fork_server()
         self.d.wait_warm("python")
+        self.d.wait_warm("py_2")
+        with self.d.client() as c:
+            servers = {p["fork_server"]["pid"] for p in c.call("pools")}
         inits = [p for p in children_of(self.d.proc.pid)
-                 if p != z and os.readlink("/proc/%d/exe" % p).endswith("sbxd-init")]
+                 if p not in servers and os.readlink("/proc/%d/exe" % p).endswith("sbxd-init")]
         self.assertTrue(inits)
         return inits[0]
 
@@ -98,18 +101,22 @@ class ForkServer(DaemonTest):
         # Sandboxes are sbxd's children (CLONE_PARENT): the zygote has none.
         self.assertEqual(children_of(z), [])
 
-    def test_each_sandbox_has_its_own_names(self):
+    def test_sandboxes_share_their_pools_names(self):
+        # The names are the template's: no mount of a sandbox's own for them.
         script = ("hostname; cat /etc/hostname; getent hosts $(hostname) | cut -f1 -d' ';"
-                  " readlink /etc/hosts; echo x > /run/sbx/hosts 2>/dev/null || echo refused")
-        names = set()
-        for _ in range(3):
-            res, out = self.run_sh(script)
-            lines = out.split()
-            self.assertEqual(lines[0], "sbx-" + res["sandbox"])
-            self.assertEqual(lines[1], lines[0])
-            self.assertEqual(lines[2:], ["127.0.1.1", "../run/sbx/hosts", "refused"])
-            names.add(lines[0])
-        self.assertEqual(len(names), 3)
+                  " stat -c %F /etc/hosts; echo x > /etc/hosts 2>/dev/null || echo refused;"
+                  " grep -c -e ' /etc' -e ' /run' /proc/self/mountinfo")
+        for pool, name in (("python", "sbx-python"), ("py_2", "sbx-py-2")):
+            seen = set()
+            for _ in range(2):
+                with self.d.client() as c:
+                    res, out, err = c.exec(["sh", "-c", script], pool=pool)
+                self.assertEqual(res["status"], "exited", (res, err))
+                lines = out.decode().split("\n")
+                self.assertEqual(lines[:6], [name, name, "127.0.1.1", "regular file", "refused",
+                                             "0"])
+                seen.add(res["sandbox"])
+            self.assertEqual(len(seen), 2)
 
     def test_dev_is_a_read_only_directory_of_the_template(self):
         # No mount of its own to copy and tear down: the six nodes on the template's root,

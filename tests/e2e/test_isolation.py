@@ -75,11 +75,10 @@ class Isolation(DaemonTest):
         top = set(out.split("\n")[0:20])
         for path in ("home", "root", "var", "sys", "work", "srv", "mnt", "opt"):
             self.assertNotIn(path, top)
-        # /run, when there is one, is the sandbox's own: only its hosts and hostname files
-        # (what /etc/hosts and /etc/hostname link to), nothing of the host's /run.
+        # /run, when there is one (a fork server's template has it for mount_rebase), is
+        # empty: nothing of the host's /run.
         res, run, _ = self.run_sh("find /run 2>/dev/null | sort")
-        self.assertIn(run.split(), ([], ["/run", "/run/sbx", "/run/sbx/hostname",
-                                         "/run/sbx/hosts"]))
+        self.assertIn(run.split(), ([], ["/run"]))
         self.assertNotIn(self.d.dir, out)
         self.assertIn("No such file", out)
         etc = out.split("\n")
@@ -141,10 +140,17 @@ class Isolation(DaemonTest):
         finally:
             ls.close()
 
-    def test_hostname_is_the_sandbox_id(self):
+    def test_hostname_is_the_pools(self):
+        # A uts namespace of its own, named after the pool: not the host's name, and no
+        # sandbox id (whose counter would tell a task how many sandboxes others had).
         with self.d.client() as c:
-            res, out, _ = c.exec(["hostname"])
-        self.assertEqual(out.decode().strip(), "sbx-" + res["sandbox"])
+            res, out, _ = c.exec(["sh", "-c", "hostname; cat /etc/hostname; "
+                                              "getent hosts $(hostname)"])
+        lines = out.decode().split("\n")
+        self.assertEqual(lines[:2], ["sbx-python", "sbx-python"])
+        self.assertEqual(lines[2].split(), ["127.0.1.1", "sbx-python"])
+        self.assertNotIn(res["sandbox"], out.decode())
+        self.assertNotEqual(os.uname().nodename, "sbx-python")
 
     def test_task_runs_at_normal_priority(self):
         # Sandboxes are made at a background nice value and their task process is forked

@@ -54,12 +54,14 @@ def sandbox_cgroups(d):
             for p in d.cgroup_paths if os.path.isdir(p)}
 
 
-def sandbox_cgroup(d, sandbox):
-    """The name of the cgroup that sandbox runs in: found through its processes, whose root
-    holds the sandbox's /etc/hostname ("sbx-<id>"). Cgroups are reused by later sandboxes
-    of a pool, so a cgroup's name is not the id of the sandbox in it."""
+def cgroups_running(d, argv):
+    """The names of the cgroups that hold a process running argv (exactly): the running
+    tasks' sandboxes. Cgroups are reused by later sandboxes of a pool, so a cgroup's name is
+    not the id of the sandbox in it."""
+    want = ("\0".join(argv) + "\0").encode()
     p = d.cgroup_paths[0]
-    for n in os.listdir(p):
+    found = []
+    for n in sorted(os.listdir(p)):
         try:
             with open(os.path.join(p, n, "cgroup.procs")) as f:
                 pids = [int(x) for x in f.read().split()]
@@ -67,12 +69,13 @@ def sandbox_cgroup(d, sandbox):
             continue
         for pid in pids:
             try:
-                with open("/proc/%d/root/etc/hostname" % pid) as f:
-                    if f.read().strip() == "sbx-" + sandbox:
-                        return n
+                with open("/proc/%d/cmdline" % pid, "rb") as f:
+                    if f.read() == want:
+                        found.append(n)
+                        break
             except OSError:
                 pass
-    raise AssertionError("no cgroup holds sandbox %s" % sandbox)
+    return found
 
 
 def start_time(pid):
@@ -143,7 +146,10 @@ class KillNine(unittest.TestCase):
             pump_until(c, lambda: len(started) == 2)
             running = sorted(started)
             sandboxes = [started[t]["sandbox"] for t in running]
-            cgroups = [sandbox_cgroup(d, sb) for sb in sandboxes]
+            self.assertEqual(len(set(sandboxes)), 2)
+            wait_until(lambda: len(cgroups_running(d, ["sleep", "60"])) == 2,
+                       what="both tasks' sleep 60")
+            cgroups = cgroups_running(d, ["sleep", "60"])
             # init + sleep, and init + sh + sleep + the daemon's sh and its sleep
             wait_until(lambda: len(procs_in(d, cgroups)) >= 6, what="the tasks' processes")
             procs = procs_in(d, cgroups)
