@@ -49,6 +49,7 @@ struct daemon {
     bool killing;  /* grace over or second SIGTERM: kill everything */
     bool drain_done;
     bool signals_started;         /* signals.c: handles to close */
+    bool late_signal_logged;      /* signals.c: one after the drain was logged */
     uv_work_t signals_pool_probe; /* signals.c: starts libuv's pool with the mask */
     uint64_t start_ns;
     uv_signal_t sig_term;

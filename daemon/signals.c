@@ -14,7 +14,10 @@ static void on_term(uv_signal_t *h, int signum)
 {
     struct daemon *d = h->data;
     if (d->drain_done) {
-        log_info("signal=%d msg=\"drained already, exiting; ignored\"", signum);
+        if (!d->late_signal_logged) { /* once: a flood of them would flood the log */
+            d->late_signal_logged = true;
+            log_info("signal=%d msg=\"drained already, exiting; ignored\"", signum);
+        }
         return;
     }
     log_info("signal=%d msg=\"%s\"", signum,

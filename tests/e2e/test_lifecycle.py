@@ -161,6 +161,8 @@ class Lifecycle(unittest.TestCase):
                 os.close(pidfd)
             self.assertGreater(sent, 2)
             d.stop()
+            # Logged once, however many came after the drain.
+            self.assertLessEqual(d.logtext().count("drained already"), 1)
 
     def test_second_sigterm_kills_at_once(self):
         d = Daemon(pools=[pool_yaml(warm=1)], config_extra="drain_grace: 60s\n")
