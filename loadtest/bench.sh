@@ -357,6 +357,25 @@ comparison() {
 }
 
 # ---- 1. comparison -----------------------------------------------------------------------------
+# Work of others measured as ours would skew every number, and the load average lags by a
+# minute: wait (at most a minute) until less than a fifth of one CPU was busy over a second.
+wait_idle() {
+    waited=0
+    while :; do
+        b0=$(busy_jiffies)
+        sleep 1
+        pct=$(( ($(busy_jiffies) - b0) * 100 / CLK_TCK ))
+        [ "$pct" -lt 20 ] && break
+        [ "$waited" = 0 ] && echo "bench: waiting for the machine to be idle ($pct% of a CPU busy)"
+        waited=$((waited + 1))
+        if [ "$waited" -ge 60 ]; then
+            echo "bench: warning: still $pct% of a CPU busy after a minute; the numbers will be noisy"
+            break
+        fi
+    done
+    [ "$waited" -gt 0 ] && echo "bench: idle after ${waited} s" || true
+}
+wait_idle
 start_sbxd cmp 16 32
 echo "sbxd: pid $pid, 16 warm sandboxes after $warm_ms ms"
 settle
