@@ -111,6 +111,13 @@ class Isolation(DaemonTest):
     def test_dev_shm_only_when_the_pool_asks(self):
         res, out, _ = self.run_sh("ls -d /dev/shm 2>&1", pool="parsing")
         self.assertEqual(out.strip(), "/dev/shm")
+        # Its own tmpfs, writable by the task, with nodev (/dev itself is read-only).
+        res, out, _ = self.run_sh("echo x > /dev/shm/x && cat /dev/shm/x; touch /dev/x 2>&1 |"
+                                  " grep -c Read-only; grep ' /dev/shm ' /proc/self/mountinfo"
+                                  " | cut -d' ' -f6", pool="parsing")
+        lines = out.split()
+        self.assertEqual(lines[:2], ["x", "1"])
+        self.assertTrue({"rw", "nosuid", "nodev", "noexec"} <= set(lines[2].split(",")), lines)
         res, out, _ = self.run_sh("ls -d /dev/shm 2>&1", pool="python")
         self.assertIn("No such file", out)
 
