@@ -42,10 +42,11 @@ static const char *const mount_etc_generated[] = {"passwd", "group", "hosts", "n
 static const char *const mount_dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
 /* Bound read-only over a sandbox's own /proc. Forked from a template, the sandbox has a user
  * namespace of its own, and only /proc/sys holds files its root (init) owns: the sysctls of
- * its uts, ipc, pid and user namespaces. The others belong to the host's root, whom the
- * sandbox's namespace does not map, so no process in it may write them, init included
- * (tests/e2e/test_forkserver.py checks both). Each mount costs every sandbox its creation
- * and its teardown. */
+ * its ipc, pid and user namespaces. The others (the uts and network sysctls too) belong to
+ * the host's root, whom the sandbox's namespace does not map, so no process in it may write
+ * them, init included (tests/e2e/test_forkserver.py checks both). Such a sandbox binds only
+ * the first MOUNT_PROC_RO_USERNS entries: each mount costs every sandbox its creation and
+ * its teardown. */
 static const char *const mount_proc_ro[] = {"sys", "sysrq-trigger", "irq", "bus"};
 enum { MOUNT_PROC_RO_USERNS = 1 };
 
