@@ -207,50 +207,54 @@ static void sandbox_free(struct sandbox *sb)
     daemon_drain_progress(d);
 }
 
-static void empty_cgroup(struct sandbox *sb);
-
-/* Worker: the cgroup is emptied, then reset or removed; the network namespace goes back
- * to the pool (after its sockstat check), after every fd of the sandbox is closed so that
- * nothing of ours counts as left in it. One job for both: a job costs two wake-ups. */
-static void remove_work(struct workq_job *w)
+/* One pass over the dead sandbox's cgroup: reset for the pool's next sandbox when a spare
+ * is reserved (and the kernel can), else removed. Returns 0, -EBUSY while processes remain
+ * in it (v1 may take a moment to drop the dead tasks), or another -errno (with work_err). */
+static int empty_cgroup_once(struct sandbox *sb)
 {
-    struct sandbox *sb = container_of(w, struct sandbox, job);
-    empty_cgroup(sb);
-    if (sb->netns.fd >= 0) {
-        netns_release(sb->d->netns, &sb->netns);
+    if (!cgroup_is_empty(sb->cg)) {
+        return -EBUSY;
     }
+    if (sb->cg_reserved && cgroup_reset(sb->cg, &sb->work_err) == 0) {
+        sb->cg_reset_ok = true;
+        return 0;
+    }
+    /* Not reusable (the kernel cannot reset its peak, say): removed as usual. */
+    sb->work_err.msg[0] = '\0';
+    return cgroup_remove(sb->cg, &sb->work_err);
 }
 
+/* Worker, when the loop's one try found the cgroup busy: waits for it to empty (and then
+ * kills whatever remains: it can only be ours, being below our own subtree). */
 static void empty_cgroup(struct sandbox *sb)
 {
-    if (!sb->cg) {
-        return;
-    }
-    /* The pid namespace is gone once init is reaped, but v1 may take a moment to drop the
-     * dead tasks from cgroup.procs; then, should anything remain, kill it (it can only be
-     * ours: the cgroup is below our own subtree). */
     int r = -EBUSY;
     for (int i = 0; i < 2000 && r == -EBUSY; i++) {
-        if (!cgroup_is_empty(sb->cg)) {
-            if (i == 50) {
-                (void)cgroup_kill_all(sb->cg);
-            }
-            usleep(1000);
-            continue;
+        if (i == 50 && !cgroup_is_empty(sb->cg)) {
+            (void)cgroup_kill_all(sb->cg);
         }
-        if (sb->cg_reserved && cgroup_reset(sb->cg, &sb->work_err) == 0) {
-            sb->cg_reset_ok = true;
-            r = 0;
-            break;
-        }
-        /* Not reusable (the kernel cannot reset its peak, say): removed as usual. */
-        sb->work_err.msg[0] = '\0';
-        r = cgroup_remove(sb->cg, &sb->work_err);
+        r = empty_cgroup_once(sb);
         if (r == -EBUSY) {
             usleep(1000);
         }
     }
     sb->work_r = r;
+}
+
+/* The network namespace goes back to the pool (after its sockstat check), after every fd of
+ * the sandbox is closed so that nothing of ours counts as left in it. */
+static void release_netns(struct sandbox *sb)
+{
+    if (sb->netns.fd >= 0) {
+        netns_release(sb->d->netns, &sb->netns);
+    }
+}
+
+static void remove_work(struct workq_job *w)
+{
+    struct sandbox *sb = container_of(w, struct sandbox, job);
+    empty_cgroup(sb);
+    release_netns(sb);
 }
 
 static void remove_done(struct workq_job *w)
@@ -276,7 +280,17 @@ static void sandbox_remove_cgroup(struct sandbox *sb)
     sb->proxy_fd = fd_close(sb->proxy_fd);
     sb->work_err.msg[0] = '\0';
     sb->cg_reserved = sb->cg && pool_reserve_spare(sb->pool);
-    workq_submit(sb->d->workq, &sb->job, remove_work, remove_done);
+    /* Once init is reaped its pid namespace is empty, so the cgroup nearly always is too:
+     * the loop resets it at once (a few reads and writes of open files), which spares the
+     * two wake-ups of a worker's job. Only a cgroup still busy waits on a worker. */
+    sb->work_r = sb->cg ? empty_cgroup_once(sb) : 0;
+    if (sb->work_r == -EBUSY) {
+        log_debug("sb=%s msg=\"cgroup still busy, emptied on a worker\"", sb->id);
+        workq_submit(sb->d->workq, &sb->job, remove_work, remove_done);
+        return;
+    }
+    release_netns(sb);
+    remove_done(&sb->job);
 }
 
 /* init is gone (reaped): close handles; the task learns it. */

@@ -2,7 +2,8 @@
 #pragma once
 /* One sandbox: its state machine (CREATING, WARM, BUSY, DYING, DEAD) and every fd it owns
  * (pidfd of its init, control socket, cgroup). A sandbox serves one task and is destroyed.
- * Creation and cgroup removal run on libuv's worker threads; everything else on the loop. */
+ * Creation runs on sbxd's worker threads (workq.h), and the emptying of a cgroup that is still
+ * busy when its sandbox is reaped; everything else on the loop. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -42,7 +43,7 @@ struct sandbox {
     struct cgroup *cg;
     char cg_name[24]; /* the cgroup's name: this sandbox's id, or a spare's (pool.h) */
     bool cg_reserved; /* pool_reserve_spare said yes: the cgroup is reset, not removed */
-    bool cg_reset_ok; /* remove_work reset it (set on the worker) */
+    bool cg_reset_ok; /* it was reset (by the loop, or on a worker when it was busy) */
     bool cg_kept;     /* it went back to the pool: still tracked by the reaper */
     pid_t pid;
     int pidfd;

@@ -308,6 +308,46 @@ class StateDirLock(unittest.TestCase):
             d.stop()
 
 
+class BusyCgroup(unittest.TestCase):
+    def test_a_process_left_in_a_dead_sandboxs_cgroup_is_killed_before_reuse(self):
+        """A dead sandbox's cgroup is reset at once by the loop when it is empty, which it
+        nearly always is (init reaped, its pid namespace gone). A process that joined it
+        from outside the namespace keeps it busy: a worker waits, then kills that process,
+        and only then is the cgroup given to the pool's next sandbox."""
+        d = Daemon(pools=[pool_yaml(warm=1, max=1)], log_level="debug")
+        stray = None
+        try:
+            d.wait_warm()
+            c = d.client()
+            msgid, _, _ = c.exec_start(["sleep", "0.7"])
+            cgroups = wait_until(lambda: cgroups_running(d, ["sleep", "0.7"]),
+                                 what="the task's cgroup")
+            stray = subprocess.Popen(["sleep", "300"])
+            for p in d.cgroup_paths:
+                with open(os.path.join(p, cgroups[0], "cgroup.procs"), "w") as f:
+                    f.write(str(stray.pid))
+            self.assertEqual(c.wait(msgid, 15)["status"], "exited")
+            self.assertEqual(stray.wait(timeout=15), -signal.SIGKILL)
+            stray = None
+            wait_until(lambda: "cgroup still busy, emptied on a worker" in d.logtext(),
+                       what="the worker's job in the log")
+            # The cgroup was reset (a spare of the pool, or its next sandbox's), or removed
+            # when the pool had its max of spares: never more than its one sandbox and one
+            # spare. The next sandboxes take the loop's way.
+            for _ in range(3):
+                self.assertEqual(c.exec(["true"])[0]["status"], "exited")
+            for names in sandbox_cgroups(d).values():
+                self.assertLessEqual(len(names), 2, names)
+            self.assertNotIn("leaking it", d.logtext())
+            self.assertEqual(d.logtext().count("emptied on a worker"), 1)
+            c.close()
+        finally:
+            if stray:
+                stray.kill()
+                stray.wait()
+            d.stop()
+
+
 class Sweep(unittest.TestCase):
     def test_sweep_removes_a_leaked_cgroup(self):
         os.environ["SBXD_REAPER_INTERVAL_MS"] = "200"
