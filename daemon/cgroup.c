@@ -781,6 +781,42 @@ int cgroup_fd(const struct cgroup *cg)
     return cg->root->ops->version == CGROUP_V2 ? cg->dfd[0] : -1;
 }
 
+/* The held-open cgroup.procs of hierarchy h, opened at its first use. Returns it or -errno
+ * with e. */
+static int procs_fd(struct cgroup *cg, size_t h, struct err *e)
+{
+    const char *path = cg->root->hier[h].path;
+    if (cg->dfd[h] < 0) {
+        return err_setx(e, -ENOENT, "%s/%s is missing", path, cg->name);
+    }
+    if (cg->procs_fd[h] < 0) {
+        cg->procs_fd[h] = openat(cg->dfd[h], "cgroup.procs", O_WRONLY | O_CLOEXEC);
+        if (cg->procs_fd[h] < 0) {
+            return err_set(e, -errno, "%s/%s/cgroup.procs", path, cg->name);
+        }
+    }
+    return cg->procs_fd[h];
+}
+
+int cgroup_procs_fds(struct cgroup *cg, int *fds, size_t max, struct err *e)
+{
+    if (cg->root->ops->version == CGROUP_V2) {
+        return 0;
+    }
+    if (cg->root->nhier > max) {
+        return err_setx(e, -E2BIG, "%zu cgroup hierarchies, at most %zu", cg->root->nhier, max);
+    }
+    for (size_t h = 0; h < cg->root->nhier; h++) {
+        int fd = procs_fd(cg, h, e);
+        if (fd < 0) {
+            return fd;
+        }
+        fds[h] = fd;
+    }
+    cg->attached_all = true;
+    return (int)cg->root->nhier;
+}
+
 int cgroup_attach(struct cgroup *cg, pid_t pid, struct err *e)
 {
     char s[24];
@@ -788,19 +824,12 @@ int cgroup_attach(struct cgroup *cg, pid_t pid, struct err *e)
     cg->attached_all = false;
     for (size_t h = 0; h < cg->root->nhier; h++) {
         const char *path = cg->root->hier[h].path;
-        if (cg->dfd[h] < 0) {
-            return err_setx(e, -ENOENT, "attach pid %d: %s/%s is missing", (int)pid, path,
-                            cg->name);
-        }
-        if (cg->procs_fd[h] < 0) {
-            cg->procs_fd[h] = openat(cg->dfd[h], "cgroup.procs", O_WRONLY | O_CLOEXEC);
-            if (cg->procs_fd[h] < 0) {
-                return err_set(e, -errno, "attach pid %d: %s/%s/cgroup.procs", (int)pid, path,
-                               cg->name);
-            }
+        int fd = procs_fd(cg, h, e);
+        if (fd < 0) {
+            return err_prefix(e, fd, "attach pid %d", (int)pid);
         }
         /* Each write is one move: the held-open file serves every sandbox of the cgroup. */
-        if (RETRY_EINTR(write(cg->procs_fd[h], s, strlen(s))) < 0) {
+        if (RETRY_EINTR(write(fd, s, strlen(s))) < 0) {
             return err_set(e, -errno, "attach pid %d: %s/%s: cgroup.procs: write '%s'", (int)pid,
                            path, cg->name, s);
         }

@@ -65,6 +65,12 @@ int cgroup_create(struct cgroup_root *root, const char *name, const struct cgrou
 int cgroup_fd(const struct cgroup *cg);
 /* Moves pid into the cgroup in every controller (v1) or via cgroup.procs (v2). */
 int cgroup_attach(struct cgroup *cg, pid_t pid, struct err *e);
+/* v1: the cgroup's cgroup.procs files, one per hierarchy, opened for writing and held by the
+ * cgroup, into fds (at most max), for another process to attach a pid with (the fork server:
+ * the kernel checks the opener's credentials, ours). The cgroup then counts as attached in
+ * every hierarchy (cgroup_is_empty reads one count): a caller whose attach failed kills and
+ * reaps that process before the cgroup is emptied. Returns how many, or -errno with e. */
+int cgroup_procs_fds(struct cgroup *cg, int *fds, size_t max, struct err *e);
 /* Reads usage counters. Returns 0 or -errno. */
 int cgroup_usage(struct cgroup *cg, struct cgroup_usage *ret);
 /* True when no process is left in the cgroup (every controller). */

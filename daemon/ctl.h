@@ -19,10 +19,12 @@
  *                   CTL_SETUP_IMAGE_FD) -> it builds the pool's root once
  *   zygote -> sbxd: CTL_READY | CTL_SETUP_FAILED
  *   sbxd -> zygote: CTL_SPAWN + SCM_RIGHTS {the new sandbox's control socket, [its network
- *                   namespace], [its cgroup (v2)]}, any number of times
- *   zygote -> sbxd: CTL_SPAWNED (pid) + SCM_RIGHTS {pidfd} | CTL_SETUP_FAILED
+ *                   namespace], [its cgroup (v2)], [its cgroup.procs files (v1)]}, any
+ *                   number of times, without waiting for the replies
+ *   zygote -> sbxd: CTL_SPAWNED (pid) + SCM_RIGHTS {pidfd} | CTL_SETUP_FAILED, in order
  * The spawned sandbox is sbxd's child (CLONE_PARENT) and waits for CTL_SETUP like any init;
- * sbxd writes its id maps (and attaches it on cgroup v1) before sending it. */
+ * the zygote attaches it on cgroup v1 (writes its pid to the cgroup.procs files that came,
+ * which sbxd opened) before it answers, and sbxd writes its id maps before CTL_SETUP. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,9 +62,10 @@ enum ctl_stage {
     CTL_STAGE_NNP,
     CTL_STAGE_SECCOMP,
     CTL_STAGE_EXEC,
-    CTL_STAGE_TASK_MOUNT, /* attaching a token's mounts before the fork */
-    CTL_STAGE_IDS,        /* a zygote's sandbox taking its namespace's root ids */
-    CTL_STAGE_ZYGOTE,     /* the fork server: its template or a fork */
+    CTL_STAGE_TASK_MOUNT,    /* attaching a token's mounts before the fork */
+    CTL_STAGE_IDS,           /* a zygote's sandbox taking its namespace's root ids */
+    CTL_STAGE_ZYGOTE,        /* the fork server: its template or a fork */
+    CTL_STAGE_CGROUP_ATTACH, /* the fork server: attaching a forked sandbox (v1) */
 };
 
 /* The host's /etc files a sandbox of the host image sees (relative to the image root): a
@@ -112,14 +115,20 @@ struct ctl_setup {
 
 /* CTL_SPAWN: the fds that come with it, in this order: the sandbox's end of its control
  * socket (always), its network namespace (with CTL_SPAWN_NETNS, else the sandbox gets a new
- * one), its cgroup directory (with CTL_SPAWN_CGROUP: CLONE_INTO_CGROUP, cgroup v2). */
+ * one), its cgroup directory (with CTL_SPAWN_CGROUP: CLONE_INTO_CGROUP, cgroup v2), then
+ * n_attach cgroup.procs files (cgroup v1: one per hierarchy), to which the zygote writes the
+ * new sandbox's pid before it answers. A v1 attach may wait for an RCU grace period (the
+ * kernel's threadgroup lock): in the zygote it holds up no one but the next fork. An attach
+ * that fails still answers CTL_SPAWNED, with err set and stage CTL_STAGE_CGROUP_ATTACH: the
+ * sandbox exists, and sbxd kills and reaps it. */
 #define CTL_SPAWN_CGROUP 0x1u
 #define CTL_SPAWN_NETNS 0x2u
+#define CTL_SPAWN_ATTACH_MAX 8
 struct ctl_spawn {
     uint32_t magic;
     uint32_t type; /* CTL_SPAWN */
     uint32_t flags;
-    uint32_t reserved;
+    uint32_t n_attach; /* <= CTL_SPAWN_ATTACH_MAX */
 };
 
 struct ctl_task {

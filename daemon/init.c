@@ -1272,28 +1272,62 @@ static pid_t init_zygote_fork(struct init *in, int self_net, const int *fds, uin
     return pid;
 }
 
+/* v1: the forked sandbox goes into its cgroup, one hierarchy per cgroup.procs file (sbxd's,
+ * opened by sbxd: the kernel checks the opener's credentials), before anyone is told of it.
+ * Returns 0 or -errno with e. */
+static int init_zygote_attach(pid_t pid, const int *procs, uint32_t n, struct err *e)
+{
+    char s[16];
+    int len = snprintf(s, sizeof(s), "%d", (int)pid);
+    for (uint32_t i = 0; i < n; i++) {
+        ssize_t w = RETRY_EINTR(write(procs[i], s, (size_t)len));
+        if (w != len) {
+            return err_set(e, w < 0 ? -errno : -EIO,
+                           "attach pid %d to its cgroup (hierarchy %u of %u)", (int)pid, i + 1, n);
+        }
+    }
+    return 0;
+}
+
 /* Serves one CTL_SPAWN; exits when sbxd's end closes. */
 static void init_zygote_serve(struct init *in, int self_net)
 {
-    int fds[3] = {-1, -1, -1};
+    enum { MAX_FDS = 3 + CTL_SPAWN_ATTACH_MAX };
+    int fds[MAX_FDS];
+    for (size_t i = 0; i < MAX_FDS; i++) {
+        fds[i] = -1;
+    }
     size_t got = 0;
     struct err e = ERR_INIT;
     int r = 0;
-    ssize_t n = init_recv(in, in->ctl, fds, 3, &got);
+    ssize_t n = init_recv(in, in->ctl, fds, MAX_FDS, &got);
     if (n == 0) {
         _exit(0);
     }
     const struct ctl_spawn *sp = (const struct ctl_spawn *)in->buf;
+    size_t first_attach = 0;
     if (n < 0) {
         r = err_set(&e, (int)n, "receive spawn");
     } else if ((size_t)n != sizeof(*sp) || sp->magic != CTL_MAGIC || sp->type != CTL_SPAWN ||
-               (sp->flags & ~(CTL_SPAWN_CGROUP | CTL_SPAWN_NETNS)) != 0) {
+               (sp->flags & ~(CTL_SPAWN_CGROUP | CTL_SPAWN_NETNS)) != 0 ||
+               sp->n_attach > CTL_SPAWN_ATTACH_MAX) {
         r = err_setx(&e, -EPROTO, "bad spawn packet");
-    } else if (got != 1u + !!(sp->flags & CTL_SPAWN_CGROUP) + !!(sp->flags & CTL_SPAWN_NETNS)) {
-        r = err_setx(&e, -EPROTO, "spawn came with %zu fds", got);
+    } else {
+        first_attach = 1u + !!(sp->flags & CTL_SPAWN_CGROUP) + !!(sp->flags & CTL_SPAWN_NETNS);
+        if (got != first_attach + sp->n_attach) {
+            r = err_setx(&e, -EPROTO, "spawn came with %zu fds", got);
+        }
     }
     int pidfd = -1;
     pid_t pid = r < 0 ? r : init_zygote_fork(in, self_net, fds, sp->flags, &pidfd, &e);
+    struct ctl_event ev;
+    memset(&ev, 0, sizeof(ev));
+    if (pid > 0 && init_zygote_attach(pid, fds + first_attach, sp->n_attach, &e) < 0) {
+        /* The sandbox exists (sbxd's child): sbxd kills and reaps it through the pidfd. */
+        ev.err = e.code < 0 ? e.code : -EIO;
+        ev.stage = CTL_STAGE_CGROUP_ATTACH;
+        (void)snprintf(ev.msg, sizeof(ev.msg), "%s", err_msg(&e));
+    }
     for (size_t i = 0; i < got; i++) {
         fds[i] = fd_close(fds[i]);
     }
@@ -1301,8 +1335,6 @@ static void init_zygote_serve(struct init *in, int self_net)
         init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_ZYGOTE, pid, err_msg(&e));
         return;
     }
-    struct ctl_event ev;
-    memset(&ev, 0, sizeof(ev));
     ev.type = CTL_SPAWNED;
     ev.pid = (uint32_t)pid;
     init_send_with_fd(in, &ev, pidfd);

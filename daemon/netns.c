@@ -141,16 +141,24 @@ static int create(struct netns_ref *ret, struct err *e)
     return 0;
 }
 
-int netns_acquire(struct netns_pool *p, struct netns_ref *ret, struct err *e)
+int netns_try_acquire(struct netns_pool *p, struct netns_ref *ret)
 {
+    int r = -EAGAIN;
     pthread_mutex_lock(&p->lock);
     if (p->n_free > 0) {
         *ret = p->free[--p->n_free];
         p->stats.reused++;
-        pthread_mutex_unlock(&p->lock);
-        return 0;
+        r = 0;
     }
     pthread_mutex_unlock(&p->lock);
+    return r;
+}
+
+int netns_acquire(struct netns_pool *p, struct netns_ref *ret, struct err *e)
+{
+    if (netns_try_acquire(p, ret) == 0) {
+        return 0;
+    }
     int r = create(ret, e);
     if (r == 0) {
         pthread_mutex_lock(&p->lock);

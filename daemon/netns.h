@@ -35,6 +35,9 @@ struct netns_pool *netns_pool_free(struct netns_pool *p);
  * thread (it switches the calling thread's network namespace briefly when it must create
  * one). Returns 0 or -errno with e saying why. */
 int netns_acquire(struct netns_pool *p, struct netns_ref *ret, struct err *e);
+/* A kept namespace into *ret, without making one: any thread. Returns 0, or -EAGAIN when
+ * none is kept (netns_acquire makes one, on a worker). */
+int netns_try_acquire(struct netns_pool *p, struct netns_ref *ret);
 /* Takes back a namespace whose sandbox is gone (every process of it dead): kept when
  * clean (its sockstat files, no namespace switch) and there is room, else closed. *ref is
  * NETNS_REF_NONE after. Worker thread. */

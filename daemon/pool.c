@@ -34,7 +34,7 @@ int pool_new(struct daemon *d, const struct pool_config *pc, struct pool **ret, 
     p->retry_timer.data = p;
     /* The fork server forks sandboxes into user namespaces: without them, none. */
     if (d->cfg->fork_server && d->cfg->userns) {
-        p->zygote = zygote_new(pc->name);
+        p->zygote = zygote_new(pc->name, d->loop);
     }
     *ret = p;
     return 0;

@@ -74,14 +74,55 @@ static void sandbox_hostname(const char *pool, char *buf, size_t size)
     }
 }
 
+/* Where sb's init goes: its cgroup, network namespace and id maps; ctl_fd its end of the
+ * control socket. */
+static void sandbox_plan(const struct sandbox *sb, int ctl_fd, struct spawn_plan *plan)
+{
+    const struct daemon *d = sb->d;
+    *plan = (struct spawn_plan){
+        .init_path = d->init_path,
+        .userns = d->cfg->userns,
+        .host_id_base = d->cfg->userns_base,
+        .id_count = d->cfg->userns_count,
+        .cg = sb->cg,
+        .ctl_fd = ctl_fd,
+        .join_netns = sb->netns.fd >= 0,
+        .netns_fd = sb->netns.fd,
+    };
+}
+
+/* sb's CTL_SETUP, the pool's seccomp program after it: *len bytes, the caller's to free. */
+static char *setup_message(const struct sandbox *sb, const char *image_root, size_t *len)
+{
+    const struct config *cfg = sb->d->cfg;
+    const struct pool_config *pc = sb->pool->pc;
+    size_t insns = sb->pool->bpf ? sb->pool->bpf_n : 0;
+    *len = sizeof(struct ctl_setup) + insns * sizeof(struct sock_filter);
+    char *buf = xcalloc(1, *len);
+    struct ctl_setup *s = (struct ctl_setup *)buf;
+    s->magic = CTL_MAGIC;
+    s->type = CTL_SETUP;
+    s->uid = pc->uid;
+    s->gid = pc->gid;
+    s->flags = (pc->dev_shm ? CTL_SETUP_DEV_SHM : 0) | (sb->netns.fd >= 0 ? CTL_SETUP_LO_UP : 0);
+    s->seccomp_insns = (uint32_t)insns;
+    s->tmp_size = pc->tmp_size;
+    s->shm_size = pc->shm_size;
+    s->proxy_port = cfg->n_egress_profiles > 0 ? cfg->egress_port : 0;
+    sandbox_hostname(pc->name, s->hostname, sizeof(s->hostname));
+    str_copy(s->image_root, image_root, sizeof(s->image_root));
+    if (insns > 0) {
+        memcpy(buf + sizeof(*s), sb->pool->bpf, insns * sizeof(struct sock_filter));
+    }
+    return buf;
+}
+
 /* Worker thread: everything that blocks. Touches only sb's own fields and read-only
  * daemon state (config, cgroup root fds, init path, seccomp program). */
 static void create_work(struct workq_job *w)
 {
     struct sandbox *sb = container_of(w, struct sandbox, job);
     struct daemon *d = sb->d;
-    const struct config *cfg = d->cfg;
-    const struct pool_config *pc = sb->pool->pc;
     struct err *e = &sb->work_err;
     int r;
 
@@ -112,41 +153,18 @@ static void create_work(struct workq_job *w)
     scoped_close int child_end = sv[1];
     sb->ctl_fd = sv[0];
 
-    if (d->netns) {
+    if (d->netns && sb->netns.fd < 0) { /* the loop may have taken one already */
         r = netns_acquire(d->netns, &sb->netns, e);
         if (r < 0) {
             sb->work_r = r;
             return;
         }
     }
-    struct spawn_plan plan = {
-        .init_path = d->init_path,
-        .userns = cfg->userns,
-        .host_id_base = cfg->userns_base,
-        .id_count = cfg->userns_count,
-        .cg = sb->cg,
-        .ctl_fd = child_end,
-        .join_netns = sb->netns.fd >= 0,
-        .netns_fd = sb->netns.fd,
-    };
-    size_t insns = sb->pool->bpf ? sb->pool->bpf_n : 0;
-    size_t len = sizeof(struct ctl_setup) + insns * sizeof(struct sock_filter);
-    scoped_free char *buf = xcalloc(1, len);
+    struct spawn_plan plan;
+    sandbox_plan(sb, child_end, &plan);
+    size_t len;
+    scoped_free char *buf = setup_message(sb, image_root, &len);
     struct ctl_setup *s = (struct ctl_setup *)buf;
-    s->magic = CTL_MAGIC;
-    s->type = CTL_SETUP;
-    s->uid = pc->uid;
-    s->gid = pc->gid;
-    s->flags = (pc->dev_shm ? CTL_SETUP_DEV_SHM : 0) | (sb->netns.fd >= 0 ? CTL_SETUP_LO_UP : 0);
-    s->seccomp_insns = (uint32_t)insns;
-    s->tmp_size = pc->tmp_size;
-    s->shm_size = pc->shm_size;
-    s->proxy_port = cfg->n_egress_profiles > 0 ? cfg->egress_port : 0;
-    sandbox_hostname(pc->name, s->hostname, sizeof(s->hostname));
-    str_copy(s->image_root, image_root, sizeof(s->image_root));
-    if (insns > 0) {
-        memcpy(buf + sizeof(*s), sb->pool->bpf, insns * sizeof(struct sock_filter));
-    }
     /* From the pool's fork server when it runs (or can be started); the image is in its
      * template then. Else from scratch, the image's tree going to this init. */
     struct spawn_result res;
@@ -486,6 +504,63 @@ static void create_done(struct workq_job *w)
     daemon_refill(d);
 }
 
+/* The fork server's sandbox is placed (or the request failed): CTL_SETUP goes to it, and
+ * the creation ends as a worker's would. */
+static void spawned(struct zygote_req *req, int r, const struct spawn_result *res,
+                    const struct err *e)
+{
+    struct sandbox *sb = container_of(req, struct sandbox, zreq);
+    if (r == 0) {
+        sb->pid = res->pid;
+        sb->pidfd = res->pidfd;
+        ssize_t n = send_setup(sb->ctl_fd, sb->setup_msg, sb->setup_len, -1);
+        r = n < 0 ? err_set(&sb->work_err, (int)n, "send CTL_SETUP") : 0;
+    } else {
+        sb->work_err = *e;
+    }
+    sb->work_r = r;
+    free(sb->setup_msg);
+    sb->setup_msg = NULL;
+    create_done(&sb->job);
+}
+
+/* Loop: asks the pool's running fork server for the sandbox, when everything else it needs
+ * is at hand (a spare cgroup, a kept network namespace): no worker's job, and its two
+ * wake-ups, per sandbox. Returns 0 when asked (spawned finishes), else -EAGAIN: a worker
+ * makes it (a network namespace taken here stays the sandbox's). */
+static int create_async(struct sandbox *sb)
+{
+    struct daemon *d = sb->d;
+    struct zygote *z = sb->pool->zygote;
+    const char *image_root = "/";
+    if (!z || !sb->cg || image_sandbox_root(sb->pool->image, NULL, &image_root, NULL) < 0) {
+        return -EAGAIN; /* a refused image: the worker's creation says why */
+    }
+    if (d->netns && netns_try_acquire(d->netns, &sb->netns) < 0) {
+        return -EAGAIN;
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        return -EAGAIN;
+    }
+    struct spawn_plan plan;
+    sandbox_plan(sb, sv[1], &plan);
+    size_t len;
+    char *buf = setup_message(sb, image_root, &len);
+    sb->zreq.done = spawned;
+    int r = zygote_spawn_async(z, &plan, (const struct ctl_setup *)buf, &sb->zreq);
+    (void)fd_close(sv[1]); /* sent with the request, or not needed */
+    if (r < 0) {
+        free(buf);
+        (void)fd_close(sv[0]);
+        return r;
+    }
+    sb->ctl_fd = sv[0];
+    sb->setup_msg = buf;
+    sb->setup_len = len;
+    return 0;
+}
+
 void sandbox_create(struct daemon *d, struct pool *p)
 {
     struct sandbox *sb = xcalloc(1, sizeof(*sb));
@@ -512,6 +587,9 @@ void sandbox_create(struct daemon *d, struct pool *p)
     } else {
         str_copy(sb->cg_name, sb->id, sizeof(sb->cg_name));
         reaper_track(d, sb->id);
+    }
+    if (create_async(sb) == 0) {
+        return;
     }
     workq_submit(d->workq, &sb->job, create_work, create_done);
 }

@@ -2,8 +2,9 @@
 #pragma once
 /* One sandbox: its state machine (CREATING, WARM, BUSY, DYING, DEAD) and every fd it owns
  * (pidfd of its init, control socket, cgroup). A sandbox serves one task and is destroyed.
- * Creation runs on sbxd's worker threads (workq.h), and the emptying of a cgroup that is still
- * busy when its sandbox is reaped; everything else on the loop. */
+ * What blocks runs on sbxd's worker threads (workq.h): a creation that starts a fork server,
+ * makes a cgroup or a network namespace, or builds a sandbox from scratch, and the emptying
+ * of a cgroup still busy when its sandbox is reaped; everything else on the loop. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -14,6 +15,7 @@
 #include "err.h"
 #include "netns.h"
 #include "workq.h"
+#include "zygote.h"
 
 struct daemon;
 struct pool;
@@ -56,6 +58,9 @@ struct sandbox {
     uv_timer_t setup_timer; /* SANDBOX_SETUP_TIMEOUT_MS from spawn to READY */
     int open_handles;       /* embedded handles not yet closed */
     struct workq_job job;
+    struct zygote_req zreq; /* its request to the fork server, made by the loop */
+    char *setup_msg;        /* CTL_SETUP, sent once the fork server's sandbox is placed */
+    size_t setup_len;
     int work_r;
     struct err work_err;
     bool kill_requested; /* kill as soon as creation finishes */
@@ -72,7 +77,9 @@ struct sandbox {
     bool have_usage_base;
 };
 
-/* Starts creating a sandbox for pool on a worker thread. The pool is told through
+/* Starts creating a sandbox for pool: on the loop when the pool's fork server runs and a
+ * spare cgroup (and a kept network namespace, when they are recycled) is at hand, else on a
+ * worker thread. The pool is told through
  * pool_sandbox_ready / pool_sandbox_failed / pool_sandbox_gone. Loop context. */
 void sandbox_create(struct daemon *d, struct pool *pool);
 /* Hands the task to a WARM sandbox: sends CTL_TASK with the three stdio fds (which stay

@@ -128,7 +128,7 @@ int spawn_place(const struct spawn_plan *plan, pid_t pid, struct err *e)
     }
     /* SECURITY: on v1 the child is attached before it may exec, so init and everything
      * it forks is accounted and limited from its first instruction. */
-    if (plan->cg && cgroup_fd(plan->cg) < 0) {
+    if (plan->cg && cgroup_fd(plan->cg) < 0 && !plan->cg_attached) {
         r = cgroup_attach(plan->cg, pid, e);
         if (r < 0) {
             return err_prefix(e, r, "cgroup");

@@ -18,6 +18,7 @@ struct spawn_plan {
     uint32_t host_id_base; /* inside ids 0..id_count-1 map to host base..base+count-1 */
     uint32_t id_count;
     struct cgroup *cg; /* the sandbox's cgroup: CLONE_INTO_CGROUP on v2, attach on v1 */
+    bool cg_attached;  /* v1: the fork server attached it already (zygote.c) */
     int ctl_fd;        /* the child's end of the control socketpair (becomes CTL_FD) */
     bool join_netns;   /* true: the sandbox joins netns_fd (netns.c) instead of getting a
                           new network namespace from clone3 */

@@ -8,6 +8,8 @@
 #include "zygote.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,7 +17,6 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -66,9 +67,29 @@ struct zygote {
     uint64_t etc_checked_ns;
     unsigned fail_streak;
     struct zygote_stats stats;
+    unsigned generation; /* zygotes started: tells a new control socket from an old one */
+    /* Requests from the loop (zygote_spawn_async), answered in order. The loop holds lock
+     * from its first request until the last reply of a batch; only then does it poll ctl,
+     * so it never takes a worker's reply. */
+    uv_loop_t *loop;
+    struct zygote_req *head, *tail;
+    unsigned inflight;
+    struct zygote_poll *poll; /* polls ctl of one generation; remade for the next */
+    uv_timer_t reply_timer;   /* ZYGOTE_REPLY_TIMEOUT_S for the oldest request in flight */
 };
 
-struct zygote *zygote_new(const char *pool_name)
+/* The loop's poll of a zygote's control socket, through a descriptor of its own (a dup):
+ * libuv must see a polled fd closed only after the handle (uv_close forgets the fd's number
+ * in epoll, which would be another file's once the number is reused), and a worker closes
+ * the zygote's ctl when it stops or replaces the zygote. The handle lives until its close
+ * callback, which may come after the zygote is gone. */
+struct zygote_poll {
+    uv_poll_t h;
+    int fd;
+    unsigned generation;
+};
+
+struct zygote *zygote_new(const char *pool_name, uv_loop_t *loop)
 {
     struct zygote *z = xcalloc(1, sizeof(*z));
     pthread_mutex_init(&z->lock, NULL);
@@ -76,6 +97,9 @@ struct zygote *zygote_new(const char *pool_name)
     (void)str_copy(z->pool, pool_name, sizeof(z->pool));
     z->pidfd = -1;
     z->ctl = -1;
+    z->loop = loop;
+    uv_timer_init(loop, &z->reply_timer);
+    z->reply_timer.data = z;
     return z;
 }
 
@@ -108,15 +132,42 @@ static void zygote_note_failure(struct zygote *z)
     pthread_mutex_unlock(&z->stats_lock);
 }
 
+static void poll_closed(uv_handle_t *h)
+{
+    struct zygote_poll *zp = container_of((uv_poll_t *)h, struct zygote_poll, h);
+    (void)fd_close(zp->fd);
+    free(zp);
+}
+
+static void close_poll(struct zygote *z)
+{
+    if (z->poll) {
+        uv_close((uv_handle_t *)&z->poll->h, poll_closed);
+        z->poll = NULL;
+    }
+}
+
+static void timer_closed(uv_handle_t *h)
+{
+    struct zygote *z = h->data;
+    pthread_mutex_destroy(&z->lock);
+    pthread_mutex_destroy(&z->stats_lock);
+    free(z);
+}
+
 struct zygote *zygote_free(struct zygote *z)
 {
     if (!z) {
         return NULL;
     }
+    if (z->inflight > 0) {
+        /* Never: sbxd drains every sandbox being created before it closes its pools. */
+        log_error("pool=%s requests=%u msg=\"fork server freed with requests in flight\"", z->pool,
+                  z->inflight);
+    }
+    close_poll(z);
     zygote_stop(z);
-    pthread_mutex_destroy(&z->lock);
-    pthread_mutex_destroy(&z->stats_lock);
-    free(z);
+    uv_close((uv_handle_t *)&z->reply_timer, timer_closed); /* frees z */
     return NULL;
 }
 
@@ -154,13 +205,9 @@ static bool zygote_etc_changed(struct zygote *z)
     return false;
 }
 
-/* Waits for the zygote's one reply; fd gets the pidfd that comes with CTL_SPAWNED. */
-static int zygote_reply(struct zygote *z, struct ctl_event *ev, int *fd, struct err *e)
+/* What fd_recv_one returned (n) for one of the zygote's replies into ev: 0 for a reply. */
+static int zygote_check_reply(ssize_t n, struct ctl_event *ev, struct err *e)
 {
-    ssize_t n = fd_recv_one(z->ctl, ev, sizeof(*ev), fd, 0);
-    if (n == -EAGAIN) {
-        return err_setx(e, -ETIMEDOUT, "no reply within %d s", ZYGOTE_REPLY_TIMEOUT_S);
-    }
     if (n < 0) {
         return err_set(e, (int)n, "receive reply");
     }
@@ -172,6 +219,21 @@ static int zygote_reply(struct zygote *z, struct ctl_event *ev, int *fd, struct 
     }
     ev->msg[sizeof(ev->msg) - 1] = '\0';
     return 0;
+}
+
+/* Waits for the zygote's one reply; fd gets the pidfd that comes with CTL_SPAWNED. */
+static int zygote_reply(struct zygote *z, struct ctl_event *ev, int *fd, struct err *e)
+{
+    /* Polled, not a blocking receive: the socket is O_NONBLOCK once the loop polled it. */
+    struct pollfd pfd = {.fd = z->ctl, .events = POLLIN};
+    int r = RETRY_EINTR(poll(&pfd, 1, ZYGOTE_REPLY_TIMEOUT_S * 1000));
+    if (r < 0) {
+        return err_set(e, -errno, "poll");
+    }
+    if (r == 0) {
+        return err_setx(e, -ETIMEDOUT, "no reply within %d s", ZYGOTE_REPLY_TIMEOUT_S);
+    }
+    return zygote_check_reply(fd_recv_one(z->ctl, ev, sizeof(*ev), fd, MSG_DONTWAIT), ev, e);
 }
 
 static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
@@ -190,12 +252,6 @@ static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
     }
     scoped_close int child_end = sv[1];
     z->ctl = sv[0];
-    struct timeval tv = {ZYGOTE_REPLY_TIMEOUT_S, 0};
-    if (setsockopt(z->ctl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0) {
-        r = err_set(e, -errno, "SO_RCVTIMEO");
-        z->ctl = fd_close(z->ctl);
-        return r;
-    }
     struct spawn_plan plan = {
         .init_path = sandbox_plan->init_path,
         .ctl_fd = child_end,
@@ -216,6 +272,7 @@ static int zygote_start(struct zygote *z, const struct spawn_plan *sandbox_plan,
     }
     z->pid = res.pid;
     z->pidfd = res.pidfd;
+    z->generation++;
     pthread_mutex_lock(&z->stats_lock);
     z->stats.starts++;
     pthread_mutex_unlock(&z->stats_lock);
@@ -264,27 +321,84 @@ static bool zygote_matches(const struct zygote *z, const struct ctl_setup *setup
            strcmp(a->hostname, setup->hostname) == 0;
 }
 
-/* Asks the running zygote for a sandbox. Returns the pid (pidfd in *pidfd); -EAGAIN when
- * the zygote was lost before it had the request; -ECONNRESET when it was lost after (it
- * may have forked a sandbox that holds plan->ctl_fd: that socket must not serve another);
- * the zygote is stopped in both cases. Another -errno when the fork failed. */
-static pid_t zygote_fork(struct zygote *z, const struct spawn_plan *plan, int *pidfd, struct err *e)
+#define ZYGOTE_REQUEST_FDS (3 + CTL_SPAWN_ATTACH_MAX)
+
+/* The CTL_SPAWN for plan into sp, and the fds that go with it (ZYGOTE_REQUEST_FDS at most):
+ * on v1 the cgroup's cgroup.procs files, through which the zygote attaches the sandbox.
+ * Returns how many, or -errno with e. */
+static int zygote_request(const struct spawn_plan *plan, struct ctl_spawn *sp, int *fds,
+                          struct err *e)
 {
-    struct ctl_spawn sp = {.magic = CTL_MAGIC, .type = CTL_SPAWN};
-    int fds[3];
-    size_t nfds = 0;
+    *sp = (struct ctl_spawn){.magic = CTL_MAGIC, .type = CTL_SPAWN};
+    int nfds = 0;
     fds[nfds++] = plan->ctl_fd;
     if (plan->join_netns) {
-        sp.flags |= CTL_SPAWN_NETNS;
+        sp->flags |= CTL_SPAWN_NETNS;
         fds[nfds++] = plan->netns_fd;
     }
     int cgfd = plan->cg ? cgroup_fd(plan->cg) : -1;
     if (cgfd >= 0) {
-        sp.flags |= CTL_SPAWN_CGROUP;
+        sp->flags |= CTL_SPAWN_CGROUP;
         fds[nfds++] = cgfd;
+    } else if (plan->cg) {
+        int n = cgroup_procs_fds(plan->cg, fds + nfds, CTL_SPAWN_ATTACH_MAX, e);
+        if (n < 0) {
+            return n;
+        }
+        sp->n_attach = (uint32_t)n;
+        nfds += n;
+    }
+    return nfds;
+}
+
+static void zygote_note_spawned(struct zygote *z)
+{
+    z->fail_streak = 0;
+    pthread_mutex_lock(&z->stats_lock);
+    z->stats.spawned++;
+    pthread_mutex_unlock(&z->stats_lock);
+}
+
+/* A sandbox the zygote forked (its CTL_SPAWNED: pid, pidfd) goes where plan says: the id
+ * maps (the zygote attached it to its v1 cgroup, or said why it could not). On failure it is
+ * killed and reaped. Returns 0 (ret filled) or -errno. */
+static int zygote_place(const struct spawn_plan *plan, const struct ctl_event *ev, int pidfd,
+                        struct spawn_result *ret, struct err *e)
+{
+    pid_t pid = (pid_t)ev->pid;
+    struct spawn_plan placed = *plan;
+    placed.cg_attached = true;
+    int r = ev->err < 0 ? err_setx(e, ev->err, "fork server: %s", ev->msg)
+                        : spawn_place(&placed, pid, e);
+    if (r < 0) {
+        (void)sys_pidfd_send_signal(pidfd, SIGKILL);
+        siginfo_t info;
+        memset(&info, 0, sizeof(info));
+        (void)sys_pidfd_wait(pidfd, &info, WEXITED);
+        (void)fd_close(pidfd);
+        return err_prefix(e, r, "place the forked sandbox");
+    }
+    ret->pid = pid;
+    ret->pidfd = pidfd;
+    return 0;
+}
+
+/* Asks the running zygote for a sandbox. Returns the pid (its CTL_SPAWNED in *spawned, the
+ * pidfd in *pidfd); -EAGAIN when
+ * the zygote was lost before it had the request; -ECONNRESET when it was lost after (it
+ * may have forked a sandbox that holds plan->ctl_fd: that socket must not serve another);
+ * the zygote is stopped in both cases. Another -errno when the fork failed. */
+static pid_t zygote_fork(struct zygote *z, const struct spawn_plan *plan, struct ctl_event *spawned,
+                         int *pidfd, struct err *e)
+{
+    struct ctl_spawn sp;
+    int fds[ZYGOTE_REQUEST_FDS];
+    int nfds = zygote_request(plan, &sp, fds, e);
+    if (nfds < 0) {
+        return nfds;
     }
     struct iovec iov = {.iov_base = &sp, .iov_len = sizeof(sp)};
-    ssize_t n = fd_sendmsg(z->ctl, &iov, 1, fds, nfds, MSG_NOSIGNAL);
+    ssize_t n = fd_sendmsg(z->ctl, &iov, 1, fds, (size_t)nfds, MSG_NOSIGNAL);
     struct ctl_event ev;
     int fd = -1;
     bool sent = n == (ssize_t)sizeof(sp);
@@ -302,6 +416,7 @@ static pid_t zygote_fork(struct zygote *z, const struct spawn_plan *plan, int *p
         return -EAGAIN;
     }
     if (ev.type == CTL_SPAWNED && fd >= 0 && ev.pid > 0) {
+        *spawned = ev;
         *pidfd = fd;
         return (pid_t)ev.pid;
     }
@@ -345,30 +460,179 @@ int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct c
         }
     }
     int pidfd = -1;
-    pid_t pid = zygote_fork(z, plan, &pidfd, e);
+    struct ctl_event spawned;
+    pid_t pid = zygote_fork(z, plan, &spawned, &pidfd, e);
     if (pid == -EAGAIN || pid == -ECONNRESET) {
         zygote_note_failure(z);
     } else if (pid > 0) {
-        z->fail_streak = 0;
-        pthread_mutex_lock(&z->stats_lock);
-        z->stats.spawned++;
-        pthread_mutex_unlock(&z->stats_lock);
+        zygote_note_spawned(z);
     }
     pthread_mutex_unlock(&z->lock);
     if (pid < 0) {
         return pid;
     }
-    r = spawn_place(plan, pid, e);
-    if (r < 0) {
-        (void)sys_pidfd_send_signal(pidfd, SIGKILL);
-        siginfo_t info;
-        memset(&info, 0, sizeof(info));
-        (void)sys_pidfd_wait(pidfd, &info, WEXITED);
-        (void)fd_close(pidfd);
-        return err_prefix(e, r, "place the forked sandbox");
+    return zygote_place(plan, &spawned, pidfd, ret, e);
+}
+
+/* The loop's requests. */
+
+/* The batch is over: the loop lets go of the zygote (a worker may take it now). */
+static void async_idle(struct zygote *z)
+{
+    if (z->poll) {
+        uv_poll_stop(&z->poll->h);
     }
-    ret->pid = pid;
-    ret->pidfd = pidfd;
+    uv_timer_stop(&z->reply_timer);
+    pthread_mutex_unlock(&z->lock);
+}
+
+static struct zygote_req *async_pop(struct zygote *z)
+{
+    struct zygote_req *req = z->head;
+    z->head = req->next;
+    if (!z->head) {
+        z->tail = NULL;
+    }
+    req->next = NULL;
+    if (--z->inflight == 0) {
+        async_idle(z);
+    } else {
+        uv_timer_again(&z->reply_timer);
+    }
+    return req;
+}
+
+/* The zygote is gone, or speaks garbage, or is silent: every request in flight fails, as
+ * after the request on a worker (it may have forked a process that holds the request's
+ * control socket). */
+static void async_lost(struct zygote *z, const struct err *why)
+{
+    log_warn("pool=%s pid=%d requests=%u msg=\"fork server lost, restarting it later\" "
+             "detail=\"%s\"",
+             z->pool, (int)z->pid, z->inflight, err_msg(why));
+    if (z->poll) {
+        uv_poll_stop(&z->poll->h);
+    }
+    close_poll(z); /* its fd is closed next */
+    zygote_stop(z);
+    zygote_note_failure(z);
+    while (z->head) {
+        struct zygote_req *req = async_pop(z);
+        struct err e = ERR_INIT;
+        err_setx(&e, -ECONNRESET, "the fork server was lost during the request (%s)", err_msg(why));
+        req->done(req, -ECONNRESET, NULL, &e);
+    }
+}
+
+static void async_reply(struct zygote *z, const struct ctl_event *ev, int fd)
+{
+    struct zygote_req *req = async_pop(z);
+    struct err e = ERR_INIT;
+    struct spawn_result res = {-1, -1};
+    int r;
+    if (ev->type == CTL_SPAWNED && fd >= 0 && ev->pid > 0) {
+        zygote_note_spawned(z);
+        r = zygote_place(&req->plan, ev, fd, &res, &e);
+    } else {
+        (void)fd_close(fd);
+        r = err_setx(&e, ev->err < 0 ? ev->err : -EIO, "fork server: %s", ev->msg);
+    }
+    req->done(req, r, r == 0 ? &res : NULL, &e);
+}
+
+static void async_poll_cb(uv_poll_t *h, int status, int events)
+{
+    struct zygote_poll *zp = container_of(h, struct zygote_poll, h);
+    struct zygote *z = h->data;
+    (void)events;
+    /* A reply may finish the batch (the lock let go) and its callback start the next. */
+    while (z->inflight > 0 && z->poll == zp) {
+        struct ctl_event ev;
+        int fd = -1;
+        struct err e = ERR_INIT;
+        ssize_t n = status < 0 ? status : fd_recv_one(z->ctl, &ev, sizeof(ev), &fd, MSG_DONTWAIT);
+        if (n == -EAGAIN) {
+            return;
+        }
+        int r = zygote_check_reply(n, &ev, &e);
+        if (r == 0 && ev.type != CTL_SPAWNED && ev.type != CTL_SETUP_FAILED) {
+            r = err_setx(&e, -EPROTO, "unexpected reply %u", ev.type);
+        }
+        if (r < 0) {
+            (void)fd_close(fd);
+            async_lost(z, &e);
+            return;
+        }
+        async_reply(z, &ev, fd);
+    }
+}
+
+static void async_timeout(uv_timer_t *t)
+{
+    struct zygote *z = t->data;
+    struct err e = ERR_INIT;
+    err_setx(&e, -ETIMEDOUT, "no reply within %d s", ZYGOTE_REPLY_TIMEOUT_S);
+    async_lost(z, &e);
+}
+
+int zygote_spawn_async(struct zygote *z, const struct spawn_plan *plan,
+                       const struct ctl_setup *setup, struct zygote_req *req)
+{
+    if (z->inflight == 0 && pthread_mutex_trylock(&z->lock) != 0) {
+        return -EAGAIN; /* a worker starts it, or makes a sandbox with it */
+    }
+    /* A setup that changed, or files of the template that did, need a new zygote: a worker
+     * starts it, once this batch is over. */
+    bool usable = z->pid > 0 && z->fail_streak < ZYGOTE_MAX_FAILURES && zygote_matches(z, setup);
+    if (usable && z->inflight == 0 && zygote_etc_changed(z)) {
+        log_info("pool=%s msg=\"the host's loader files changed, new fork server\"", z->pool);
+        zygote_stop(z);
+        usable = false;
+    }
+    if (usable && (!z->poll || z->poll->generation != z->generation)) {
+        close_poll(z);
+        struct zygote_poll *zp = xcalloc(1, sizeof(*zp));
+        zp->fd = fcntl(z->ctl, F_DUPFD_CLOEXEC, 0);
+        if (zp->fd < 0 || uv_poll_init(z->loop, &zp->h, zp->fd) < 0) {
+            (void)fd_close(zp->fd); /* uv_poll_init fails before the handle is the loop's */
+            free(zp);
+            usable = false;
+        } else {
+            zp->generation = z->generation;
+            zp->h.data = z;
+            z->poll = zp;
+        }
+    }
+    ssize_t n = -EAGAIN;
+    if (usable) {
+        struct ctl_spawn sp;
+        int fds[ZYGOTE_REQUEST_FDS];
+        int nfds = zygote_request(plan, &sp, fds, NULL);
+        struct iovec iov = {.iov_base = &sp, .iov_len = sizeof(sp)};
+        n = nfds < 0 ? nfds
+                     : fd_sendmsg(z->ctl, &iov, 1, fds, (size_t)nfds, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    if (n != (ssize_t)sizeof(struct ctl_spawn)) {
+        /* Not sent: nothing of it reached the zygote. A zygote that is gone is seen by the
+         * worker this creation goes to, or by the poll when requests are in flight. */
+        if (z->inflight == 0) {
+            pthread_mutex_unlock(&z->lock);
+        }
+        return -EAGAIN;
+    }
+    req->plan = *plan;
+    req->next = NULL;
+    if (z->tail) {
+        z->tail->next = req;
+    } else {
+        z->head = req;
+    }
+    z->tail = req;
+    if (z->inflight++ == 0) {
+        uv_poll_start(&z->poll->h, UV_READABLE, async_poll_cb);
+        uv_timer_start(&z->reply_timer, async_timeout, ZYGOTE_REPLY_TIMEOUT_S * 1000,
+                       ZYGOTE_REPLY_TIMEOUT_S * 1000);
+    }
     return 0;
 }
 

@@ -3,10 +3,13 @@
 /* A pool's fork server: an sbxd-init that built the pool's root once (its template) and
  * forks each new sandbox from it, so that a sandbox costs a fork and a few mounts instead
  * of an execve, a copy of the host's mount tree and a whole root (docs/ARCHITECTURE.md).
- * Used from worker threads; one lock per zygote serializes its requests. */
+ * Used from the loop (zygote_spawn_async) and from worker threads (zygote_spawn, which also
+ * starts it); one lock per zygote serializes them: a worker holds it for a request, the loop
+ * from its first request in flight until the last reply. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <uv.h>
 
 #include "ctl.h"
 #include "err.h"
@@ -23,10 +26,22 @@ struct zygote_stats {
     pid_t pid;         /* the running zygote, or 0 */
 };
 
-/* The pool's zygote (not started yet). */
-struct zygote *zygote_new(const char *pool_name);
-/* Stops the zygote (its control socket closes; killed and reaped) and frees it. Loop
- * context, with no worker using it. Returns NULL. */
+/* A request of the loop's (zygote_spawn_async). */
+struct zygote_req {
+    struct zygote_req *next;
+    struct spawn_plan plan; /* a copy: its fds stay the caller's, open until done runs */
+    /* On the loop: r is 0 and res the placed sandbox (as from zygote_spawn), or r is -errno
+     * with e: -ECONNRESET when the zygote was lost (the request's control socket must not
+     * serve another sandbox), else the fork or the placement failed. */
+    void (*done)(struct zygote_req *req, int r, const struct spawn_result *res,
+                 const struct err *e);
+};
+
+/* The pool's zygote (not started yet); its handles are on loop. */
+struct zygote *zygote_new(const char *pool_name, uv_loop_t *loop);
+/* Stops the zygote (its control socket closes; killed and reaped) and frees it (its handles
+ * close with the loop's next run). Loop context, with no worker using it and no request of
+ * the loop's in flight. Returns NULL. */
 struct zygote *zygote_free(struct zygote *z);
 
 /* Forks a sandbox from the zygote, starting the zygote first when none runs or its template
@@ -43,5 +58,14 @@ struct zygote *zygote_free(struct zygote *z);
  * with e when the fork itself failed. Worker thread only (blocks). */
 int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct ctl_setup *setup,
                  const struct image *img, struct spawn_result *ret, struct err *e);
+
+/* Loop: asks a running zygote whose template is for setup (as for zygote_spawn) for a
+ * sandbox, without waiting: req->done runs on the loop with the sandbox placed. The loop
+ * writes the id maps and attaches the cgroup then (a few small writes); only what blocks
+ * longer (starting or restarting the zygote, waiting for a worker's request) is a worker's
+ * (zygote_spawn). Returns 0 when sent, or -EAGAIN: the zygote is not running, is being used
+ * by a worker, gave up, or needs a new template: call zygote_spawn on a worker. */
+int zygote_spawn_async(struct zygote *z, const struct spawn_plan *plan,
+                       const struct ctl_setup *setup, struct zygote_req *req);
 
 void zygote_get_stats(struct zygote *z, struct zygote_stats *ret);

@@ -233,6 +233,15 @@ class ForkServer(DaemonTest):
             time.sleep(0.2)
         self.assertGreater(now["starts"], before["starts"], now)
         self.assertEqual(now["failures"], before["failures"], now)
+        # Every sandbox of the new zygote serves its task to the end: the first (which the
+        # worker that started the zygote forks) and those the loop asks for. The loop polls
+        # the new control socket through a descriptor of its own: polling the zygote's,
+        # which the replaced zygote's had the number of, once took the first sandbox's
+        # control socket out of the loop's epoll, and its task never finished.
+        with self.d.client() as c:
+            for _ in range(8):
+                res, _, err = c.exec(["true"], timeout=5)
+                self.assertEqual(res["status"], "exited", (res, err))
 
 
 if __name__ == "__main__":
