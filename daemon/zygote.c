@@ -30,8 +30,9 @@
 
 /* Starts that fail, or zygotes lost, in a row before the pool stops trying. */
 #define ZYGOTE_MAX_FAILURES 3
-/* How long a reply may take: building a template (a READY) or forking (a SPAWNED). */
-#define ZYGOTE_REPLY_TIMEOUT_S 10
+/* How long a reply may take: building a template (a READY) or forking (a SPAWNED).
+ * SBXD_ZYGOTE_REPLY_TIMEOUT_MS in the environment overrides it, for tests. */
+#define ZYGOTE_REPLY_TIMEOUT_MS 10000
 /* How often the host's /etc files in a host image's template are checked for changes. */
 #define ZYGOTE_ETC_CHECK_NS (1000ULL * 1000 * 1000)
 
@@ -75,7 +76,8 @@ struct zygote {
     struct zygote_req *head, *tail;
     unsigned inflight;
     struct zygote_poll *poll; /* polls ctl of one generation; remade for the next */
-    uv_timer_t reply_timer;   /* ZYGOTE_REPLY_TIMEOUT_S for the oldest request in flight */
+    uv_timer_t reply_timer;   /* reply_ms for the oldest request in flight */
+    uint64_t reply_ms;        /* ZYGOTE_REPLY_TIMEOUT_MS, or the environment's */
 };
 
 /* The loop's poll of a zygote's control socket, through a descriptor of its own (a dup):
@@ -98,6 +100,12 @@ struct zygote *zygote_new(const char *pool_name, uv_loop_t *loop)
     z->pidfd = -1;
     z->ctl = -1;
     z->loop = loop;
+    z->reply_ms = ZYGOTE_REPLY_TIMEOUT_MS;
+    const char *env = getenv("SBXD_ZYGOTE_REPLY_TIMEOUT_MS");
+    uint64_t v;
+    if (env && parse_u64(env, &v) == 0 && v >= 100 && v <= ZYGOTE_REPLY_TIMEOUT_MS) {
+        z->reply_ms = v;
+    }
     uv_timer_init(loop, &z->reply_timer);
     z->reply_timer.data = z;
     return z;
@@ -226,12 +234,12 @@ static int zygote_reply(struct zygote *z, struct ctl_event *ev, int *fd, struct 
 {
     /* Polled, not a blocking receive: the socket is O_NONBLOCK once the loop polled it. */
     struct pollfd pfd = {.fd = z->ctl, .events = POLLIN};
-    int r = RETRY_EINTR(poll(&pfd, 1, ZYGOTE_REPLY_TIMEOUT_S * 1000));
+    int r = RETRY_EINTR(poll(&pfd, 1, (int)z->reply_ms));
     if (r < 0) {
         return err_set(e, -errno, "poll");
     }
     if (r == 0) {
-        return err_setx(e, -ETIMEDOUT, "no reply within %d s", ZYGOTE_REPLY_TIMEOUT_S);
+        return err_setx(e, -ETIMEDOUT, "no reply within %llu ms", (unsigned long long)z->reply_ms);
     }
     return zygote_check_reply(fd_recv_one(z->ctl, ev, sizeof(*ev), fd, MSG_DONTWAIT), ev, e);
 }
@@ -550,10 +558,12 @@ static void async_poll_cb(uv_poll_t *h, int status, int events)
         struct ctl_event ev;
         int fd = -1;
         struct err e = ERR_INIT;
-        ssize_t n = status < 0 ? status : fd_recv_one(z->ctl, &ev, sizeof(ev), &fd, MSG_DONTWAIT);
-        if (n == -EAGAIN) {
+        /* A hung-up socket reads as EOF (libuv reports its POLLERR as a status of EBADF). */
+        ssize_t n = fd_recv_one(z->ctl, &ev, sizeof(ev), &fd, MSG_DONTWAIT);
+        if (n == -EAGAIN && status >= 0) {
             return;
         }
+        n = n == -EAGAIN ? status : n;
         int r = zygote_check_reply(n, &ev, &e);
         if (r == 0 && ev.type != CTL_SPAWNED && ev.type != CTL_SETUP_FAILED) {
             r = err_setx(&e, -EPROTO, "unexpected reply %u", ev.type);
@@ -571,7 +581,7 @@ static void async_timeout(uv_timer_t *t)
 {
     struct zygote *z = t->data;
     struct err e = ERR_INIT;
-    err_setx(&e, -ETIMEDOUT, "no reply within %d s", ZYGOTE_REPLY_TIMEOUT_S);
+    err_setx(&e, -ETIMEDOUT, "no reply within %llu ms", (unsigned long long)z->reply_ms);
     async_lost(z, &e);
 }
 
@@ -630,8 +640,7 @@ int zygote_spawn_async(struct zygote *z, const struct spawn_plan *plan,
     z->tail = req;
     if (z->inflight++ == 0) {
         uv_poll_start(&z->poll->h, UV_READABLE, async_poll_cb);
-        uv_timer_start(&z->reply_timer, async_timeout, ZYGOTE_REPLY_TIMEOUT_S * 1000,
-                       ZYGOTE_REPLY_TIMEOUT_S * 1000);
+        uv_timer_start(&z->reply_timer, async_timeout, z->reply_ms, z->reply_ms);
     }
     return 0;
 }

@@ -10,7 +10,7 @@ import subprocess
 import time
 import unittest
 
-from harness import DaemonTest, pool_yaml
+from harness import Daemon, DaemonTest, pool_yaml
 
 
 def ppid_of(pid):
@@ -242,6 +242,69 @@ class ForkServer(DaemonTest):
             for _ in range(8):
                 res, _, err = c.exec(["true"], timeout=5)
                 self.assertEqual(res["status"], "exited", (res, err))
+
+
+class ForkServerLost(unittest.TestCase):
+    """The loop's requests in flight when a fork server stops answering: they fail (their
+    sandboxes count as failed creations), nothing else does, and the next creation starts a
+    new one. The old one is killed and reaped."""
+
+    def lose_it(self, how):
+        os.environ["SBXD_ZYGOTE_REPLY_TIMEOUT_MS"] = "1000"
+        try:
+            d = Daemon(pools=[pool_yaml("python", warm=2, max=4)])
+        finally:
+            del os.environ["SBXD_ZYGOTE_REPLY_TIMEOUT_MS"]
+        z = 0
+        try:
+            c = d.client()
+            fork_server = lambda: c.call("pools")[0]["fork_server"]  # noqa: E731
+            d.wait_warm()
+            for _ in range(4):  # sandboxes made by the loop's requests since
+                self.assertEqual(c.exec(["true"])[0]["status"], "exited")
+            d.wait_warm()
+            st = fork_server()
+            z = st["pid"]
+            self.assertGreater(z, 0)
+            os.kill(z, signal.SIGSTOP)  # sbxd's child, started by this test's daemon
+            # Two tasks take the warm sandboxes; their replacements are asked for and stall.
+            for _ in range(2):
+                self.assertEqual(c.exec(["true"])[0]["status"], "exited")
+            time.sleep(0.3)
+            if how == "killed":
+                os.kill(z, signal.SIGKILL)
+            lost = "fork server lost"
+            deadline = time.time() + 10
+            while lost not in d.logtext() and time.time() < deadline:
+                time.sleep(0.05)
+            line = [x for x in d.logtext().splitlines() if lost in x]
+            self.assertTrue(line, d.logtext())
+            # Killed, it leaves our requests unread: the socket says so (ECONNRESET), or EOF.
+            self.assertRegex(line[0], 'detail="no reply within 1000 ms"' if how == "silent" else
+                             'detail="(it exited|receive reply: ECONNRESET)"')
+            self.assertRegex(line[0], r"requests=[12] ")
+            # The pool carries on with a new fork server.
+            for _ in range(6):
+                res, out, _ = c.exec(["echo", "ok"])
+                self.assertEqual((res["status"], out), ("exited", b"ok\n"))
+            now = fork_server()
+            self.assertGreater(now["starts"], st["starts"], now)
+            self.assertGreaterEqual(now["failures"], st["failures"] + 1, now)
+            self.assertNotIn(now["pid"], (0, z))
+            self.assertFalse(os.path.exists("/proc/%d" % z), "the lost zygote was not reaped")
+            pools = c.call("pools")[0]
+            self.assertGreaterEqual(pools["failed"], 1, pools)
+            c.close()
+        finally:
+            if z and os.path.exists("/proc/%d" % z):
+                os.kill(z, signal.SIGKILL)
+            d.stop()
+
+    def test_a_fork_server_that_falls_silent(self):
+        self.lose_it("silent")
+
+    def test_a_fork_server_killed_with_requests_in_flight(self):
+        self.lose_it("killed")
 
 
 if __name__ == "__main__":
