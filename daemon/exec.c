@@ -210,7 +210,9 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread < 0) {
-        uv_read_stop(s);
+        /* Closed at once, not only stopped: libuv would take the pipe out of epoll when it
+         * next reported the hang-up (a wake-up and a system call), and again at the close. */
+        close_handle(t, (uv_handle_t *)s);
         if (is_out) {
             t->out_eof = true;
         } else {
