@@ -532,16 +532,18 @@ static void async_lost(struct zygote *z, const struct err *why)
     }
 }
 
+/* A reply to the oldest request: a CTL_SPAWNED with its pid and pidfd (fd), or a
+ * CTL_SETUP_FAILED. */
 static void async_reply(struct zygote *z, const struct ctl_event *ev, int fd)
 {
     struct zygote_req *req = async_pop(z);
     struct err e = ERR_INIT;
     struct spawn_result res = {-1, -1};
     int r;
-    if (ev->type == CTL_SPAWNED && fd >= 0 && ev->pid > 0) {
+    if (ev->type == CTL_SPAWNED) {
         zygote_note_spawned(z);
         r = zygote_place(&req->plan, ev, fd, &res, &e);
-    } else {
+    } else { /* CTL_SETUP_FAILED: the fork failed */
         (void)fd_close(fd);
         r = err_setx(&e, ev->err < 0 ? ev->err : -EIO, "fork server: %s", ev->msg);
     }
@@ -565,7 +567,9 @@ static void async_poll_cb(uv_poll_t *h, int status, int events)
         }
         n = n == -EAGAIN ? status : n;
         int r = zygote_check_reply(n, &ev, &e);
-        if (r == 0 && ev.type != CTL_SPAWNED && ev.type != CTL_SETUP_FAILED) {
+        /* A SPAWNED without its pid or pidfd is garbage too, as on a worker (zygote_fork). */
+        bool spawned = ev.type == CTL_SPAWNED && fd >= 0 && ev.pid > 0;
+        if (r == 0 && !spawned && ev.type != CTL_SETUP_FAILED) {
             r = err_setx(&e, -EPROTO, "unexpected reply %u", ev.type);
         }
         if (r < 0) {
@@ -596,6 +600,7 @@ int zygote_spawn_async(struct zygote *z, const struct spawn_plan *plan,
     bool usable = z->pid > 0 && z->fail_streak < ZYGOTE_MAX_FAILURES && zygote_matches(z, setup);
     if (usable && z->inflight == 0 && zygote_etc_changed(z)) {
         log_info("pool=%s msg=\"the host's loader files changed, new fork server\"", z->pool);
+        close_poll(z);
         zygote_stop(z);
         usable = false;
     }
