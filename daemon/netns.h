@@ -40,7 +40,7 @@ int netns_acquire(struct netns_pool *p, struct netns_ref *ret, struct err *e);
 int netns_try_acquire(struct netns_pool *p, struct netns_ref *ret);
 /* Takes back a namespace whose sandbox is gone (every process of it dead): kept when
  * clean (its sockstat files, no namespace switch) and there is room, else closed. *ref is
- * NETNS_REF_NONE after. Worker thread. */
+ * NETNS_REF_NONE after. Any thread (the loop, or a worker that emptied a busy cgroup). */
 void netns_release(struct netns_pool *p, struct netns_ref *ref);
 /* Closes what ref holds; *ref is NETNS_REF_NONE after. */
 void netns_ref_close(struct netns_ref *ref);

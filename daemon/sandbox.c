@@ -299,11 +299,23 @@ static void sandbox_remove_cgroup(struct sandbox *sb)
     sb->work_err.msg[0] = '\0';
     sb->cg_reserved = sb->cg && pool_reserve_spare(sb->pool);
     /* Once init is reaped its pid namespace is empty, so the cgroup nearly always is too:
-     * the loop resets it at once (a few reads and writes of open files), which spares the
-     * two wake-ups of a worker's job. Only a cgroup still busy waits on a worker. */
-    sb->work_r = sb->cg ? empty_cgroup_once(sb) : 0;
-    if (sb->work_r == -EBUSY) {
+     * the loop resets it for the pool's next sandbox at once (a read and two writes of open
+     * files), which spares the two wake-ups of a worker's job. A cgroup still busy, or one
+     * to remove (the pool keeps its max of spares, or the kernel cannot reset it), goes to
+     * a worker: an rmdir takes the kernel's cgroup mutex, which a v1 attach elsewhere may
+     * hold for an RCU grace period. */
+    sb->work_r = 0;
+    bool on_worker = false;
+    if (sb->cg && !cgroup_is_empty(sb->cg)) {
         log_debug("sb=%s msg=\"cgroup still busy, emptied on a worker\"", sb->id);
+        on_worker = true;
+    } else if (sb->cg && sb->cg_reserved && cgroup_reset(sb->cg, &sb->work_err) == 0) {
+        sb->cg_reset_ok = true;
+    } else if (sb->cg) {
+        sb->work_err.msg[0] = '\0';
+        on_worker = true;
+    }
+    if (on_worker) {
         workq_submit(sb->d->workq, &sb->job, remove_work, remove_done);
         return;
     }
