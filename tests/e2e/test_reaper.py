@@ -319,8 +319,8 @@ class BusyCgroup(unittest.TestCase):
         try:
             d.wait_warm()
             c = d.client()
-            msgid, _, _ = c.exec_start(["sleep", "0.7"])
-            cgroups = wait_until(lambda: cgroups_running(d, ["sleep", "0.7"]),
+            msgid, _, _ = c.exec_start(["sleep", "2"])
+            cgroups = wait_until(lambda: cgroups_running(d, ["sleep", "2"]),
                                  what="the task's cgroup")
             stray = subprocess.Popen(["sleep", "300"])
             for p in d.cgroup_paths:
