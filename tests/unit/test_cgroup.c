@@ -1002,6 +1002,50 @@ static void cgroup_kill_all__v2_procs_loop_without_cgroup_kill(void **state)
     cg = cgroup_free(cg);
 }
 
+/* v1: another process (the fork server) attaches through the cgroup.procs files the cgroup
+ * holds open, one per hierarchy, written with the pid as cgroup_attach would; the cgroup
+ * counts as attached everywhere. v2: none (CLONE_INTO_CGROUP places the child). */
+static void cgroup_procs_fds__let_another_writer_attach(void **state)
+{
+    struct fixture *fx = *state;
+    require(fx);
+    struct err e = ERR_INIT;
+    struct cgroup *cg = NULL;
+    const struct cgroup_limits lim = {.memory_bytes = 256 * MIB, .cpu = 1, .pids = 32};
+    assert_int_equal(cgroup_create(fx->root, "procs", &lim, &cg, &e), 0);
+    int fds[8];
+    int n = cgroup_procs_fds(cg, fds, 8, &e);
+    if (n < 0) {
+        fail_msg("procs fds: %s", err_msg(&e));
+    }
+    if (cgroup_root_version(fx->root) == CGROUP_V2) {
+        assert_int_equal(n, 0);
+        assert_true(cgroup_fd(cg) >= 0);
+    } else {
+        assert_true(n >= 1);
+        assert_int_equal(cgroup_procs_fds(cg, fds, (size_t)n - 1, &e), -E2BIG);
+        /* The same held-open files each time: nothing to close for the caller. */
+        int again[8];
+        assert_int_equal(cgroup_procs_fds(cg, again, 8, &e), n);
+        assert_memory_equal(fds, again, sizeof(int) * (size_t)n);
+        struct kid k;
+        kid_start(&k, KID_BURN);
+        char pid[16];
+        int len = snprintf(pid, sizeof(pid), "%d", (int)k.pid);
+        for (int i = 0; i < n; i++) {
+            assert_int_equal(write(fds[i], pid, (size_t)len), len);
+        }
+        assert_in_cgroup(fx, k.pid, "procs");
+        assert_false(cgroup_is_empty(cg));
+        assert_int_equal(cgroup_kill_all(cg), 1);
+        int st = kid_reap(&k);
+        assert_true(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        assert_true(cgroup_is_empty(cg));
+    }
+    assert_int_equal(cgroup_remove(cg, &e), 0);
+    cg = cgroup_free(cg);
+}
+
 static void cgroup_root_open__v2_reports_limits_honestly(void **state)
 {
     struct fixture *fx = *state;
@@ -1031,6 +1075,7 @@ int main(void)
         T(cgroup_create__existing_name_returns_eexist, &fx_auto),
         T(cgroup_create__rejects_bad_names, &fx_auto),
         T(cgroup_attach__moves_child_and_reports_usage, &fx_auto),
+        T(cgroup_procs_fds__let_another_writer_attach, &fx_auto),
         T(cgroup_kill_all__kills_forked_descendants, &fx_auto),
         T(cgroup_usage__memory_limit_ooms, &fx_auto),
         T(cgroup_usage__pids_limit_counts_refused_forks, &fx_auto),
@@ -1040,6 +1085,7 @@ int main(void)
         T(cgroup_root_open__v2_reports_limits_honestly, &fx_v2),
         T(cgroup_fd__v2_clone_into_cgroup, &fx_v2),
         T(cgroup_attach__moves_child_and_reports_usage, &fx_v2),
+        T(cgroup_procs_fds__let_another_writer_attach, &fx_v2),
         T(cgroup_kill_all__kills_forked_descendants, &fx_v2),
         T(cgroup_kill_all__v2_procs_loop_without_cgroup_kill, &fx_v2),
         T(cgroup_create__existing_name_returns_eexist, &fx_v2),
