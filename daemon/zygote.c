@@ -418,8 +418,8 @@ static pid_t zygote_fork(struct zygote *z, const struct spawn_plan *plan, struct
                  z->pool, (int)z->pid, err_msg(e));
         zygote_stop(z);
         if (sent) {
-            return err_setx(e, -ECONNRESET, "the fork server was lost during the request (%s)",
-                            err_msg(e));
+            /* e's own message follows (err_prefix copies it first: no overlap). */
+            return err_prefix(e, -ECONNRESET, "the fork server was lost during the request");
         }
         return -EAGAIN;
     }
@@ -527,7 +527,7 @@ static void async_lost(struct zygote *z, const struct err *why)
     while (z->head) {
         struct zygote_req *req = async_pop(z);
         struct err e = ERR_INIT;
-        err_setx(&e, -ECONNRESET, "the fork server was lost during the request (%s)", err_msg(why));
+        err_setx(&e, -ECONNRESET, "the fork server was lost during the request: %s", err_msg(why));
         req->done(req, -ECONNRESET, NULL, &e);
     }
 }
