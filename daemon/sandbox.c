@@ -226,9 +226,10 @@ static void sandbox_free(struct sandbox *sb)
 }
 
 /* One pass over the dead sandbox's cgroup: reset for the pool's next sandbox when a spare
- * is reserved (and the kernel can), else removed. Returns 0, -EBUSY while processes remain
- * in it (v1 may take a moment to drop the dead tasks), or another -errno (with work_err). */
-static int empty_cgroup_once(struct sandbox *sb)
+ * is reserved (and the kernel can), else removed when remove is true. Returns 0, -EBUSY
+ * while processes remain in it (v1 may take a moment to drop the dead tasks), -EAGAIN when
+ * it is to be removed and remove is false, or another -errno (with work_err). */
+static int empty_cgroup_once(struct sandbox *sb, bool remove)
 {
     if (!cgroup_is_empty(sb->cg)) {
         return -EBUSY;
@@ -239,7 +240,7 @@ static int empty_cgroup_once(struct sandbox *sb)
     }
     /* Not reusable (the kernel cannot reset its peak, say): removed as usual. */
     sb->work_err.msg[0] = '\0';
-    return cgroup_remove(sb->cg, &sb->work_err);
+    return remove ? cgroup_remove(sb->cg, &sb->work_err) : -EAGAIN;
 }
 
 /* Worker, when the loop's one try found the cgroup busy: waits for it to empty (and then
@@ -251,7 +252,7 @@ static void empty_cgroup(struct sandbox *sb)
         if (i == 50 && !cgroup_is_empty(sb->cg)) {
             (void)cgroup_kill_all(sb->cg);
         }
-        r = empty_cgroup_once(sb);
+        r = empty_cgroup_once(sb, true);
         if (r == -EBUSY) {
             usleep(1000);
         }
@@ -304,18 +305,11 @@ static void sandbox_remove_cgroup(struct sandbox *sb)
      * to remove (the pool keeps its max of spares, or the kernel cannot reset it), goes to
      * a worker: an rmdir takes the kernel's cgroup mutex, which a v1 attach elsewhere may
      * hold for an RCU grace period. */
-    sb->work_r = 0;
-    bool on_worker = false;
-    if (sb->cg && !cgroup_is_empty(sb->cg)) {
-        log_debug("sb=%s msg=\"cgroup still busy, emptied on a worker\"", sb->id);
-        on_worker = true;
-    } else if (sb->cg && sb->cg_reserved && cgroup_reset(sb->cg, &sb->work_err) == 0) {
-        sb->cg_reset_ok = true;
-    } else if (sb->cg) {
-        sb->work_err.msg[0] = '\0';
-        on_worker = true;
-    }
-    if (on_worker) {
+    sb->work_r = sb->cg ? empty_cgroup_once(sb, false) : 0;
+    if (sb->work_r == -EBUSY || sb->work_r == -EAGAIN) {
+        if (sb->work_r == -EBUSY) {
+            log_debug("sb=%s msg=\"cgroup still busy, emptied on a worker\"", sb->id);
+        }
         workq_submit(sb->d->workq, &sb->job, remove_work, remove_done);
         return;
     }

@@ -193,10 +193,16 @@ static void zygote_etc_ids(struct zygote_file_id *ids)
     }
 }
 
+/* Whether the host's /etc files are due to be checked (zygote_etc_changed). */
+static bool zygote_etc_check_due(const struct zygote *z, uint64_t now)
+{
+    return z->host_image && now - z->etc_checked_ns >= ZYGOTE_ETC_CHECK_NS;
+}
+
 static bool zygote_etc_changed(struct zygote *z)
 {
     uint64_t now = now_ns();
-    if (!z->host_image || now - z->etc_checked_ns < ZYGOTE_ETC_CHECK_NS) {
+    if (!zygote_etc_check_due(z, now)) {
         return false;
     }
     z->etc_checked_ns = now;
@@ -595,15 +601,11 @@ int zygote_spawn_async(struct zygote *z, const struct spawn_plan *plan,
     if (z->inflight == 0 && pthread_mutex_trylock(&z->lock) != 0) {
         return -EAGAIN; /* a worker starts it, or makes a sandbox with it */
     }
-    /* A setup that changed, or files of the template that did, need a new zygote: a worker
-     * starts it, once this batch is over. */
-    bool usable = z->pid > 0 && z->fail_streak < ZYGOTE_MAX_FAILURES && zygote_matches(z, setup);
-    if (usable && z->inflight == 0 && zygote_etc_changed(z)) {
-        log_info("pool=%s msg=\"the host's loader files changed, new fork server\"", z->pool);
-        close_poll(z);
-        zygote_stop(z);
-        usable = false;
-    }
+    /* A setup that changed needs a new zygote, and the host's /etc files, once a second, a
+     * look (lstat) that may end in one: a worker does both (zygote_spawn), once this batch
+     * is over, so that the loop neither looks nor stops a zygote for them. */
+    bool usable = z->pid > 0 && z->fail_streak < ZYGOTE_MAX_FAILURES && zygote_matches(z, setup) &&
+                  !zygote_etc_check_due(z, now_ns());
     if (usable && (!z->poll || z->poll->generation != z->generation)) {
         close_poll(z);
         struct zygote_poll *zp = xcalloc(1, sizeof(*zp));

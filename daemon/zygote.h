@@ -29,7 +29,8 @@ struct zygote_stats {
 /* A request of the loop's (zygote_spawn_async). */
 struct zygote_req {
     struct zygote_req *next;
-    struct spawn_plan plan; /* a copy: its fds stay the caller's, open until done runs */
+    struct spawn_plan plan; /* a copy: its fds went with the request (the caller may close
+                               them); its ids and cgroup place the sandbox */
     /* On the loop: r is 0 and res the placed sandbox (as from zygote_spawn), or r is -errno
      * with e: -ECONNRESET when the zygote was lost (the request's control socket must not
      * serve another sandbox), else the fork or the placement failed. */
@@ -62,9 +63,10 @@ int zygote_spawn(struct zygote *z, const struct spawn_plan *plan, const struct c
 /* Loop: asks a running zygote whose template is for setup (as for zygote_spawn) for a
  * sandbox, without waiting: req->done runs on the loop with the sandbox placed. The loop
  * writes the id maps and attaches the cgroup then (a few small writes); only what blocks
- * longer (starting or restarting the zygote, waiting for a worker's request) is a worker's
- * (zygote_spawn). Returns 0 when sent, or -EAGAIN: the zygote is not running, is being used
- * by a worker, gave up, or needs a new template: call zygote_spawn on a worker. */
+ * longer (starting or restarting the zygote, waiting for a worker's request, the periodic
+ * look at the host's /etc files) is a worker's (zygote_spawn). Returns 0 when sent, or
+ * -EAGAIN: the zygote is not running, is being used by a worker, gave up, needs a new
+ * template or that look: call zygote_spawn on a worker. */
 int zygote_spawn_async(struct zygote *z, const struct spawn_plan *plan,
                        const struct ctl_setup *setup, struct zygote_req *req);
 
