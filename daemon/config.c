@@ -70,6 +70,7 @@ enum config_mark {
     CM_CG_VERSION,
     CM_CG_PARENT,
     CM_CG_NAME,
+    CM_CG_REQUIRE_LIMITS,
     CM_USERNS,
     CM_USERNS_ENABLED,
     CM_USERNS_BASE,
@@ -192,6 +193,7 @@ static const struct field cgroup_fields[] = {
     FIELD("version", T_CGROUP_VERSION, CM_CG_VERSION, 0, TOP(c.cgroup_version)),
     FIELD("parent", T_STR, CM_CG_PARENT, F_NULLABLE, TOP(c.cgroup_parent)),
     FIELD("name", T_NAME, CM_CG_NAME, 0, TOP(c.cgroup_name)),
+    FIELD("require_limits", T_BOOL, CM_CG_REQUIRE_LIMITS, 0, TOP(c.cgroup_require_limits)),
     END,
 };
 
@@ -1822,6 +1824,7 @@ static void config_defaults(struct config *c)
         .cgroup_version = 0,
         .cgroup_parent = NULL,
         .cgroup_name = xstrdup("sbxd"),
+        .cgroup_require_limits = true,
         .userns = true,
         .userns_base = 100000,
         .userns_count = 65536,

@@ -91,9 +91,10 @@ struct config {
     bool fork_server;               /* fork sandboxes from a zygote per pool (zygote.c); default
                                        true; needs userns */
 
-    int cgroup_version;  /* 0 auto, 1, 2; default 0 */
-    char *cgroup_parent; /* NULL: the cgroup sbxd starts in */
-    char *cgroup_name;   /* subtree name; default "sbxd" */
+    int cgroup_version;         /* 0 auto, 1, 2; default 0 */
+    char *cgroup_parent;        /* NULL: the cgroup sbxd starts in */
+    char *cgroup_name;          /* subtree name; default "sbxd" */
+    bool cgroup_require_limits; /* refuse to start without memory, cpu and pids; default true */
 
     bool userns;           /* default true */
     uint32_t userns_base;  /* first host id of the map; default 100000 */

@@ -671,10 +671,17 @@ int main(int argc, char **argv)
         return 73;
     }
     if (!cgroup_root_has_limits(d->cg_root)) {
-        fprintf(stderr, "sbxd: cgroups: %s cannot enforce memory, cpu and pids limits\n",
-                cgroup_root_describe(d->cg_root));
-        cgroup_root_free(d->cg_root);
-        return 71;
+        if (cfg->cgroup_require_limits) {
+            fprintf(stderr,
+                    "sbxd: cgroups: %s cannot enforce memory, cpu and pids limits"
+                    " (cgroup.require_limits: false runs without them)\n",
+                    cgroup_root_describe(d->cg_root));
+            cgroup_root_free(d->cg_root);
+            return 71;
+        }
+        log_warn("msg=\"cgroup limits NOT enforced: sandboxes run without memory, cpu or pids"
+                 " limits (cgroup.require_limits: false)\" cgroups=\"%s\"",
+                 cgroup_root_describe(d->cg_root));
     }
     /* Network namespaces are recycled (netns.c): enough to cover every pool at its max. */
     uint32_t netns_keep = cfg->refill_parallelism;

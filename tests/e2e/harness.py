@@ -107,7 +107,9 @@ class Daemon:
         deadline = time.time() + 20
         while time.time() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError("sbxd exited %d:\n%s" % (self.proc.returncode, self.logtext()))
+                text = self.logtext()
+                self.log.close()
+                raise RuntimeError("sbxd exited %d:\n%s" % (self.proc.returncode, text))
             m = re.search(r'msg="ready"', self.logtext())
             if m and os.path.exists(self.sock):
                 break

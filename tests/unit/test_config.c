@@ -206,6 +206,7 @@ static void config_parse__every_key(void **state)
                        "  version: 1\n"
                        "  parent: /system.slice/sbxd.service\n"
                        "  name: sbx-test\n"
+                       "  require_limits: false\n"
                        "userns:\n"
                        "  enabled: false\n"
                        "  host_id_base: 200000\n"
@@ -229,6 +230,7 @@ static void config_parse__every_key(void **state)
     assert_int_equal(c->cgroup_version, 1);
     assert_string_equal(c->cgroup_parent, "/system.slice/sbxd.service");
     assert_string_equal(c->cgroup_name, "sbx-test");
+    assert_false(c->cgroup_require_limits);
     assert_false(c->userns);
     assert_int_equal(c->userns_base, 200000);
     assert_int_equal(c->userns_count, 1000);
@@ -242,6 +244,7 @@ static void config_parse__every_key(void **state)
     /* The other spellings: cgroup version 2 and auto, empty metrics, null init_path. */
     c = parse_ok("cgroup: {version: 2}\nmetrics: ''\ninit_path: ~\nlog_level: error\n", NULL);
     assert_int_equal(c->cgroup_version, 2);
+    assert_true(c->cgroup_require_limits);
     assert_string_equal(c->metrics_addr, "");
     assert_null(c->init_path);
     assert_int_equal(c->log_level, LOG_ERROR);
