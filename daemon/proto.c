@@ -409,6 +409,38 @@ static int msg_classify(struct proto_msg *m, struct err *e)
     return err_setx(e, -EPROTO, "message type must be 0, 1 or 2");
 }
 
+/* msgpack-c gives an empty str or bin a NULL pointer. Every consumer passes these pointers to
+ * memcpy, memchr or memcmp with their sizes, which C forbids for NULL even at size 0: point
+ * them at an empty string instead. The reader's scan bounds the depth (PROTO_MAX_DEPTH). */
+static void empty_raw_not_null(msgpack_object *o)
+{
+    switch (o->type) {
+    case MSGPACK_OBJECT_STR:
+        if (o->via.str.size == 0) {
+            o->via.str.ptr = "";
+        }
+        break;
+    case MSGPACK_OBJECT_BIN:
+        if (o->via.bin.size == 0) {
+            o->via.bin.ptr = "";
+        }
+        break;
+    case MSGPACK_OBJECT_ARRAY:
+        for (uint32_t i = 0; i < o->via.array.size; i++) {
+            empty_raw_not_null(&o->via.array.ptr[i]);
+        }
+        break;
+    case MSGPACK_OBJECT_MAP:
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            empty_raw_not_null(&o->via.map.ptr[i].key);
+            empty_raw_not_null(&o->via.map.ptr[i].val);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
 int proto_reader_next(struct proto_reader *r, struct proto_msg *ret, struct err *e)
 {
     size_t size, off = 0;
@@ -452,6 +484,7 @@ int proto_reader_next(struct proto_reader *r, struct proto_msg *ret, struct err 
     if (!ret->unpacked.zone || !msgpack_zone_push_finalizer(ret->unpacked.zone, free, copy)) {
         abort(); /* Out of memory: the same policy as xmalloc. */
     }
+    empty_raw_not_null(&ret->unpacked.data);
     /* On -EPROTO a value that did not look like a request stays typed as a notification
      * without a method, so a caller that answers PROTO_REQUEST never answers it. */
     ret->type = PROTO_NOTIFY;

@@ -124,6 +124,20 @@ class Protocol(DaemonTest):
             self.assertIn(cm.exception.code, ("too_large",))
         self.assert_daemon_fine()
 
+    def test_empty_strings_are_values_like_any_other(self):
+        # msgpack-c decodes an empty str with a NULL pointer (a crash under UBSan before).
+        with self.d.client() as c:
+            res, out, err = c.exec(["sh", "-c", 'printf "[%s][%s][%s]" "$1" "$A" "$#"', "sh", ""],
+                                   env={"A": ""})
+            self.assertEqual((res["status"], out), ("exited", b"[][][1]"), (res, err))
+            with self.assertRaises(sbx_client.RpcError) as cm:
+                c.call("", {})
+            self.assertEqual(cm.exception.code, "unknown_method")
+            with self.assertRaises(sbx_client.RpcError) as cm:
+                c.call("exec", {"argv": ["true"], "pool": ""})
+            self.assertEqual(cm.exception.code, "unknown_pool")
+        self.assert_daemon_fine()
+
     def test_in_flight_requests_are_bounded_per_connection(self):
         with self.d.client() as c:
             ids = [c.start("exec", {"argv": ["sleep", "0.3"]}) for _ in range(6)]

@@ -659,6 +659,38 @@ static void proto_reader_next__not_rpc_is_eproto_and_stream_continues(void **sta
     proto_reader_free(r);
 }
 
+/* msgpack-c leaves an empty str or bin with a NULL pointer; the reader points every one, at
+ * any depth, at an empty string, since callers hand them to memcpy and memcmp. */
+static void proto_reader_next__empty_str_and_bin_are_not_null(void **state)
+{
+    (void)state;
+    struct proto_reader *r = reader(4096);
+    struct proto_msg m;
+    struct err e = ERR_INIT;
+    /* [0, 1, "", [{"": ""}, bin8 of 0, ["", [bin8 of 0]]]] */
+    static const unsigned char bytes[] = {0x94, 0x00, 0x01, 0xa0, 0x93, 0x81, 0xa0, 0xa0,
+                                          0xc4, 0x00, 0x92, 0xa0, 0x91, 0xc4, 0x00};
+    assert_int_equal(feed(r, bytes, sizeof(bytes), 0), 0);
+    assert_int_equal(proto_reader_next(r, &m, &e), 1);
+    assert_int_equal(m.type, PROTO_REQUEST);
+    assert_int_equal(m.method_len, 0);
+    assert_non_null(m.method);
+    assert_true(proto_str_eq(m.method, m.method_len, ""));
+    const msgpack_object *p = m.params;
+    assert_int_equal(p->type, MSGPACK_OBJECT_ARRAY);
+    assert_int_equal(p->via.array.size, 3);
+    const msgpack_object_kv *kv = &p->via.array.ptr[0].via.map.ptr[0];
+    assert_non_null(kv->key.via.str.ptr);
+    assert_non_null(kv->val.via.str.ptr);
+    assert_int_equal(p->via.array.ptr[1].type, MSGPACK_OBJECT_BIN);
+    assert_non_null(p->via.array.ptr[1].via.bin.ptr);
+    const msgpack_object *inner = &p->via.array.ptr[2];
+    assert_non_null(inner->via.array.ptr[0].via.str.ptr);
+    assert_non_null(inner->via.array.ptr[1].via.array.ptr[0].via.bin.ptr);
+    proto_msg_done(&m);
+    proto_reader_free(r);
+}
+
 static void proto_reader_next__bad_request_keeps_msgid(void **state)
 {
     (void)state;
@@ -1137,6 +1169,7 @@ int main(void)
         cmocka_unit_test(proto_reader_next__exactly_cap_accepted_one_over_rejected),
         cmocka_unit_test(proto_reader_next__fatal_error_is_sticky),
         cmocka_unit_test(proto_reader_next__not_rpc_is_eproto_and_stream_continues),
+        cmocka_unit_test(proto_reader_next__empty_str_and_bin_are_not_null),
         cmocka_unit_test(proto_reader_next__bad_request_keeps_msgid),
         cmocka_unit_test(proto_reader_next__msgid_outside_u32_is_unanswerable),
         cmocka_unit_test(proto_reader_next__random_garbage_never_crashes),
