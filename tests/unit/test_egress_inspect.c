@@ -2,12 +2,14 @@
 /* Unit tests of egress_inspect.c: the server name of TLS ClientHellos (a real one from
  * Python's ssl module, and hand-built ones: split across records, truncated, without a
  * name, with two, with an address, with Encrypted Client Hello, not TLS at all), and the
- * streaming scrubber (secrets split across feeds, the token part alone, pass-through). */
+ * streaming scrubber (secrets split across feeds, the token part alone, pass-through); and
+ * randomly edited ClientHellos and random streams of secrets and near misses. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -364,6 +366,153 @@ static void egress_scrub__without_secret_passes_through(void **state)
     assert_memory_equal(out, "hello", 5);
 }
 
+/* ---- random input ---- */
+
+static uint64_t rnd_state = 0x2545f4914f6cdd1dULL;
+static uint32_t rnd(uint32_t below)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return (uint32_t)(rnd_state % below);
+}
+
+/* ClientHellos from a hostile task: the real one and built ones with a few bytes changed,
+ * cut short or split differently, in heap blocks of their exact length (ASan sees any read
+ * past the end under SAN=1). Every answer is one of the documented ones; a name is a
+ * NUL-terminated lowercase string that fits. */
+static void egress_sni_parse__random_mutations(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"api.example.com", "a.b", "x"};
+    size_t seen[6] = {0};
+    for (int iter = 0; iter < 20000; iter++) {
+        struct hello h;
+        if (iter % 2) {
+            memcpy(h.b, python_hello, sizeof(python_hello));
+            h.len = sizeof(python_hello);
+        } else {
+            build(&h, names, 1 + rnd(2), 16 + rnd(600));
+        }
+        for (uint32_t k = 1 + rnd(4); k > 0 && h.len > 0; k--) {
+            size_t at = rnd((uint32_t)h.len);
+            if (rnd(8) == 0) {
+                h.len = at; /* cut short */
+            } else {
+                h.b[at] = rnd(2) ? (uint8_t)rnd(256) : (uint8_t)(h.b[at] ^ (1u << rnd(8)));
+            }
+        }
+        uint8_t *exact = malloc(h.len ? h.len : 1);
+        assert_non_null(exact);
+        memcpy(exact, h.b, h.len);
+        char host[EGRESS_SNI_SIZE];
+        memset(host, 'Z', sizeof(host));
+        int r = egress_sni_parse(exact, h.len, host);
+        free(exact);
+        switch (r) {
+        case 0: {
+            const char *nul = memchr(host, '\0', sizeof(host));
+            assert_non_null(nul);
+            assert_true(nul > host);
+            for (const char *c = host; c < nul; c++) {
+                assert_false(*c >= 'A' && *c <= 'Z');
+            }
+            seen[0]++;
+            break;
+        }
+        case -EAGAIN:
+            seen[1]++;
+            break;
+        case -EPROTO:
+            seen[2]++;
+            break;
+        case -ENOENT:
+            seen[3]++;
+            break;
+        case -EOPNOTSUPP:
+            seen[4]++;
+            break;
+        case -E2BIG:
+            seen[5]++;
+            break;
+        default:
+            fail_msg("egress_sni_parse returned %d", r);
+        }
+    }
+    print_message("[  INFO    ] named %zu, more %zu, not tls %zu, no name %zu, ech %zu, big %zu\n",
+                  seen[0], seen[1], seen[2], seen[3], seen[4], seen[5]);
+    assert_true(seen[0] > 500 && seen[1] > 100 && seen[2] > 500);
+}
+
+/* A response stream with the secret, its token part and near misses at random places, fed
+ * in random pieces: the output has the input's length and never the secret or its token
+ * part; bytes outside the occurrences pass unchanged. */
+static void egress_scrub_feed__random_streams_never_leak(void **state)
+{
+    (void)state;
+    const char *token = secret + strlen("Bearer ");
+    static char in[4096], want[4096], out[4096 + EGRESS_SECRET_MAX], buf[4096 + EGRESS_SECRET_MAX];
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t n = 0;
+        while (n < 3000) {
+            const char *piece;
+            size_t len;
+            bool hidden = false;
+            switch (rnd(6)) {
+            case 0:
+                piece = secret;
+                len = strlen(secret);
+                hidden = true;
+                break;
+            case 1:
+                piece = token;
+                len = strlen(token);
+                hidden = true;
+                break;
+            case 2: /* a near miss: the token but its last byte */
+                piece = token;
+                len = strlen(token) - 1;
+                break;
+            default: {
+                static char filler[32];
+                len = 1 + rnd(sizeof(filler));
+                for (size_t i = 0; i < len; i++) {
+                    filler[i] = "Bearer tok-0123456789abcdef \n\""[rnd(30)];
+                }
+                piece = filler;
+                break;
+            }
+            }
+            memcpy(in + n, piece, len);
+            memset(want + n, '*', len);
+            if (!hidden) {
+                memcpy(want + n, piece, len);
+            }
+            n += len;
+        }
+        struct egress_scrub s;
+        egress_scrub_init(&s, secret, strlen(secret));
+        size_t got = 0;
+        for (size_t off = 0; off < n;) {
+            size_t k = 1 + rnd(64);
+            k = k > n - off ? n - off : k;
+            size_t w = egress_scrub_feed(&s, in + off, k, false, buf);
+            memcpy(out + got, buf, w);
+            got += w;
+            off += k;
+        }
+        got += egress_scrub_feed(&s, NULL, 0, true, out + got);
+        assert_int_equal(got, n);
+        assert_null(memmem(out, got, token, strlen(token)));
+        /* Filler can spell the token by chance: then it is hidden too, which is right. */
+        for (size_t i = 0; i < n; i++) {
+            if (out[i] != want[i]) {
+                assert_true(out[i] == '*');
+            }
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -380,6 +529,8 @@ int main(void)
         cmocka_unit_test(egress_scrub_feed__holds_back_only_a_possible_start),
         cmocka_unit_test(egress_scrub_buf__short_token_part_is_not_a_pattern),
         cmocka_unit_test(egress_scrub__without_secret_passes_through),
+        cmocka_unit_test(egress_sni_parse__random_mutations),
+        cmocka_unit_test(egress_scrub_feed__random_streams_never_leak),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

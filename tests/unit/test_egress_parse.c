@@ -2,7 +2,8 @@
 /* Unit tests of egress_parse.c: host normalization, authorities, the CONNECT allowlist and
  * its wildcards, route matching by name, method and path prefix, path safety, strict request
  * and response heads (framing ambiguities refused), chunked and length-delimited bodies fed
- * in every split, hop-by-hop headers, and the task's proxy environment. */
+ * in every split, hop-by-hop headers, the task's proxy environment, and 20000 randomly edited
+ * heads, bodies and authorities that must be answered without a read outside their input. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -541,6 +542,193 @@ static void egress_env_rewrite__bounds(void **state)
     free(data);
 }
 
+/* ---- random input ---- */
+
+/* xorshift: the same sequence on every run, so a failure replays. */
+static uint64_t rnd_state = 0x9e3779b97f4a7c15ULL;
+static uint32_t rnd(uint32_t below)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return (uint32_t)(rnd_state % below);
+}
+
+/* A copy of seed with a few random edits (flip, insert, delete, duplicate a run, truncate), in
+ * a heap block of exactly its length, so that a read past the end is ASan's to see. */
+static char *mutate(const char *seed, size_t *ret_len)
+{
+    size_t cap = strlen(seed) * 2 + 64;
+    char *b = xmalloc(cap);
+    size_t n = strlen(seed);
+    memcpy(b, seed, n);
+    static const char bytes[] = "\r\n :\t0a;-,\"\\\0\xff";
+    for (uint32_t k = rnd(6); k > 0; k--) {
+        size_t at = n ? rnd((uint32_t)n) : 0;
+        switch (rnd(5)) {
+        case 0:
+            if (n) {
+                b[at] = rnd(3) ? bytes[rnd(sizeof(bytes) - 1)] : (char)rnd(256);
+            }
+            break;
+        case 1:
+            if (n + 1 < cap) {
+                memmove(b + at + 1, b + at, n - at);
+                b[at] = bytes[rnd(sizeof(bytes) - 1)];
+                n++;
+            }
+            break;
+        case 2:
+            if (n) {
+                memmove(b + at, b + at + 1, n - at - 1);
+                n--;
+            }
+            break;
+        case 3: {
+            size_t run = n - at < 16 ? n - at : 16;
+            if (n + run < cap) {
+                memmove(b + at + run, b + at, n - at);
+                n += run;
+            }
+            break;
+        }
+        default:
+            n = at;
+            break;
+        }
+    }
+    char *exact = xmalloc(n ? n : 1);
+    memcpy(exact, b, n);
+    free(b);
+    *ret_len = n;
+    return exact;
+}
+
+static bool inside(const char *p, size_t len, const char *buf, size_t n)
+{
+    return len == 0 || (p >= buf && p + len <= buf + n);
+}
+
+static void count_cb(void *ud, const char *data, size_t n)
+{
+    (void)data;
+    *(size_t *)ud += n;
+}
+
+/* Heads and bodies from a hostile task or upstream: every parser answers, stays inside its
+ * input, and what it returns is consistent. Run under SAN=1, ASan watches the reads. */
+static void egress_parsers__random_mutations_stay_in_bounds(void **state)
+{
+    (void)state;
+    static const char *const requests[] = {
+        "GET http://api.example.com/v1/x?q=1 HTTP/1.1\r\nHost: api.example.com\r\n"
+        "Content-Length: 3\r\nConnection: keep-alive, X-A\r\nX-A: 1\r\n\r\n",
+        "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n",
+        "POST /v1/upload HTTP/1.1\r\nHost: [::1]:8080\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HEAD / HTTP/1.0\r\n\r\n",
+    };
+    static const char *const responses[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 10\r\nX-B:  v \r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        "HTTP/1.0 304 Not Modified\r\n\r\n",
+    };
+    static const char *const bodies[] = {
+        "5\r\nhello\r\n0\r\n\r\n",
+        "1a;ext=1\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nT: x\r\n\r\n",
+        "0\r\n\r\nextra",
+    };
+    static const char *const hosts[] = {"Api.Example.COM.", "[::1]:443", "10.0.0.1:80", "a:b:c",
+                                        "xn--bcher-kva.example:65535"};
+    size_t parsed[2] = {0, 0}; /* requests and responses accepted */
+    size_t refused[2] = {0, 0};
+    for (int iter = 0; iter < 20000; iter++) {
+        size_t n;
+        char *b;
+        switch (iter % 4) {
+        case 0: {
+            b = mutate(requests[rnd(ARRAY_SIZE(requests))], &n);
+            size_t hl = egress_head_end(b, n);
+            assert_true(hl <= n);
+            struct egress_request r;
+            const char *why = NULL;
+            if (hl > 0 && egress_request_parse(b, hl, &r, &why) == 0) {
+                assert_true(r.n_headers <= EGRESS_HEADERS_MAX);
+                assert_true(inside(r.target, r.target_len, b, hl));
+                assert_true(inside(r.path, r.path_len, b, hl) || r.path_len == 1);
+                assert_true(r.query == NULL || inside(r.query, r.query_len, b, hl));
+                for (size_t i = 0; i < r.n_headers; i++) {
+                    assert_true(inside(r.headers[i].name, r.headers[i].name_len, b, hl));
+                    assert_true(inside(r.headers[i].value, r.headers[i].value_len, b, hl));
+                    (void)egress_header_hop_by_hop(&r.headers[i], r.headers, r.n_headers);
+                }
+                assert_true(memchr(r.method, '\0', sizeof(r.method)) != NULL);
+                parsed[0]++;
+            } else if (hl > 0) {
+                assert_non_null(why);
+                refused[0]++;
+            }
+            break;
+        }
+        case 1: {
+            b = mutate(responses[rnd(ARRAY_SIZE(responses))], &n);
+            size_t hl = egress_head_end(b, n);
+            struct egress_response r;
+            const char *why = NULL;
+            if (hl > 0 && egress_response_parse(b, hl, rnd(2), &r, &why) == 0) {
+                assert_true(r.status >= 100 && r.status <= 999);
+                assert_true(inside(r.status_line, r.status_line_len, b, hl));
+                assert_true(r.n_headers <= EGRESS_HEADERS_MAX);
+                parsed[1]++;
+            } else if (hl > 0) {
+                refused[1]++;
+            }
+            break;
+        }
+        case 2: {
+            b = mutate(bodies[rnd(ARRAY_SIZE(bodies))], &n);
+            struct egress_body body;
+            egress_body_init(&body, rnd(2) ? EGRESS_BODY_CHUNKED : EGRESS_BODY_LENGTH, rnd(40));
+            size_t emitted = 0, offered = 0;
+            for (size_t off = 0; off < n && !body.done;) {
+                size_t k = 1 + rnd(8);
+                k = k > n - off ? n - off : k;
+                size_t used = 0;
+                offered += k;
+                if (egress_body_feed(&body, b + off, k, &used, count_cb, &emitted) < 0) {
+                    break;
+                }
+                assert_true(used <= k);
+                assert_true(used == k || body.done);
+                off += k;
+            }
+            /* Decoding only removes framing: never more body than bytes in. */
+            assert_true(emitted <= offered);
+            break;
+        }
+        default: {
+            b = mutate(hosts[rnd(ARRAY_SIZE(hosts))], &n);
+            struct egress_hostport hp;
+            (void)egress_authority_parse(b, n, 443, &hp);
+            char out[EGRESS_HOST_SIZE];
+            bool ip;
+            (void)egress_host_normalize(b, n, out, &ip);
+            (void)egress_path_safe(b, n);
+            (void)egress_path_under(b, n, "/v1");
+            (void)egress_method_bit(b, n);
+            break;
+        }
+        }
+        free(b);
+    }
+    /* The edits leave enough heads whole, and break enough, to reach both sides. */
+    print_message("[  INFO    ] requests %zu parsed, %zu refused; responses %zu, %zu\n", parsed[0],
+                  refused[0], parsed[1], refused[1]);
+    for (int i = 0; i < 2; i++) {
+        assert_true(parsed[i] > 200);
+        assert_true(refused[i] > 200);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +751,7 @@ int main(void)
         cmocka_unit_test(egress_body_feed__length_and_none),
         cmocka_unit_test(egress_env_rewrite__replaces_proxy_variables),
         cmocka_unit_test(egress_env_rewrite__bounds),
+        cmocka_unit_test(egress_parsers__random_mutations_stay_in_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
