@@ -970,9 +970,110 @@ static void config_validate__changed_config(void **state)
     config_free(c);
 }
 
+/* ---- random edits ---- */
+
+static uint64_t rnd_state = 0x853c49e6748fea9bULL;
+static uint32_t rnd(uint32_t below)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return (uint32_t)(rnd_state % below);
+}
+
+/* seed with a few random edits, NUL-terminated in a block of its exact length. */
+static char *edit(const char *seed, size_t *ret_len)
+{
+    size_t n = strlen(seed), cap = n + 64;
+    char *b = xmalloc(cap);
+    memcpy(b, seed, n);
+    static const char bytes[] = ":-[]{}'\"#&*!|>%@`,? \n\t0x1e9.~\\";
+    for (uint32_t k = 1 + rnd(4); k > 0; k--) {
+        size_t at = n ? rnd((uint32_t)n) : 0;
+        uint32_t op = rnd(4);
+        if (op == 0 && n) {
+            b[at] = rnd(4) ? bytes[rnd(sizeof(bytes) - 1)] : (char)(1 + rnd(255));
+        } else if (op == 1 && n + 1 < cap) {
+            memmove(b + at + 1, b + at, n - at);
+            b[at] = bytes[rnd(sizeof(bytes) - 1)];
+            n++;
+        } else if (op == 2 && n) {
+            size_t del = 1 + rnd(8);
+            del = del > n - at ? n - at : del;
+            memmove(b + at, b + at + del, n - at - del);
+            n -= del;
+        } else {
+            n = at;
+        }
+    }
+    char *exact = xmalloc(n + 1);
+    memcpy(exact, b, n);
+    exact[n] = '\0';
+    free(b);
+    *ret_len = n;
+    return exact;
+}
+
+/* The shipped config and pool files, and one with egress profiles, each edited at random:
+ * parsing either succeeds or fails with a message that names where, never crashes (ASan and
+ * UBSan under SAN=1) and leaks nothing (LeakSanitizer). */
+static void config_parse__random_edits_never_crash(void **state)
+{
+    (void)state;
+    static const char egress[] =
+        "egress:\n  port: 3128\n  profiles:\n    github:\n"
+        "      allow: [\"api.github.com:443\", \"*.githubusercontent.com:443\", \"[::1]:8443\"]\n"
+        "      allow_addresses: [10.0.0.0/8, \"::1\"]\n      max_request_bytes: 1MiB\n"
+        "      routes:\n        - name: issues\n          methods: [GET, POST]\n"
+        "          path_prefix: /repos/\n          upstream: http://127.0.0.1:8080/api/v3/\n"
+        "          header: X-Api-Key\n        - {name: docs.internal, upstream: \"http://[::1]\"}\n"
+        "tokens:\n  mount_roots: [/srv/data]\n  max_ttl: 1h\n"
+        "cgroup: {version: 2, require_limits: false, parent: /a/b}\n";
+    size_t ok[2] = {0, 0}, bad[2] = {0, 0};
+    for (int iter = 0; iter < 3000; iter++) {
+        struct err e = ERR_INIT;
+        size_t n;
+        if (iter % 3 == 2) {
+            const struct embedded_file *f = &embedded_pools[rnd((uint32_t)embedded_n_pools)];
+            char *text = edit(f->text, &n);
+            struct pool_config p;
+            int r = config_parse_pool(f->name, text, n, &p, &e);
+            if (r == 0) {
+                pool_release(&p);
+                ok[1]++;
+            } else {
+                assert_true(r < 0);
+                assert_non_null(strstr(err_msg(&e), f->name));
+                bad[1]++;
+            }
+            free(text);
+            continue;
+        }
+        char *text = edit(iter % 3 ? egress : embedded_config.text, &n);
+        struct config *c = NULL;
+        int r = config_parse("t.yaml", text, n, NULL, &c, &e);
+        if (r == 0) {
+            assert_non_null(c);
+            (void)config_validate(c, &e);
+            config_free(c);
+            ok[0]++;
+        } else {
+            assert_true(r < 0);
+            assert_null(c);
+            assert_true(err_msg(&e)[0] != '\0');
+            bad[0]++;
+        }
+        free(text);
+    }
+    print_message("[  INFO    ] configs %zu parsed, %zu refused; pools %zu, %zu\n", ok[0], bad[0],
+                  ok[1], bad[1]);
+    assert_true(ok[0] > 100 && bad[0] > 100 && ok[1] > 50 && bad[1] > 50);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(config_parse__random_edits_never_crash),
         cmocka_unit_test(config_parse__empty_gives_defaults),
         cmocka_unit_test(config_parse_pool__defaults),
         cmocka_unit_test(config_parse__every_key),
