@@ -284,8 +284,8 @@ void audit_verify_pack(const struct audit_verify_result *v, msgpack_packer *pk)
         } else {
             proto_pack_kv_nil(pk, "bad_id");
         }
-        proto_pack_kv_str(pk, "problem", v->problem);
-        proto_pack_kv_str(pk, "message", v->message);
+        proto_pack_kv_text(pk, "problem", v->problem);
+        proto_pack_kv_text(pk, "message", v->message);
     }
 }
 
@@ -444,8 +444,7 @@ static int jp_container(struct jp *p, msgpack_packer *pk, int depth, bool object
             msgpack_sbuffer_init(&key);
             r = jp_string(p, &key);
             if (r == 0) {
-                msgpack_pack_str(&tp, key.size);
-                msgpack_pack_str_body(&tp, key.data ? key.data : "", key.size);
+                proto_pack_textn(&tp, key.data ? key.data : "", key.size);
             }
             msgpack_sbuffer_destroy(&key);
             jp_ws(p);
@@ -542,8 +541,7 @@ static int jp_value(struct jp *p, msgpack_packer *pk, int depth)
         msgpack_sbuffer_init(&b);
         int r = jp_string(p, &b);
         if (r == 0) {
-            msgpack_pack_str(pk, b.size);
-            msgpack_pack_str_body(pk, b.data ? b.data : "", b.size);
+            proto_pack_textn(pk, b.data ? b.data : "", b.size);
         }
         msgpack_sbuffer_destroy(&b);
         return r;
@@ -618,12 +616,10 @@ static int pack_chain(sqlite3 *db, sqlite3_stmt *ev, const char *task, msgpack_p
         proto_pack_kv_i64(pk, "seq", sqlite3_column_int64(ev, 1));
         proto_pack_kv_i64(pk, "time_ns", sqlite3_column_int64(ev, 2));
         proto_pack_cstr(pk, "type");
-        msgpack_pack_str(pk, tl);
-        msgpack_pack_str_body(pk, type ? type : "", tl);
+        proto_pack_textn(pk, type ? type : "", tl);
         proto_pack_cstr(pk, "fields");
         if (!fields || audit_json_pack(fields, fl, pk) < 0) {
-            msgpack_pack_str(pk, fl);
-            msgpack_pack_str_body(pk, fields ? fields : "", fl);
+            proto_pack_textn(pk, fields ? fields : "", fl);
         }
         done++;
     }

@@ -163,6 +163,19 @@ struct ctl_event {
     char msg[128]; /* a short human note for failures */
 };
 
+/* An event's msg as sbxd may use it: NUL-terminated, printable ASCII ('?' for any other
+ * byte). It comes from a process sbxd does not trust, and ends up in logs and replies. */
+static inline void ctl_event_msg_clean(struct ctl_event *ev)
+{
+    ev->msg[sizeof(ev->msg) - 1] = '\0';
+    for (size_t i = 0; ev->msg[i] != '\0'; i++) {
+        unsigned char c = (unsigned char)ev->msg[i];
+        if (c < 0x20 || c > 0x7e) {
+            ev->msg[i] = '?';
+        }
+    }
+}
+
 /* Where a token mount may appear inside a sandbox: the one rule both sbxd (when a token is
  * issued) and init (before attaching) apply. Returns NULL when dst is acceptable, else why
  * not. Acceptable: absolute, shorter than CTL_PATH_MAX, normalized (no empty, "." or ".."

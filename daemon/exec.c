@@ -513,7 +513,7 @@ static void send_result(struct task *t, const struct exec_outcome *o)
     }
     egress_pack_result(&pk, t);
     if (is_error) {
-        proto_pack_kv_str(&pk, "error", o->error);
+        proto_pack_kv_text(&pk, "error", o->error);
     }
     if (stage) {
         proto_pack_kv_str(&pk, "error_stage", stage);

@@ -520,6 +520,73 @@ void proto_pack_cstr(msgpack_packer *pk, const char *s)
     pack_str(pk, s, strlen(s));
 }
 
+size_t proto_utf8_seq(const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t len;
+    uint32_t cp, min;
+    if (u[0] < 0x80) {
+        return 1;
+    } else if ((u[0] & 0xe0) == 0xc0) {
+        len = 2, cp = u[0] & 0x1fu, min = 0x80;
+    } else if ((u[0] & 0xf0) == 0xe0) {
+        len = 3, cp = u[0] & 0x0fu, min = 0x800;
+    } else if ((u[0] & 0xf8) == 0xf0) {
+        len = 4, cp = u[0] & 0x07u, min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (n < len) {
+        return 0;
+    }
+    for (size_t i = 1; i < len; i++) {
+        if ((u[i] & 0xc0) != 0x80) {
+            return 0;
+        }
+        cp = cp << 6 | (u[i] & 0x3fu);
+    }
+    /* No overlong forms, no surrogates, nothing above U+10FFFF. */
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+        return 0;
+    }
+    return len;
+}
+
+void proto_pack_textn(msgpack_packer *pk, const char *s, size_t n)
+{
+    if (!s) {
+        (void)msgpack_pack_nil(pk);
+        return;
+    }
+    (void)msgpack_pack_str(pk, n);
+    size_t run = 0; /* valid bytes not yet written, ending at i */
+    size_t i = 0;
+    while (i < n) {
+        size_t k = proto_utf8_seq(s + i, n - i);
+        if (k > 0) {
+            run += k;
+            i += k;
+            continue;
+        }
+        (void)msgpack_pack_str_body(pk, s + i - run, run);
+        (void)msgpack_pack_str_body(pk, "?", 1); /* one for one: the header's n holds */
+        run = 0;
+        i++;
+    }
+    (void)msgpack_pack_str_body(pk, s + n - run, run);
+}
+
+void proto_pack_text(msgpack_packer *pk, const char *s)
+{
+    proto_pack_textn(pk, s, s ? strlen(s) : 0);
+}
+
+void proto_pack_kv_text(msgpack_packer *pk, const char *key, const char *val)
+{
+    proto_pack_cstr(pk, key);
+    proto_pack_text(pk, val);
+}
+
 void proto_pack_request(msgpack_packer *pk, uint32_t msgid, const char *method)
 {
     (void)msgpack_pack_array(pk, 4);
@@ -544,7 +611,7 @@ void proto_pack_response_err(msgpack_packer *pk, uint32_t msgid, const char *cod
     (void)msgpack_pack_uint32(pk, msgid);
     (void)msgpack_pack_map(pk, 2);
     proto_pack_kv_str(pk, "code", code ? code : "internal");
-    proto_pack_kv_str(pk, "message", message ? message : "");
+    proto_pack_kv_text(pk, "message", message ? message : "");
     (void)msgpack_pack_nil(pk);
 }
 

@@ -74,6 +74,15 @@ void proto_pack_notify(msgpack_packer *pk, const char *method);
 
 void proto_pack_cstr(msgpack_packer *pk, const char *s);
 void proto_pack_kv_str(msgpack_packer *pk, const char *key, const char *val);
+/* Text sbxd composes for clients from bytes it does not control (a sandbox's messages, a
+ * client's method name, paths, the trail): packed as a str that is valid UTF-8 (RFC 3629),
+ * each byte outside a valid sequence replaced by '?'. s NULL packs nil; strn takes n bytes.
+ * proto_pack_cstr packs bytes as they are: a client's argv may hold any byte but NUL. */
+void proto_pack_text(msgpack_packer *pk, const char *s);
+void proto_pack_textn(msgpack_packer *pk, const char *s, size_t n);
+void proto_pack_kv_text(msgpack_packer *pk, const char *key, const char *val);
+/* The length of the valid UTF-8 sequence s[0..n) starts with, or 0 (n > 0). */
+size_t proto_utf8_seq(const char *s, size_t n);
 void proto_pack_kv_u64(msgpack_packer *pk, const char *key, uint64_t val);
 void proto_pack_kv_i64(msgpack_packer *pk, const char *key, int64_t val);
 void proto_pack_kv_f64(msgpack_packer *pk, const char *key, double val);

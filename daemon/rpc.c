@@ -643,8 +643,8 @@ static void pack_token(msgpack_packer *pk, const struct token_info *ti)
     msgpack_pack_array(pk, (uint32_t)ti->n_mounts);
     for (size_t i = 0; i < ti->n_mounts; i++) {
         msgpack_pack_map(pk, 2);
-        proto_pack_kv_str(pk, "src", ti->mounts[i].src);
-        proto_pack_kv_str(pk, "dst", ti->mounts[i].dst);
+        proto_pack_kv_text(pk, "src", ti->mounts[i].src);
+        proto_pack_kv_text(pk, "dst", ti->mounts[i].dst);
     }
 }
 

@@ -460,7 +460,7 @@ static void ctl_cb(uv_poll_t *h, int status, int events)
             sandbox_kill(sb);
             return;
         }
-        ev.msg[sizeof(ev.msg) - 1] = '\0';
+        ctl_event_msg_clean(&ev);
         handle_event(sb, &ev);
         if (sb->reaped) {
             return;

@@ -186,7 +186,7 @@ static void conn_fatal(struct conn *c, const char *code, const char *message)
     msgpack_pack_array(&pk, 1);
     msgpack_pack_map(&pk, 2);
     proto_pack_kv_str(&pk, "code", code);
-    proto_pack_kv_str(&pk, "message", message);
+    proto_pack_kv_text(&pk, "message", message);
     conn_send(c, &sb);
     msgpack_sbuffer_destroy(&sb);
     c->close_after_flush = true;

@@ -9,16 +9,18 @@ task it recorded has its result: bad input never crashes sbxd, loses a record or
 sandbox."""
 import os
 import random
+import shutil
 import socket
 import sqlite3
 import sys
+import tempfile
 import threading
 import time
 import unittest
 
 import msgpack
 
-from harness import Daemon, pool_yaml
+from harness import Daemon, pool_yaml, TOP
 import sbx_client
 
 SEED = int(os.environ.get("SBX_FUZZ_SEED", "20261130"))
@@ -34,6 +36,7 @@ ARGVS = [["true"], ["sh", "-c", "echo hi >&2; exit 2"], ["sleep", "0.3"], ["cat"
 class Fuzzer:
     def __init__(self, seed):
         self.r = random.Random(seed)
+        self.replies = msgpack.Unpacker(raw=False)
 
     def value(self, depth=0):
         r = self.r
@@ -114,13 +117,32 @@ class Fuzzer:
             t0 = time.time()
             linger = r.choice([0, 0.05, 0.4])
             while time.time() - t0 < linger:
-                if not s.recv(65536):
+                data = s.recv(65536)
+                if not data:
                     break
+                # Whatever sbxd sends is msgpack-rpc whose strings are valid UTF-8.
+                self.replies.feed(data)
+                for msg in self.replies:
+                    assert isinstance(msg, list) and msg[0] in (1, 2), msg
         except OSError:
             pass  # sbxd closed a connection it could not parse: expected
         finally:
             s.close()
+            self.replies = msgpack.Unpacker(raw=False)
         return sent
+
+
+def trail(d):
+    """Each task's event types, from the trail of a stopped daemon."""
+    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(d.state, "audit.db"), uri=True)
+    try:
+        return db.execute("SELECT task, group_concat(type) FROM events WHERE task IS NOT NULL"
+                          " GROUP BY task").fetchall()
+    finally:
+        db.close()
+
+
+STATUSES = {"exited", "signaled", "timeout", "output_limit", "oom", "error"}
 
 
 class Fuzz(unittest.TestCase):
@@ -178,12 +200,7 @@ class Fuzz(unittest.TestCase):
             self.assertTrue(v["ok"], v)
         finally:
             d.stop()
-        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(d.state, "audit.db"), uri=True)
-        try:
-            rows = db.execute("SELECT task, group_concat(type) FROM events WHERE task IS NOT NULL"
-                              " GROUP BY task").fetchall()
-        finally:
-            db.close()
+        rows = trail(d)
         started = [t for t, types in rows if "task.started" in types.split(",")]
         self.assertGreater(len(started), bystander["ok"])
         for task, types in rows:
@@ -193,6 +210,72 @@ class Fuzz(unittest.TestCase):
             if "task.started" in types:
                 for need in ("sandbox.assigned", "task.finished", "sandbox.destroyed"):
                     self.assertIn(need, types, (task, types))
+
+
+class HostileInit(unittest.TestCase):
+    def test_an_init_that_lies_floods_and_talks_garbage_harms_nothing(self):
+        # Every sandbox's init (and the pool's fork server) is tests/helpers/hostile_init.py:
+        # what an init a task had taken over could send sbxd. Tasks keep coming; each gets a
+        # result or an error, sbxd stays up without piling up descriptors, and nothing is
+        # left at exit.
+        tmp = tempfile.mkdtemp(prefix="sbx-hostile-")
+        os.chmod(tmp, 0o755)  # inits run as an unprivileged host id
+        fake = os.path.join(tmp, "hostile_init.py")
+        shutil.copy(os.path.join(TOP, "tests", "helpers", "hostile_init.py"), fake)
+        os.chmod(fake, 0o755)
+        with open(os.path.join(tmp, "seed"), "w") as f:
+            f.write(str(SEED))
+        d = Daemon(pools=[pool_yaml("python", warm=2, max=4, queue=64, timeout="3s")],
+                   config_extra="init_path: %s\n" % fake)
+        outcomes = {}
+        lock = threading.Lock()
+        stop = threading.Event()
+
+        def agent():
+            while not stop.is_set():
+                try:
+                    with d.client() as c:
+                        res, _, _ = c.exec(["true"], wait_timeout=60)
+                    key = res["status"]
+                    self.assertIn(key, STATUSES, res)
+                except sbx_client.RpcError as e:
+                    key = "rpc:" + str(e.code)
+                    time.sleep(0.05)
+                except Exception as e:  # noqa: BLE001 - e.g. a reply that is not valid msgpack
+                    key = "broken: %r" % e
+                with lock:
+                    outcomes[key] = outcomes.get(key, 0) + 1
+
+        try:
+            fds = lambda: len(os.listdir("/proc/%d/fd" % d.proc.pid))  # noqa: E731
+            agents = [threading.Thread(target=agent) for _ in range(3)]
+            for t in agents:
+                t.start()
+            time.sleep(SECONDS / 4)
+            fds_early = fds()
+            time.sleep(SECONDS * 3 / 4)
+            stop.set()
+            for t in agents:
+                t.join(120)
+            self.assertIsNone(d.proc.poll(), "sbxd died (seed %d)" % SEED)
+            with d.client() as c:
+                p = c.call("pools")[0]
+            print("hostile init: seed %d, outcomes %s, created %d, failed %d, fds %d then %d"
+                  % (SEED, outcomes, p["created"], p["failed"], fds_early, fds()), file=sys.stderr)
+            self.assertGreater(sum(outcomes.values()), 10, outcomes)
+            self.assertEqual([k for k in outcomes if k.startswith("broken")], [], outcomes)
+            self.assertGreater(p["failed"], 10, p)
+            # Creation goes on at its backoff's pace; descriptors do not pile up with it.
+            self.assertLess(fds(), fds_early + 40)
+            with sbx_client.Client(d.admin) as a:
+                self.assertTrue(a.call("audit.verify")["ok"])
+        finally:
+            stop.set()
+            d.stop()
+            shutil.rmtree(tmp, ignore_errors=True)
+        for task, types in trail(d):
+            if "task.request" in types.split(","):
+                self.assertIn("task.result", types.split(","), (task, types))
 
 
 if __name__ == "__main__":

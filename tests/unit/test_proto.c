@@ -691,6 +691,58 @@ static void proto_reader_next__empty_str_and_bin_are_not_null(void **state)
     proto_reader_free(r);
 }
 
+/* Packs in through proto_pack_textn; checks the str that comes out is want. */
+static void text_is(const char *in, size_t n, const char *want)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_textn(&pk, in, n);
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    assert_int_equal(msgpack_unpack_next(&u, sb.data, sb.size, &off), MSGPACK_UNPACK_SUCCESS);
+    assert_int_equal(off, sb.size);
+    assert_int_equal(u.data.type, MSGPACK_OBJECT_STR);
+    assert_int_equal(u.data.via.str.size, strlen(want));
+    assert_memory_equal(u.data.via.str.size ? u.data.via.str.ptr : "", want, strlen(want));
+    msgpack_unpacked_destroy(&u);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+#define TEXT_IS(in, want) text_is(in, sizeof(in) - 1, want)
+
+/* Text from what sbxd does not control reaches clients as valid UTF-8: valid sequences as
+ * they are, each other byte as '?', so that strict decoders (Python's msgpack) never fail. */
+static void proto_pack_textn__valid_utf8_out(void **state)
+{
+    (void)state;
+    TEXT_IS("", "");
+    TEXT_IS("plain ascii", "plain ascii");
+    TEXT_IS("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    TEXT_IS("a\xffz", "a?z");
+    TEXT_IS("\xc0\x80", "??");           /* overlong NUL */
+    TEXT_IS("\xe0\x80\xaf", "???");      /* overlong '/' */
+    TEXT_IS("\xed\xa0\x80", "???");      /* a surrogate */
+    TEXT_IS("\xf4\x90\x80\x80", "????"); /* above U+10FFFF */
+    TEXT_IS("ok\xc3", "ok?");            /* cut short at the end */
+    TEXT_IS("\xe2\x82x\xe2\x82\xac", "??x\xe2\x82\xac");
+    assert_int_equal(proto_utf8_seq("\xf0\x9f\x98\x80", 4), 4);
+    assert_int_equal(proto_utf8_seq("\xf0\x9f\x98", 3), 0);
+    assert_int_equal(proto_utf8_seq("\x80", 1), 0);
+    /* NULL packs nil. */
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_text(&pk, NULL);
+    assert_int_equal(sb.size, 1);
+    assert_int_equal((unsigned char)sb.data[0], 0xc0);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 static void proto_reader_next__bad_request_keeps_msgid(void **state)
 {
     (void)state;
@@ -1170,6 +1222,7 @@ int main(void)
         cmocka_unit_test(proto_reader_next__fatal_error_is_sticky),
         cmocka_unit_test(proto_reader_next__not_rpc_is_eproto_and_stream_continues),
         cmocka_unit_test(proto_reader_next__empty_str_and_bin_are_not_null),
+        cmocka_unit_test(proto_pack_textn__valid_utf8_out),
         cmocka_unit_test(proto_reader_next__bad_request_keeps_msgid),
         cmocka_unit_test(proto_reader_next__msgid_outside_u32_is_unanswerable),
         cmocka_unit_test(proto_reader_next__random_garbage_never_crashes),
