@@ -25,6 +25,7 @@
  * The spawned sandbox is sbxd's child (CLONE_PARENT) and waits for CTL_SETUP like any init;
  * the zygote attaches it on cgroup v1 (writes its pid to the cgroup.procs files that came,
  * which sbxd opened) before it answers, and sbxd writes its id maps before CTL_SETUP. */
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -163,10 +164,14 @@ struct ctl_event {
     char msg[128]; /* a short human note for failures */
 };
 
-/* An event's msg as sbxd may use it: NUL-terminated, printable ASCII ('?' for any other
- * byte). It comes from a process sbxd does not trust, and ends up in logs and replies. */
-static inline void ctl_event_msg_clean(struct ctl_event *ev)
+/* An event as sbxd may use it: err a negative errno (-EPROTO for anything else) or 0, msg
+ * NUL-terminated printable ASCII ('?' for any other byte). It comes from a process sbxd
+ * does not trust, and its fields end up in messages, logs and replies. */
+static inline void ctl_event_clean(struct ctl_event *ev)
 {
+    if (ev->err > 0 || ev->err < -4095) {
+        ev->err = -EPROTO;
+    }
     ev->msg[sizeof(ev->msg) - 1] = '\0';
     for (size_t i = 0; ev->msg[i] != '\0'; i++) {
         unsigned char c = (unsigned char)ev->msg[i];

@@ -63,11 +63,10 @@ static const struct {
 
 const char *err_name(int r)
 {
-    if (r < 0) {
-        r = -r;
-    }
+    /* Any int: INT_MIN (from a peer sbxd does not trust) has no positive counterpart. */
+    long v = r < 0 ? -(long)r : (long)r;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (names[i].code == r) {
+        if (names[i].code == v) {
             return names[i].name;
         }
     }

@@ -404,8 +404,8 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         break;
     case CTL_SETUP_FAILED: {
         struct err e = ERR_INIT;
-        err_setx(&e, ev->err, "sandbox setup failed at stage %u: %.100s: %s", ev->stage, ev->msg,
-                 err_name(ev->err));
+        err_setx(&e, ev->err < 0 ? ev->err : -EIO, "sandbox setup failed at stage %u: %.100s: %s",
+                 ev->stage, ev->msg, err_name(ev->err));
         pool_sandbox_failed(sb->pool, sb, &e);
         sb->failure_reported = true;
         sandbox_kill(sb);
@@ -460,7 +460,7 @@ static void ctl_cb(uv_poll_t *h, int status, int events)
             sandbox_kill(sb);
             return;
         }
-        ctl_event_msg_clean(&ev);
+        ctl_event_clean(&ev);
         handle_event(sb, &ev);
         if (sb->reaped) {
             return;

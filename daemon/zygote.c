@@ -231,7 +231,7 @@ static int zygote_check_reply(ssize_t n, struct ctl_event *ev, struct err *e)
     if ((size_t)n != sizeof(*ev) || ev->magic != CTL_MAGIC) {
         return err_setx(e, -EPROTO, "malformed reply");
     }
-    ctl_event_msg_clean(ev);
+    ctl_event_clean(ev);
     return 0;
 }
 

@@ -11,7 +11,9 @@ import os
 import random
 import shutil
 import socket
+import socketserver
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -20,7 +22,7 @@ import unittest
 
 import msgpack
 
-from harness import Daemon, pool_yaml, TOP
+from harness import Daemon, pool_yaml, SBX, TOP
 import sbx_client
 
 SEED = int(os.environ.get("SBX_FUZZ_SEED", "20261130"))
@@ -276,6 +278,180 @@ class HostileInit(unittest.TestCase):
         for task, types in trail(d):
             if "task.request" in types.split(","):
                 self.assertIn("task.result", types.split(","), (task, types))
+
+
+class HostileUpstream(socketserver.BaseRequestHandler):
+    """An upstream that answers anything with a random, often malformed, response."""
+    def handle(self):
+        r = random.Random()
+        self.request.settimeout(2)
+        try:
+            self.request.recv(65536)
+            parts = [b"HTTP/1.1 200 OK\r\n", b"HTTP/1.1 999 X\r\n", b"HTTP/1.0 204 No\r\n",
+                     b"HTTTP/1.1 200\r\n", b"Content-Length: 5\r\n", b"Content-Length: -3\r\n",
+                     b"Content-Length: 99999999999999999999\r\n",
+                     b"Transfer-Encoding: chunked\r\n", b"Connection: close\r\n",
+                     b"X-" + b"h" * 9000 + b": v\r\n", b"\r\n", b"hello", b"5\r\nhello\r\n",
+                     b"fffffffffffffffff\r\n", b"0\r\n\r\n", b"Bad header\r\n", b"\n\n"]
+            for _ in range(r.randrange(1, 12)):
+                self.request.sendall(r.choice(parts) if r.random() < 0.9 else r.randbytes(64))
+        except OSError:
+            pass
+
+
+EGRESS_TASK = r"""
+import os, random, socket, sys, time
+R = random.Random(int(sys.argv[1]))
+EVIL, GOOD = sys.argv[2], sys.argv[3]
+HEADS = [
+    b"GET http://evil/v1/x HTTP/1.1\r\nHost: evil\r\n\r\n",
+    b"GET http://good/v1/x HTTP/1.1\r\nHost: good\r\n\r\n",
+    b"POST http://evil/v1/p HTTP/1.1\r\nHost: evil\r\nContent-Length: 5\r\n\r\nhello",
+    b"POST http://good/v1/p HTTP/1.1\r\nHost: good\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    b"CONNECT localhost:" + EVIL.encode() + b" HTTP/1.1\r\nHost: localhost\r\n\r\n\x16\x03\x01\x00\x05hello",
+    b"CONNECT example.com:443 HTTP/1.1\r\n\r\n",
+    b"GET /v1/x HTTP/1.1\r\nHost: good\r\n\r\nGET /v1/y HTTP/1.1\r\nHost: good\r\n\r\n",
+    b"HEAD http://good/v1/x HTTP/1.0\r\n\r\n",
+]
+TOKENS = [b"\r\n", b"\n", b" ", b":", b"\x00", b"%2e%2e/", b"Content-Length: 7\r\n",
+          b"Transfer-Encoding: chunked\r\n", b"Host: a\r\n", b"X: " + b"y" * 9000 + b"\r\n",
+          b"http://", b"[::1]", b"localhost:0", b"\xff\xfe"]
+def mutate(b):
+    b = bytearray(b)
+    for _ in range(R.randrange(0, 4)):
+        at = R.randrange(len(b) + 1)
+        op = R.randrange(4)
+        if op == 0 and b:
+            b[min(at, len(b) - 1)] = R.randrange(256)
+        elif op == 1:
+            b[at:at] = R.choice(TOKENS)
+        elif op == 2:
+            del b[at:at + R.randrange(1, 10)]
+        else:
+            b = b[:at]
+    return bytes(b)
+end = time.time() + float(sys.argv[4])
+n = 0
+while time.time() < end:
+    s = socket.socket()
+    s.settimeout(0.5)
+    try:
+        s.connect(("127.0.0.1", 3128))
+        data = mutate(R.choice(HEADS))
+        while data:
+            k = R.randrange(1, len(data) + 1)
+            s.sendall(data[:k])
+            data = data[k:]
+        if R.random() < 0.3:
+            s.shutdown(socket.SHUT_WR)
+        t0 = time.time()
+        while time.time() - t0 < R.choice([0, 0.1, 0.5]):
+            if not s.recv(65536):
+                break
+    except OSError:
+        pass
+    finally:
+        s.close()
+    n += 1
+print(n)
+"""
+
+
+class EgressFuzz(unittest.TestCase):
+    def test_random_requests_to_the_egress_proxy_harm_nothing(self):
+        # Tasks with a network token throw mutated requests at the proxy in their sandbox
+        # (sbxd parses them), through routes to a sane and a hostile upstream; afterwards a
+        # plain request through the proxy still works and nothing is left.
+        import http.server
+        evil = socketserver.ThreadingTCPServer(("127.0.0.1", 0), HostileUpstream)
+        evil.daemon_threads = True
+
+        class Good(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _ok(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                if n:
+                    self.rfile.read(n)
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.write(b"ok")
+            do_GET = do_POST = do_HEAD = _ok
+
+            def log_message(self, *args):
+                pass
+
+        class Quiet(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                pass  # clients the proxy cut off
+
+        good = Quiet(("127.0.0.1", 0), Good)
+        for srv in (evil, good):
+            threading.Thread(target=srv.serve_forever, daemon=True).start()
+        ep, gp = evil.server_address[1], good.server_address[1]
+        config = """egress:
+  profiles:
+    fz:
+      allow: ["localhost:{ep}"]
+      allow_addresses: ["127.0.0.1/32"]
+      max_connections: 8
+      routes:
+        - {{name: evil, upstream: "http://127.0.0.1:{ep}/e"}}
+        - {{name: good, upstream: "http://127.0.0.1:{gp}/g"}}
+""".format(ep=ep, gp=gp)
+        d = Daemon(pools=[pool_yaml("python", warm=2, max=4, timeout="30s")], config_extra=config)
+        try:
+            def token():
+                r = subprocess.run([SBX, "--admin-socket", d.admin, "token", "issue", "--net",
+                                    "fz"], capture_output=True, timeout=30)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                return r.stdout.decode().strip()
+
+            results = []
+
+            toks = [token() for _ in range(4)]
+            threads = []
+            for i, tok in enumerate(toks):
+                def run(i=i, tok=tok):
+                    with d.client() as c:
+                        args = {"argv": ["python3", "-c", EGRESS_TASK, str(SEED + i), str(ep),
+                                         str(gp), str(SECONDS / 2)], "token": tok}
+                        results.append(c.wait(c.start("exec", args), 120))
+                threads.append(threading.Thread(target=run))
+            for t in threads[:2]:
+                t.start()
+            for t in threads[:2]:
+                t.join(180)
+            for t in threads[2:]:
+                t.start()
+            for t in threads[2:]:
+                t.join(180)
+            self.assertIsNone(d.proc.poll(), "sbxd died (seed %d)" % SEED)
+            self.assertEqual(len(results), 4, results)
+            for res in results:
+                self.assertEqual((res["status"], res["exit_code"]), ("exited", 0), res)
+            print("egress fuzz: seed %d, proxy denials %s" % (
+                SEED, [r["egress"]["denials"] for r in results]), file=sys.stderr)
+            # The proxy still serves a plain request.
+            with d.client() as c:
+                args = {"argv": ["python3", "-c", "import urllib.request as u; print(u.urlopen("
+                                 "'http://good/v1/x', timeout=10).read().decode())"],
+                        "token": token()}
+                out = []
+                res = c.wait(c.start("exec", args, lambda m, rest: out.append(rest[0])
+                                     if m == "exec.stdout" else None), 60)
+            self.assertEqual((res["status"], b"".join(out)), ("exited", b"ok\n"), res)
+            with sbx_client.Client(d.admin) as a:
+                self.assertTrue(a.call("audit.verify")["ok"])
+        finally:
+            d.stop()
+            for srv in (evil, good):
+                srv.shutdown()
+                srv.server_close()
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "err.h"
 #include "seccomp.h"
 #include "spawn.h"
 #include "sys.h"
@@ -1151,9 +1152,38 @@ static void spawn_sandbox__concurrent_spawns_in_threads(void **state)
     }
 }
 
+/* What an init sends is cleaned before sbxd uses it: an err outside the errno range becomes
+ * -EPROTO, msg is NUL-terminated printable ASCII; err_name takes any int (INT_MIN negated
+ * was undefined behaviour, found by test_fuzz's hostile init under UBSan). */
+static void ctl_event_clean__untrusted_fields(void **state)
+{
+    (void)state;
+    struct ctl_event ev;
+    memset(&ev, 0xff, sizeof(ev));
+    ev.err = INT_MIN;
+    ctl_event_clean(&ev);
+    assert_int_equal(ev.err, -EPROTO);
+    assert_int_equal(ev.msg[sizeof(ev.msg) - 1], '\0');
+    for (size_t i = 0; ev.msg[i]; i++) {
+        assert_int_equal(ev.msg[i], '?');
+    }
+    ev.err = 5;
+    ctl_event_clean(&ev);
+    assert_int_equal(ev.err, -EPROTO);
+    ev.err = -ENOSPC;
+    (void)snprintf(ev.msg, sizeof(ev.msg), "mount /tmp: no\tspace \xc3\xa9");
+    ctl_event_clean(&ev);
+    assert_int_equal(ev.err, -ENOSPC);
+    assert_string_equal(ev.msg, "mount /tmp: no?space ??");
+    assert_string_equal(err_name(INT_MIN), "E?");
+    assert_string_equal(err_name(INT_MAX), "E?");
+    assert_string_equal(err_name(-ENOSPC), err_name(ENOSPC));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ctl_event_clean__untrusted_fields),
         cmocka_unit_test(spawn_sandbox__bad_plan_is_refused),
         cmocka_unit_test(spawn_sandbox__missing_init_is_reported),
         cmocka_unit_test(spawn_sandbox__root_is_read_only),
