@@ -20,6 +20,7 @@
 #include "config.h"
 #include "embedded.h"
 #include "util.h"
+#include "rnd.h"
 
 #define MIB (1024ULL * 1024)
 #define SEC 1000000000ULL
@@ -972,15 +973,6 @@ static void config_validate__changed_config(void **state)
 
 /* ---- random edits ---- */
 
-static uint64_t rnd_state = 0x853c49e6748fea9bULL;
-static uint32_t rnd(uint32_t below)
-{
-    rnd_state ^= rnd_state << 13;
-    rnd_state ^= rnd_state >> 7;
-    rnd_state ^= rnd_state << 17;
-    return (uint32_t)(rnd_state % below);
-}
-
 /* seed with a few random edits, NUL-terminated in a block of its exact length. */
 static char *edit(const char *seed, size_t *ret_len)
 {
@@ -988,17 +980,17 @@ static char *edit(const char *seed, size_t *ret_len)
     char *b = xmalloc(cap);
     memcpy(b, seed, n);
     static const char bytes[] = ":-[]{}'\"#&*!|>%@`,? \n\t0x1e9.~\\";
-    for (uint32_t k = 1 + rnd(4); k > 0; k--) {
-        size_t at = n ? rnd((uint32_t)n) : 0;
-        uint32_t op = rnd(4);
+    for (uint32_t k = 1 + rnd_below(4); k > 0; k--) {
+        size_t at = n ? rnd_below((uint32_t)n) : 0;
+        uint32_t op = rnd_below(4);
         if (op == 0 && n) {
-            b[at] = rnd(4) ? bytes[rnd(sizeof(bytes) - 1)] : (char)(1 + rnd(255));
+            b[at] = rnd_below(4) ? bytes[rnd_below(sizeof(bytes) - 1)] : (char)(1 + rnd_below(255));
         } else if (op == 1 && n + 1 < cap) {
             memmove(b + at + 1, b + at, n - at);
-            b[at] = bytes[rnd(sizeof(bytes) - 1)];
+            b[at] = bytes[rnd_below(sizeof(bytes) - 1)];
             n++;
         } else if (op == 2 && n) {
-            size_t del = 1 + rnd(8);
+            size_t del = 1 + rnd_below(8);
             del = del > n - at ? n - at : del;
             memmove(b + at, b + at + del, n - at - del);
             n -= del;
@@ -1034,7 +1026,7 @@ static void config_parse__random_edits_never_crash(void **state)
         struct err e = ERR_INIT;
         size_t n;
         if (iter % 3 == 2) {
-            const struct embedded_file *f = &embedded_pools[rnd((uint32_t)embedded_n_pools)];
+            const struct embedded_file *f = &embedded_pools[rnd_below((uint32_t)embedded_n_pools)];
             char *text = edit(f->text, &n);
             struct pool_config p;
             int r = config_parse_pool(f->name, text, n, &p, &e);

@@ -16,6 +16,7 @@
 
 #include "egress_inspect.h"
 #include "util.h"
+#include "rnd.h"
 
 /* A ClientHello as Python 3.11's ssl module sends it for server_hostname="API.Example.com". */
 static const uint8_t python_hello[] = {
@@ -368,15 +369,6 @@ static void egress_scrub__without_secret_passes_through(void **state)
 
 /* ---- random input ---- */
 
-static uint64_t rnd_state = 0x2545f4914f6cdd1dULL;
-static uint32_t rnd(uint32_t below)
-{
-    rnd_state ^= rnd_state << 13;
-    rnd_state ^= rnd_state >> 7;
-    rnd_state ^= rnd_state << 17;
-    return (uint32_t)(rnd_state % below);
-}
-
 /* ClientHellos from a hostile task: the real one and built ones with a few bytes changed,
  * cut short or split differently, in heap blocks of their exact length (ASan sees any read
  * past the end under SAN=1). Every answer is one of the documented ones; a name is a
@@ -392,14 +384,15 @@ static void egress_sni_parse__random_mutations(void **state)
             memcpy(h.b, python_hello, sizeof(python_hello));
             h.len = sizeof(python_hello);
         } else {
-            build(&h, names, 1 + rnd(2), 16 + rnd(600));
+            build(&h, names, 1 + rnd_below(2), 16 + rnd_below(600));
         }
-        for (uint32_t k = 1 + rnd(4); k > 0 && h.len > 0; k--) {
-            size_t at = rnd((uint32_t)h.len);
-            if (rnd(8) == 0) {
+        for (uint32_t k = 1 + rnd_below(4); k > 0 && h.len > 0; k--) {
+            size_t at = rnd_below((uint32_t)h.len);
+            if (rnd_below(8) == 0) {
                 h.len = at; /* cut short */
             } else {
-                h.b[at] = rnd(2) ? (uint8_t)rnd(256) : (uint8_t)(h.b[at] ^ (1u << rnd(8)));
+                h.b[at] = rnd_below(2) ? (uint8_t)rnd_below(256)
+                                       : (uint8_t)(h.b[at] ^ (1u << rnd_below(8)));
             }
         }
         uint8_t *exact = malloc(h.len ? h.len : 1);
@@ -458,7 +451,7 @@ static void egress_scrub_feed__random_streams_never_leak(void **state)
             const char *piece;
             size_t len;
             bool hidden = false;
-            switch (rnd(6)) {
+            switch (rnd_below(6)) {
             case 0:
                 piece = secret;
                 len = strlen(secret);
@@ -475,9 +468,9 @@ static void egress_scrub_feed__random_streams_never_leak(void **state)
                 break;
             default: {
                 static char filler[32];
-                len = 1 + rnd(sizeof(filler));
+                len = 1 + rnd_below(sizeof(filler));
                 for (size_t i = 0; i < len; i++) {
-                    filler[i] = "Bearer tok-0123456789abcdef \n\""[rnd(30)];
+                    filler[i] = "Bearer tok-0123456789abcdef \n\""[rnd_below(30)];
                 }
                 piece = filler;
                 break;
@@ -494,7 +487,7 @@ static void egress_scrub_feed__random_streams_never_leak(void **state)
         egress_scrub_init(&s, secret, strlen(secret));
         size_t got = 0;
         for (size_t off = 0; off < n;) {
-            size_t k = 1 + rnd(64);
+            size_t k = 1 + rnd_below(64);
             k = k > n - off ? n - off : k;
             size_t w = egress_scrub_feed(&s, in + off, k, false, buf);
             memcpy(out + got, buf, w);

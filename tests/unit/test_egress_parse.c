@@ -21,6 +21,7 @@
 #include "egress_parse.h"
 #include "err.h"
 #include "util.h"
+#include "rnd.h"
 
 /* ---- hosts and the allowlist ---- */
 
@@ -544,16 +545,6 @@ static void egress_env_rewrite__bounds(void **state)
 
 /* ---- random input ---- */
 
-/* xorshift: the same sequence on every run, so a failure replays. */
-static uint64_t rnd_state = 0x9e3779b97f4a7c15ULL;
-static uint32_t rnd(uint32_t below)
-{
-    rnd_state ^= rnd_state << 13;
-    rnd_state ^= rnd_state >> 7;
-    rnd_state ^= rnd_state << 17;
-    return (uint32_t)(rnd_state % below);
-}
-
 /* A copy of seed with a few random edits (flip, insert, delete, duplicate a run, truncate), in
  * a heap block of exactly its length, so that a read past the end is ASan's to see. */
 static char *mutate(const char *seed, size_t *ret_len)
@@ -563,18 +554,18 @@ static char *mutate(const char *seed, size_t *ret_len)
     size_t n = strlen(seed);
     memcpy(b, seed, n);
     static const char bytes[] = "\r\n :\t0a;-,\"\\\0\xff";
-    for (uint32_t k = rnd(6); k > 0; k--) {
-        size_t at = n ? rnd((uint32_t)n) : 0;
-        switch (rnd(5)) {
+    for (uint32_t k = rnd_below(6); k > 0; k--) {
+        size_t at = n ? rnd_below((uint32_t)n) : 0;
+        switch (rnd_below(5)) {
         case 0:
             if (n) {
-                b[at] = rnd(3) ? bytes[rnd(sizeof(bytes) - 1)] : (char)rnd(256);
+                b[at] = rnd_below(3) ? bytes[rnd_below(sizeof(bytes) - 1)] : (char)rnd_below(256);
             }
             break;
         case 1:
             if (n + 1 < cap) {
                 memmove(b + at + 1, b + at, n - at);
-                b[at] = bytes[rnd(sizeof(bytes) - 1)];
+                b[at] = bytes[rnd_below(sizeof(bytes) - 1)];
                 n++;
             }
             break;
@@ -646,7 +637,7 @@ static void egress_parsers__random_mutations_stay_in_bounds(void **state)
         char *b;
         switch (iter % 4) {
         case 0: {
-            b = mutate(requests[rnd(ARRAY_SIZE(requests))], &n);
+            b = mutate(requests[rnd_below(ARRAY_SIZE(requests))], &n);
             size_t hl = egress_head_end(b, n);
             assert_true(hl <= n);
             struct egress_request r;
@@ -670,11 +661,11 @@ static void egress_parsers__random_mutations_stay_in_bounds(void **state)
             break;
         }
         case 1: {
-            b = mutate(responses[rnd(ARRAY_SIZE(responses))], &n);
+            b = mutate(responses[rnd_below(ARRAY_SIZE(responses))], &n);
             size_t hl = egress_head_end(b, n);
             struct egress_response r;
             const char *why = NULL;
-            if (hl > 0 && egress_response_parse(b, hl, rnd(2), &r, &why) == 0) {
+            if (hl > 0 && egress_response_parse(b, hl, rnd_below(2), &r, &why) == 0) {
                 assert_true(r.status >= 100 && r.status <= 999);
                 assert_true(inside(r.status_line, r.status_line_len, b, hl));
                 assert_true(r.n_headers <= EGRESS_HEADERS_MAX);
@@ -685,12 +676,13 @@ static void egress_parsers__random_mutations_stay_in_bounds(void **state)
             break;
         }
         case 2: {
-            b = mutate(bodies[rnd(ARRAY_SIZE(bodies))], &n);
+            b = mutate(bodies[rnd_below(ARRAY_SIZE(bodies))], &n);
             struct egress_body body;
-            egress_body_init(&body, rnd(2) ? EGRESS_BODY_CHUNKED : EGRESS_BODY_LENGTH, rnd(40));
+            egress_body_init(&body, rnd_below(2) ? EGRESS_BODY_CHUNKED : EGRESS_BODY_LENGTH,
+                             rnd_below(40));
             size_t emitted = 0, offered = 0;
             for (size_t off = 0; off < n && !body.done;) {
-                size_t k = 1 + rnd(8);
+                size_t k = 1 + rnd_below(8);
                 k = k > n - off ? n - off : k;
                 size_t used = 0;
                 offered += k;
@@ -706,7 +698,7 @@ static void egress_parsers__random_mutations_stay_in_bounds(void **state)
             break;
         }
         default: {
-            b = mutate(hosts[rnd(ARRAY_SIZE(hosts))], &n);
+            b = mutate(hosts[rnd_below(ARRAY_SIZE(hosts))], &n);
             struct egress_hostport hp;
             (void)egress_authority_parse(b, n, 443, &hp);
             char out[EGRESS_HOST_SIZE];

@@ -16,24 +16,9 @@
 #include <string.h>
 
 #include "proto.h"
+#include "rnd.h"
 
 #define SLACK 16 /* proto.c's allowance for a partial header past the cap */
-
-/* xorshift64*: deterministic, so a failure reproduces. */
-static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
-
-static uint64_t rnd(void)
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return rng_state * 0x2545f4914f6cdd1dULL;
-}
-
-static uint64_t rnd_below(uint64_t n)
-{
-    return n ? rnd() % n : 0;
-}
 
 /* Appends len bytes to the reader in pieces of at most chunk bytes (chunk 0: all at once),
  * without taking messages out. Returns 0 or the error of proto_reader_buffer. */
