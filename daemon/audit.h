@@ -20,8 +20,9 @@
  *                 "pools", AUDIT_STR, pools, "expires_ns", AUDIT_U64, (uint64_t)exp, NULL);
  * Event types in use: daemon.start, daemon.stop, task.request, policy.decision,
  * sandbox.assigned, task.started, task.finished, sandbox.destroyed, task.result,
- * reaper.startup, reaper.leak, audit.pruned, audit.suppressed; token.issue, token.revoke,
- * token.expire and proxy.denied are reserved for the token and egress modules.
+ * reaper.startup, reaper.leak, audit.pruned, audit.suppressed, rpc.refused; token.issue,
+ * token.revoke, token.expire and proxy.denied are reserved for the token and egress
+ * modules.
  *
  * Thread: everything here is loop-thread only unless a comment says otherwise; the writer
  * thread is private to audit.c. */

@@ -15,6 +15,7 @@
 #include "daemon.h"
 #include "log.h"
 #include "proto.h"
+#include "rpc.h"
 #include "server.h"
 #include "util.h"
 
@@ -200,6 +201,7 @@ void audit_rpc_query(struct conn *c, uint32_t msgid, const msgpack_object *args)
         }
     }
     if (r < 0) {
+        rpc_refused(c, "bad_request", "bad_request", RPC_METHOD("audit.query"), err_msg(&e));
         conn_send_error(c, msgid, "bad_request", err_msg(&e));
         return;
     }
@@ -217,6 +219,7 @@ void audit_rpc_verify(struct conn *c, uint32_t msgid, const msgpack_object *args
 {
     struct err e = ERR_INIT;
     if (check_keys(args, NULL, 0, &e) < 0) {
+        rpc_refused(c, "bad_request", "bad_request", RPC_METHOD("audit.verify"), err_msg(&e));
         conn_send_error(c, msgid, "bad_request", err_msg(&e));
         return;
     }

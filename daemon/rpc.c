@@ -45,6 +45,29 @@ void rpc_note_error(struct daemon *d, const char *kind)
     metrics_rpc_error(d, kind);
 }
 
+void rpc_refused(struct conn *c, const char *kind, const char *code, const char *method,
+                 size_t method_len, const char *reason)
+{
+    rpc_note_error(c->d, kind);
+    if (audit_suppress(c->d->audit)) {
+        return;
+    }
+    struct audit_ev *ev = audit_begin(c->d->audit, "rpc.refused", NULL);
+    if (!ev) {
+        return;
+    }
+    audit_id(ev, "socket", server_kind(c->srv) == SERVER_ADMIN ? "admin" : "agents");
+    audit_u64(ev, "conn", c->id);
+    audit_u64(ev, "peer_uid", c->peer_uid);
+    audit_i64(ev, "peer_pid", c->peer_pid);
+    audit_id(ev, "code", code);
+    if (method) {
+        audit_strn(ev, "method", method, method_len < 64 ? method_len : 64);
+    }
+    audit_str(ev, "reason", reason);
+    audit_end(ev);
+}
+
 static void begin_ok(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid)
 {
     msgpack_sbuffer_init(sb);
@@ -680,7 +703,7 @@ static void m_token_issue(struct conn *c, uint32_t msgid, const msgpack_object *
     int r = parse_issue(d, args, &ia, &e);
     if (r < 0) {
         const char *code = r == -ENOENT ? "unknown_pool" : "bad_request";
-        rpc_note_error(d, code);
+        rpc_refused(c, code, code, RPC_METHOD("token.issue"), err_msg(&e));
         conn_send_error(c, msgid, code, err_msg(&e));
         return;
     }
@@ -693,7 +716,7 @@ static void m_token_issue(struct conn *c, uint32_t msgid, const msgpack_object *
                            : r == -ENOSPC ? "limit"
                                           : "internal";
         char q[192];
-        rpc_note_error(d, code);
+        rpc_refused(c, code, code, RPC_METHOD("token.issue"), err_msg(&e));
         log_info("conn=%llu msg=\"token not issued\" code=%s detail=%s", (unsigned long long)c->id,
                  code, log_quote(err_msg(&e), q, sizeof(q)));
         conn_send_error(c, msgid, code, err_msg(&e));
@@ -738,7 +761,7 @@ static void m_token_revoke(struct conn *c, uint32_t msgid, const msgpack_object 
     }
     if (r < 0) {
         const char *code = r == -EIO ? "internal" : "bad_request";
-        rpc_note_error(d, code);
+        rpc_refused(c, code, code, RPC_METHOD("token.revoke"), err_msg(&e));
         conn_send_error(c, msgid, code, err_msg(&e));
         return;
     }
@@ -763,7 +786,7 @@ static void m_token_list(struct conn *c, uint32_t msgid, const msgpack_object *a
     struct err e = ERR_INIT;
     if (args && !(args->type == MSGPACK_OBJECT_ARRAY && args->via.array.size == 0) &&
         keys_check(args, NULL, 0, "token.list", &e) < 0) {
-        rpc_note_error(d, "bad_request");
+        rpc_refused(c, "bad_request", "bad_request", RPC_METHOD("token.list"), err_msg(&e));
         conn_send_error(c, msgid, "bad_request", err_msg(&e));
         return;
     }
@@ -842,7 +865,8 @@ static void handle_notify(struct conn *c, const struct proto_msg *m)
         p->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
         (p->via.array.ptr[1].type != MSGPACK_OBJECT_BIN &&
          p->via.array.ptr[1].type != MSGPACK_OBJECT_STR)) {
-        rpc_note_error(c->d, "bad_request");
+        rpc_refused(c, "bad_request", "bad_request", m->method, m->method_len,
+                    "exec.stdin takes [msgid, bin]");
         return;
     }
     uint64_t id = p->via.array.ptr[0].via.u64;
@@ -881,6 +905,6 @@ void rpc_handle(struct conn *c, const struct proto_msg *m)
     char q[64];
     (void)snprintf(msg, sizeof(msg), "unknown method %s", log_quote(name, q, sizeof(q)));
     metrics_rpc_request(c->d, NULL);
-    rpc_note_error(c->d, "unknown_method");
+    rpc_refused(c, "unknown_method", "unknown_method", m->method, m->method_len, msg);
     conn_send_error(c, m->msgid, "unknown_method", msg);
 }

@@ -278,13 +278,14 @@ static void conn_process(struct conn *c)
                 log_debug("conn=%llu msg=\"ignoring malformed message\" detail=\"%s\"",
                           (unsigned long long)c->id, err_msg(&e));
             }
-            rpc_note_error(c->d, "malformed");
+            rpc_refused(c, "malformed", "bad_request", NULL, 0, err_msg(&e));
             proto_msg_done(&m);
             continue;
         }
         if (r < 0) {
-            rpc_note_error(c->d, r == -EMSGSIZE ? "too_large" : "malformed");
-            conn_fatal(c, r == -EMSGSIZE ? "too_large" : "bad_request", err_msg(&e));
+            const char *code = r == -EMSGSIZE ? "too_large" : "bad_request";
+            rpc_refused(c, r == -EMSGSIZE ? "too_large" : "malformed", code, NULL, 0, err_msg(&e));
+            conn_fatal(c, code, err_msg(&e));
             break;
         }
         rpc_handle(c, &m);
@@ -300,7 +301,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     struct conn *c = st->data;
     (void)buf;
     if (nread == UV_ENOBUFS) {
-        rpc_note_error(c->d, "too_large");
+        rpc_refused(c, "too_large", "too_large", NULL, 0, "message exceeds the size limit");
         conn_fatal(c, "too_large", "message exceeds the size limit");
         return;
     }
@@ -350,10 +351,10 @@ static void on_connection(uv_stream_t *ls, int status)
         return;
     }
     if (s->n_conns > d->cfg->max_connections) {
-        rpc_note_error(d, "limit");
         char msg[96];
         (void)snprintf(msg, sizeof(msg), "too many connections (limit %u)",
                        d->cfg->max_connections);
+        rpc_refused(c, "limit", "limit", NULL, 0, msg);
         conn_fatal(c, "limit", msg);
         return;
     }

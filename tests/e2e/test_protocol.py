@@ -2,8 +2,10 @@
 """Bad input on the sockets: garbage, oversize messages, wrong types, unknown methods and
 pools, bounds on connections and in-flight requests. Each gets a clear error or a closed
 connection, and nothing else is disturbed."""
+import json
 import os
 import socket
+import sqlite3
 import subprocess
 import time
 import unittest
@@ -137,6 +139,48 @@ class Protocol(DaemonTest):
                 c.call("exec", {"argv": ["true"], "pool": ""})
             self.assertEqual(cm.exception.code, "unknown_pool")
         self.assert_daemon_fine()
+
+    def test_refusals_outside_exec_are_in_the_trail(self):
+        # Bad input that never became an exec is audited too (rpc.refused), not only counted.
+        tag = "probe%d" % time.monotonic_ns()
+        s = raw(self.d.sock)
+        s.sendall(bytes([0xc1]) + os.urandom(64))
+        read_msgs(s)
+        s.close()
+        with self.d.client() as c:
+            with self.assertRaises(sbx_client.RpcError):
+                c.call(tag, {})
+        s = raw(self.d.sock)
+        try:
+            s.sendall(msgpack.packb([0, 1, "exec", [{"argv": ["echo", "x" * (100 << 10)]}]]))
+        except BrokenPipeError:
+            pass
+        read_msgs(s)
+        s.close()
+        db = os.path.join(self.d.state, "audit.db")
+        deadline = time.time() + 10
+        rows = []
+        while time.time() < deadline:
+            con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+            try:
+                rows = [json.loads(f) for (f,) in con.execute(
+                    "SELECT fields FROM events WHERE type = 'rpc.refused' ORDER BY seq")]
+            finally:
+                con.close()
+            if any(r.get("method") == tag for r in rows) and \
+                    any(r["code"] == "too_large" for r in rows):
+                break
+            time.sleep(0.05)
+        mine = [r for r in rows if r.get("method") == tag]
+        self.assertEqual(len(mine), 1, rows)
+        self.assertEqual(mine[0]["code"], "unknown_method")
+        self.assertEqual(mine[0]["socket"], "agents")
+        self.assertEqual(mine[0]["peer_uid"], os.getuid())
+        self.assertEqual(mine[0]["peer_pid"], os.getpid())
+        self.assertIn(tag, mine[0]["reason"])
+        codes = {r["code"] for r in rows}
+        self.assertIn("bad_request", codes)
+        self.assertIn("too_large", codes)
 
     def test_in_flight_requests_are_bounded_per_connection(self):
         with self.d.client() as c:
