@@ -115,7 +115,11 @@ class Daemon:
                 break
             time.sleep(0.02)
         else:
-            raise RuntimeError("sbxd did not start:\n" + self.logtext())
+            text = self.logtext()
+            self.proc.kill()  # not left running behind a failed test
+            self.proc.wait()
+            self.log.close()
+            raise RuntimeError("sbxd did not start:\n" + text)
         m = re.search(r'cgroup="([^"]*)"', self.logtext())
         if m:
             self.cgroup_paths = re.findall(r"(/sys/fs/cgroup/\S+)", m.group(1))

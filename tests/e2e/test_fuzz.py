@@ -173,15 +173,15 @@ class Fuzz(unittest.TestCase):
         fz = Fuzzer(SEED)
         frames = conns = 0
         try:
-            end = time.time() + SECONDS
-            while time.time() < end:
-                frames += fz.session(d.sock if fz.r.random() < 0.8 else d.admin)
-                conns += 1
-                self.assertIsNone(d.proc.poll(), "sbxd died (seed %d)" % SEED)
-        finally:
-            stop.set()
-            t.join(120)
-        try:
+            try:
+                end = time.time() + SECONDS
+                while time.time() < end:
+                    frames += fz.session(d.sock if fz.r.random() < 0.8 else d.admin)
+                    conns += 1
+                    self.assertIsNone(d.proc.poll(), "sbxd died (seed %d)" % SEED)
+            finally:
+                stop.set()
+                t.join(120)
             print("fuzz: seed %d, %d frames over %d connections, bystander %d tasks"
                   % (SEED, frames, conns, bystander["ok"]), file=sys.stderr)
             self.assertGreater(frames, 200)
