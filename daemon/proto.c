@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "util.h"
 
 /* Bytes a pending partial message may exceed max_msg by: a header that is not complete yet
  * (at most 6 bytes) is buffered but not scanned. */
@@ -523,19 +524,30 @@ void proto_pack_cstr(msgpack_packer *pk, const char *s)
 size_t proto_utf8_seq(const char *s, size_t n)
 {
     const unsigned char *u = (const unsigned char *)s;
-    size_t len;
-    uint32_t cp, min;
+    /* The lead byte gives the length, its payload bits and the least code point that needs
+     * that length. */
+    static const struct {
+        uint8_t mask, lead, bits;
+        size_t len;
+        uint32_t min;
+    } forms[] = {
+        {0xe0, 0xc0, 0x1f, 2, 0x80},
+        {0xf0, 0xe0, 0x0f, 3, 0x800},
+        {0xf8, 0xf0, 0x07, 4, 0x10000},
+    };
     if (u[0] < 0x80) {
         return 1;
-    } else if ((u[0] & 0xe0) == 0xc0) {
-        len = 2, cp = u[0] & 0x1fu, min = 0x80;
-    } else if ((u[0] & 0xf0) == 0xe0) {
-        len = 3, cp = u[0] & 0x0fu, min = 0x800;
-    } else if ((u[0] & 0xf8) == 0xf0) {
-        len = 4, cp = u[0] & 0x07u, min = 0x10000;
-    } else {
+    }
+    size_t f = 0;
+    while (f < ARRAY_SIZE(forms) && (u[0] & forms[f].mask) != forms[f].lead) {
+        f++;
+    }
+    if (f == ARRAY_SIZE(forms)) {
         return 0;
     }
+    size_t len = forms[f].len;
+    uint32_t cp = u[0] & forms[f].bits;
+    uint32_t min = forms[f].min;
     if (n < len) {
         return 0;
     }
