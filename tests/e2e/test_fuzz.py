@@ -6,7 +6,9 @@ tasks and must get exactly its output every time. Afterwards sbxd is alive with 
 running, queued or dying and no failed creation; at exit (SIGTERM, code 0) nothing is left
 (the harness checks processes, cgroups and sockets), the audit trail verifies, and every
 task it recorded has its result: bad input never crashes sbxd, loses a record or leaks a
-sandbox."""
+sandbox. The same holds with a hostile init in every sandbox (HostileInit) and with tasks
+throwing mutated requests at the egress proxy (EgressFuzz). SBX_FUZZ_SEED replays a run,
+SBX_FUZZ_SECONDS lengthens it; under SAN=1 the sanitizers watch."""
 import os
 import random
 import shutil
