@@ -45,6 +45,31 @@ static void arg_item(struct audit_ev *ev, const char *s, size_t len)
     audit_array_str(ev, buf, n + 5);
 }
 
+/* Who sent it: the socket, the connection and its peer. */
+static void conn_fields(struct audit_ev *ev, const struct conn *c)
+{
+    audit_id(ev, "socket", server_kind(c->srv) == SERVER_ADMIN ? "admin" : "agents");
+    audit_u64(ev, "conn", c->id);
+    audit_u64(ev, "peer_uid", c->peer_uid);
+    audit_i64(ev, "peer_pid", c->peer_pid);
+}
+
+void audit_rpc_refused(struct daemon *d, const struct conn *c, const char *code, const char *method,
+                       size_t method_len, const char *reason)
+{
+    struct audit_ev *ev = audit_begin(d->audit, "rpc.refused", NULL);
+    if (!ev) {
+        return;
+    }
+    conn_fields(ev, c);
+    audit_id(ev, "code", code);
+    if (method) {
+        audit_strn(ev, "method", method, method_len < 64 ? method_len : 64);
+    }
+    audit_str(ev, "reason", reason);
+    audit_end(ev);
+}
+
 void audit_task_request(struct daemon *d, const char *task_id, const struct conn *c,
                         const msgpack_object *args, const char *token_id)
 {
@@ -52,10 +77,7 @@ void audit_task_request(struct daemon *d, const char *task_id, const struct conn
     if (!ev) {
         return;
     }
-    audit_id(ev, "socket", server_kind(c->srv) == SERVER_ADMIN ? "admin" : "agents");
-    audit_u64(ev, "conn", c->id);
-    audit_u64(ev, "peer_uid", c->peer_uid);
-    audit_i64(ev, "peer_pid", c->peer_pid);
+    conn_fields(ev, c);
     audit_id(ev, "token_id", token_id);
     if (!args || args->type != MSGPACK_OBJECT_MAP) {
         audit_bool(ev, "malformed", true);

@@ -10,6 +10,7 @@
  * the audit is disabled. */
 #include <msgpack.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct daemon;
@@ -24,6 +25,10 @@ struct exec_outcome;
  * never recorded). */
 void audit_task_request(struct daemon *d, const char *task_id, const struct conn *c,
                         const msgpack_object *args, const char *token_id);
+/* rpc.refused (no task id): bad input refused outside an exec, from connection c: code, the
+ * method when there was one (at most 64 bytes, scrubbed), reason. */
+void audit_rpc_refused(struct daemon *d, const struct conn *c, const char *code, const char *method,
+                       size_t method_len, const char *reason);
 /* policy.decision. code is NULL when allowed; reason may be (then "valid request"). */
 void audit_task_decision(struct daemon *d, const char *task_id, bool allowed, const char *code,
                          const char *reason);

@@ -49,23 +49,9 @@ void rpc_refused(struct conn *c, const char *kind, const char *code, const char 
                  size_t method_len, const char *reason)
 {
     rpc_note_error(c->d, kind);
-    if (audit_suppress(c->d->audit)) {
-        return;
+    if (!audit_suppress(c->d->audit)) {
+        audit_rpc_refused(c->d, c, code, method, method_len, reason);
     }
-    struct audit_ev *ev = audit_begin(c->d->audit, "rpc.refused", NULL);
-    if (!ev) {
-        return;
-    }
-    audit_id(ev, "socket", server_kind(c->srv) == SERVER_ADMIN ? "admin" : "agents");
-    audit_u64(ev, "conn", c->id);
-    audit_u64(ev, "peer_uid", c->peer_uid);
-    audit_i64(ev, "peer_pid", c->peer_pid);
-    audit_id(ev, "code", code);
-    if (method) {
-        audit_strn(ev, "method", method, method_len < 64 ? method_len : 64);
-    }
-    audit_str(ev, "reason", reason);
-    audit_end(ev);
 }
 
 static void begin_ok(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid)
