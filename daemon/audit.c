@@ -414,12 +414,7 @@ uint64_t audit_end(struct audit_ev *ev)
         return ticket;
     }
     bool was_empty = a->q_head == NULL;
-    if (a->q_tail) {
-        a->q_tail->next = r;
-    } else {
-        a->q_head = r;
-    }
-    a->q_tail = r;
+    SLIST_APPEND(a->q_head, a->q_tail, r, next);
     a->q_events++;
     a->q_bytes += sizeof(*r) + r->len;
     a->st.queued = a->q_events;

@@ -472,16 +472,12 @@ static int startup_abort(struct daemon *d, struct image *images, int code)
     return code;
 }
 
-/* A refusal to start once the daemon struct exists: frees what start-up made so far (the
- * cgroup root is the caller's to close or free first), so that LeakSanitizer finds nothing
- * on these paths either. Returns code. */
-static int startup_exit(struct daemon *d, struct config *cfg, int code)
+/* A refusal to start before the loop exists: frees what start-up made so far, as the normal
+ * exit does, so that LeakSanitizer finds nothing on these paths either. A cgroup root that
+ * must not be removed (another sbxd's) is the caller's to close first. Returns code. */
+static int startup_exit(struct daemon *d, int code)
 {
-    d->reaper = reaper_free(d->reaper);
-    free(d->init_path);
-    d->init_path = NULL;
-    seccomp_set_free(d->seccomp);
-    config_free(cfg);
+    free_daemon_parts(d, NULL);
     return code;
 }
 
@@ -652,12 +648,12 @@ int main(int argc, char **argv)
     int r = make_dir(cfg->state_dir, 0700);
     if (r < 0) {
         fprintf(stderr, "sbxd: state dir '%s': %s\n", cfg->state_dir, strerror(-r));
-        return startup_exit(d, cfg, 73);
+        return startup_exit(d, 73);
     }
     /* Before anything else touches the state dir or our cgroup subtree. */
     if (reaper_lock(d, &e) < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
-        return startup_exit(d, cfg, 73);
+        return startup_exit(d, 73);
     }
     (void)make_parent_dir(cfg->socket_path);
     (void)make_parent_dir(cfg->admin_socket_path);
@@ -665,20 +661,20 @@ int main(int argc, char **argv)
     if (!d->init_path || access(d->init_path, X_OK) < 0) {
         fprintf(stderr, "sbxd: sandbox init '%s' is not executable\n",
                 d->init_path ? d->init_path : "sbxd-init");
-        return startup_exit(d, cfg, 72);
+        return startup_exit(d, 72);
     }
     scoped_free char *cgname = subtree_name(cfg);
     r = cgroup_root_open((enum cgroup_version)cfg->cgroup_version, cfg->cgroup_parent, cgname,
                          &d->cg_root, &e);
     if (r < 0) {
         fprintf(stderr, "sbxd: cgroups: %s\n", err_msg(&e));
-        return startup_exit(d, cfg, 71);
+        return startup_exit(d, 71);
     }
     if (cgroup_root_lock(d->cg_root, &e) < 0) {
         fprintf(stderr, "sbxd: cgroups: %s\n", err_msg(&e));
         /* Closed, not freed: freeing removes the subtree's directories, the other's. */
         d->cg_root = cgroup_root_close(d->cg_root);
-        return startup_exit(d, cfg, 73);
+        return startup_exit(d, 73);
     }
     if (!cgroup_root_has_limits(d->cg_root)) {
         if (cfg->cgroup_require_limits) {
@@ -686,8 +682,7 @@ int main(int argc, char **argv)
                     "sbxd: cgroups: %s cannot enforce memory, cpu and pids limits"
                     " (cgroup.require_limits: false runs without them)\n",
                     cgroup_root_describe(d->cg_root));
-            d->cg_root = cgroup_root_free(d->cg_root); /* ours, empty: removed */
-            return startup_exit(d, cfg, 71);
+            return startup_exit(d, 71); /* the subtree is ours and empty: removed */
         }
         log_warn("msg=\"cgroup limits NOT enforced: sandboxes run without memory, cpu or pids"
                  " limits (cgroup.require_limits: false)\" cgroups=\"%s\"",

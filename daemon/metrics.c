@@ -224,12 +224,7 @@ int metrics_family_new(struct metric_registry *r, enum metric_type type, const c
     if (n_buckets) {
         memcpy(f->buckets, buckets, n_buckets * sizeof(*buckets));
     }
-    if (r->tail) {
-        r->tail->next = f;
-    } else {
-        r->families = f;
-    }
-    r->tail = f;
+    SLIST_APPEND(r->families, r->tail, f, next);
     if (n_labels == 0) {
         (void)metrics_series(f, NULL);
     }
@@ -288,12 +283,7 @@ static bool series_match(const struct metric_series *s, char (*values)[METRICS_M
 
 static void series_append(struct metric_family *f, struct metric_series *s)
 {
-    if (f->tail) {
-        f->tail->next = s;
-    } else {
-        f->series = s;
-    }
-    f->tail = s;
+    SLIST_APPEND(f->series, f->tail, s, next);
     f->n_series++;
 }
 

@@ -178,13 +178,7 @@ int pool_submit(struct pool *p, struct task *t)
         return -EBUSY;
     }
     t->cold = true;
-    t->qnext = NULL;
-    if (p->q_tail) {
-        p->q_tail->qnext = t;
-    } else {
-        p->q_head = t;
-    }
-    p->q_tail = t;
+    SLIST_APPEND(p->q_head, p->q_tail, t, qnext);
     p->n_queued++;
     daemon_refill(p->d);
     return 0;

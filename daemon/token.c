@@ -310,13 +310,7 @@ static void token_insert(struct token_store *s, struct token *t)
     t->hnext = s->buckets[b];
     s->buckets[b] = t;
     t->prev = s->tail;
-    t->next = NULL;
-    if (s->tail) {
-        s->tail->next = t;
-    } else {
-        s->head = t;
-    }
-    s->tail = t;
+    SLIST_APPEND(s->head, s->tail, t, next);
     s->n_tokens++;
 }
 

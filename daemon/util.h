@@ -33,6 +33,19 @@
         }                                                                                          \
     } while (0)
 
+/* Intrusive singly linked FIFO: node goes last (its `link` field set to NULL), after tail, or
+ * as head when the queue is empty. head and tail are lvalues. */
+#define SLIST_APPEND(head, tail, node, link)                                                       \
+    do {                                                                                           \
+        (node)->link = NULL;                                                                       \
+        if (tail) {                                                                                \
+            (tail)->link = (node);                                                                 \
+        } else {                                                                                   \
+            (head) = (node);                                                                       \
+        }                                                                                          \
+        (tail) = (node);                                                                           \
+    } while (0)
+
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 

@@ -638,13 +638,7 @@ int zygote_spawn_async(struct zygote *z, const struct spawn_plan *plan,
         return -EAGAIN;
     }
     req->plan = *plan;
-    req->next = NULL;
-    if (z->tail) {
-        z->tail->next = req;
-    } else {
-        z->head = req;
-    }
-    z->tail = req;
+    SLIST_APPEND(z->head, z->tail, req, next);
     if (z->inflight++ == 0) {
         uv_poll_start(&z->poll->h, UV_READABLE, async_poll_cb);
         uv_timer_start(&z->reply_timer, async_timeout, z->reply_ms, z->reply_ms);
