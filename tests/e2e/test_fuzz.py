@@ -252,25 +252,27 @@ class HostileInit(unittest.TestCase):
 
         try:
             fds = lambda: len(os.listdir("/proc/%d/fd" % d.proc.pid))  # noqa: E731
+            # sbxd's descriptors before any task. The pool's sandboxes, spare cgroups and
+            # kept namespaces add a bounded number (about 70 here, whatever the seed or the
+            # run's length); failures must not add more.
+            fds_start = fds()
             agents = [threading.Thread(target=agent) for _ in range(3)]
             for t in agents:
                 t.start()
-            time.sleep(SECONDS / 4)
-            fds_early = fds()
-            time.sleep(SECONDS * 3 / 4)
+            time.sleep(SECONDS)
             stop.set()
             for t in agents:
                 t.join(120)
             self.assertIsNone(d.proc.poll(), "sbxd died (seed %d)" % SEED)
             with d.client() as c:
                 p = c.call("pools")[0]
-            print("hostile init: seed %d, outcomes %s, created %d, failed %d, fds %d then %d"
-                  % (SEED, outcomes, p["created"], p["failed"], fds_early, fds()), file=sys.stderr)
+            print("hostile init: seed %d, outcomes %s, created %d, failed %d, fds %d at start, %d at the end"
+                  % (SEED, outcomes, p["created"], p["failed"], fds_start, fds()), file=sys.stderr)
             self.assertGreater(sum(outcomes.values()), 10, outcomes)
             self.assertEqual([k for k in outcomes if k.startswith("broken")], [], outcomes)
             self.assertGreater(p["failed"], 10, p)
             # Creation goes on at its backoff's pace; descriptors do not pile up with it.
-            self.assertLess(fds(), fds_early + 40)
+            self.assertLess(fds(), fds_start + 120)
             with sbx_client.Client(d.admin) as a:
                 self.assertTrue(a.call("audit.verify")["ok"])
         finally:
