@@ -49,7 +49,7 @@ ifneq ($(LOAD_SRCS),)
 BINS += $(BUILD)/sbx-load $(BUILD)/spawnbench
 endif
 
-.PHONY: all deps demo test unit e2e bench fmt lint clean images image-deps
+.PHONY: all deps demo test unit e2e bench fmt lint clean images image-deps fuzz
 all: deps
 	$(Q)$(MAKE) --no-print-directory binaries
 
@@ -164,7 +164,17 @@ TEST_scrub_EXTRA :=
 TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token_db.c daemon/scrub.c
 TEST_spawn_EXTRA := daemon/child.c daemon/cgroup.c daemon/cgroup_v1.c daemon/cgroup_v2.c
-unit-bins: $(UNIT_BINS)
+# Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
+# apart. make test links each with replay.c and runs it over its committed corpus
+# (tests/fuzz/corpus/<name>/); `make fuzz` links them with libFuzzer and searches for more.
+FUZZ_NAMES := proto egress config seccomp
+FUZZ_proto_SRCS := daemon/proto.c
+FUZZ_egress_SRCS := daemon/egress_parse.c daemon/egress_inspect.c
+FUZZ_config_SRCS := daemon/config.c $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
+FUZZ_seccomp_SRCS := daemon/seccomp.c $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
+FUZZ_REPLAYS := $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZ_NAMES))
+FUZZ_LIBS = $(shell pkg-config --libs msgpack yaml-0.1 libseccomp)
+unit-bins: $(UNIT_BINS) $(FUZZ_REPLAYS)
 $(UNIT_BINS): $(BUILD)/sbxd-init $(BUILD)/probe
 
 .SECONDEXPANSION:
@@ -172,6 +182,28 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $$(call obj,$$(wildcard daemon/$$*.c)
 	@mkdir -p $(dir $@)
 	@[ -n "$(Q)" ] && echo "  TEST $@" || true
 	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(PKG_LIBS) -lcmocka -lpthread -lm
+
+$(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $$(call obj,$$(FUZZ_$$*_SRCS) $(COMMON_SRCS))
+	@mkdir -p $(dir $@)
+	@[ -n "$(Q)" ] && echo "  FUZZ $@ (replay)" || true
+	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(FUZZ_LIBS) -lm
+
+# libFuzzer with ASan and UBSan (clang): FUZZ_SECONDS per target (default 60), FUZZ names
+# some (default: all); FUZZ_MERGE=1 adds what was found to the committed corpus, minimized.
+FUZZ_BUILD ?= build-fuzz
+FUZZ ?= $(FUZZ_NAMES)
+FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
+               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+               -iquote daemon -iquote $(BUILD)
+fuzz: deps
+	$(Q)$(MAKE) --no-print-directory $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ))
+	$(Q)sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ)
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $$(FUZZ_$$*_SRCS) $(COMMON_SRCS)
+	@mkdir -p $(dir $@)
+	@[ -n "$(Q)" ] && echo "  FUZZ $@ (libFuzzer)" || true
+	$(Q)clang $(FUZZ_CFLAGS) $(shell pkg-config --cflags msgpack yaml-0.1 libseccomp) \
+	    $(filter %.c,$^) -o $@ $(FUZZ_LIBS) -lm
 
 demo: all
 	$(Q)BUILD=$(BUILD) sh tests/demo.sh
@@ -188,7 +220,8 @@ e2e: all
 bench: all
 	$(Q)sh loadtest/bench.sh
 
-C_SOURCES = daemon/*.c daemon/*.h tests/unit/*.c tests/helpers/*.c loadtest/*.c loadtest/*.h \
+C_SOURCES = daemon/*.c daemon/*.h tests/unit/*.c tests/helpers/*.c tests/fuzz/*.c tests/fuzz/*.h \
+	loadtest/*.c loadtest/*.h \
 	loadtest/spawnbench/*.c
 
 fmt:
@@ -200,7 +233,7 @@ LINT_PKGS := shellcheck clang-format
 lint:
 	@$(call apt_install,lint,$(LINT_PKGS))
 	clang-format --dry-run -Werror $(C_SOURCES)
-	shellcheck -s sh -S warning -x loadtest/*.sh tests/*.sh .ci/run
+	shellcheck -s sh -S warning -x loadtest/*.sh tests/*.sh tests/fuzz/*.sh .ci/run
 
 clean:
 	rm -rf $(BUILD)

@@ -1555,7 +1555,7 @@ static int fields_check(const struct field *fields, const char *parent, const ch
 
 /* ---- Pools ---- */
 
-static void pool_clear(struct pool_config *p)
+void config_pool_clear(struct pool_config *p)
 {
     free(p->name);
     free(p->file);
@@ -1619,7 +1619,7 @@ static int pool_check(const struct pool_config *p, const struct mark *m, struct 
 static int pool_parse(const char *file, const char *text, size_t len, struct pool_config *ret,
                       struct pool_marks *ret_marks, struct err *e)
 {
-    scoped(pool_clear) struct pool_config p = {0};
+    scoped(config_pool_clear) struct pool_config p = {0};
     scoped(ydoc_done) struct ydoc y = {.loaded = false};
     struct pool_marks pm;
 
@@ -1845,7 +1845,7 @@ static void config_defaults(struct config *c)
 static void config_clear(struct config *c)
 {
     for (size_t i = 0; i < c->n_pools; i++) {
-        pool_clear(&c->pools[i]);
+        config_pool_clear(&c->pools[i]);
     }
     free(c->pools);
     for (size_t i = 0; i < c->n_egress_profiles; i++) {

@@ -137,6 +137,8 @@ int config_parse(const char *name, const char *text, size_t len, const char *bas
 /* Parses one pool file's text into *ret (fields defaulted first). */
 int config_parse_pool(const char *name, const char *text, size_t len, struct pool_config *ret,
                       struct err *e);
+/* Frees what config_parse_pool filled in and zeroes *p. */
+void config_pool_clear(struct pool_config *p);
 /* Checks cross-field rules (default pool exists, unique names, limits). */
 int config_validate(const struct config *c, struct err *e);
 struct config *config_free(struct config *c);

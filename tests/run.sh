@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Runs every unit test binary (cmocka) and every end-to-end test file (Python unittest
-# against a live sbxd), then prints one line: "N passed, N failed" (", N skipped").
+# Runs every unit test binary (cmocka), every fuzz target over its committed corpus, and
+# every end-to-end test file (Python unittest against a live sbxd), then prints one line:
+# "N passed, N failed" (", N skipped").
 # Usage: tests/run.sh [unit|e2e] [BUILD_DIR]
 set -u
 what=${1:-all}
@@ -43,6 +44,11 @@ if [ "$what" = all ] || [ "$what" = unit ]; then
     for t in "$build"/tests/test_*; do
         [ -x "$t" ] || continue
         run_one "$t" env SBX_INIT="$build/sbxd-init" SBX_PROBE="$build/probe" "$t"
+    done
+    # Fuzz targets over their committed corpus (tests/fuzz/README.md).
+    for t in "$build"/tests/fuzz_*; do
+        [ -x "$t" ] || continue
+        run_one "$t" "$t" "tests/fuzz/corpus/${t##*/fuzz_}"
     done
 fi
 if [ "$what" = all ] || [ "$what" = e2e ]; then

@@ -27,15 +27,6 @@
 
 /* ---- helpers ---- */
 
-static void pool_release(struct pool_config *p)
-{
-    free(p->name);
-    free(p->file);
-    free(p->seccomp);
-    free(p->image);
-    memset(p, 0, sizeof(*p));
-}
-
 static struct config *parse_ok(const char *text, const char *base_dir)
 {
     struct config *c = NULL;
@@ -167,7 +158,7 @@ static void config_parse_pool__defaults(void **state)
     assert_string_equal(p.image, "host");
     assert_false(p.dev_shm);
     assert_int_equal(p.shm_size, 16 * MIB);
-    pool_release(&p);
+    config_pool_clear(&p);
 
     /* Derived defaults follow the values given: max_timeout = 4 * timeout, gid = uid. */
     text = "name: p2\ntimeout: 500ms\nuid: 2000\n";
@@ -175,7 +166,7 @@ static void config_parse_pool__defaults(void **state)
     assert_int_equal(p.timeout_ns, 500000000ULL);
     assert_int_equal(p.max_timeout_ns, 2 * SEC);
     assert_int_equal(p.gid, 2000);
-    pool_release(&p);
+    config_pool_clear(&p);
 }
 
 /* ---- every key ---- */
@@ -300,7 +291,7 @@ static void config_parse_pool__every_key(void **state)
     assert_string_equal(p.image, "py312");
     assert_true(p.dev_shm);
     assert_int_equal(p.shm_size, 32 * MIB);
-    pool_release(&p);
+    config_pool_clear(&p);
 }
 
 /* ---- the embedded default ---- */
@@ -1031,7 +1022,7 @@ static void config_parse__random_edits_never_crash(void **state)
             struct pool_config p;
             int r = config_parse_pool(f->name, text, n, &p, &e);
             if (r == 0) {
-                pool_release(&p);
+                config_pool_clear(&p);
                 ok[1]++;
             } else {
                 assert_true(r < 0);
