@@ -422,14 +422,57 @@ static int content_length_parse(const char *v, size_t n, uint64_t *ret)
     return 0;
 }
 
-/* Whether the last coding of a Transfer-Encoding value is "chunked". */
-static bool te_ends_chunked(const char *v, size_t n)
+/* The transfer codings of a response, from its Transfer-Encoding fields in order. */
+struct te_list {
+    unsigned n;         /* codings */
+    unsigned n_chunked; /* of them "chunked" */
+    bool last_chunked;  /* the final coding is "chunked" */
+};
+
+static bool is_ows(char c)
 {
-    while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t')) {
-        n--;
+    return c == ' ' || c == '\t';
+}
+
+/* Adds one Transfer-Encoding field value to t: a list (RFC 9110 5.6.1), empty elements
+ * ignored, each element a coding's name (a token) and maybe parameters after ';' (which
+ * chunked has none of). Returns 0, or -EINVAL for an element that is not a coding: such a
+ * value would be read differently by the proxy and by the task's HTTP client. */
+static int te_list_add(struct te_list *t, const char *v, size_t n)
+{
+    size_t i = 0;
+    while (i <= n) {
+        size_t j = i;
+        while (j < n && v[j] != ',') {
+            j++;
+        }
+        size_t a = i, b = j;
+        while (a < b && is_ows(v[a])) {
+            a++;
+        }
+        while (b > a && is_ows(v[b - 1])) {
+            b--;
+        }
+        if (a < b) {
+            size_t k = a;
+            while (k < b && is_token_char(v[k])) {
+                k++;
+            }
+            size_t m = k;
+            while (m < b && is_ows(v[m])) {
+                m++;
+            }
+            bool chunked = k - a == 7 && strncasecmp(v + a, "chunked", 7) == 0;
+            if (k == a || (m < b && (v[m] != ';' || chunked))) {
+                return -EINVAL;
+            }
+            t->n++;
+            t->n_chunked += chunked;
+            t->last_chunked = chunked;
+        }
+        i = j + 1;
     }
-    return n >= 7 && strncasecmp(v + n - 7, "chunked", 7) == 0 &&
-           (n == 7 || v[n - 8] == ',' || v[n - 8] == ' ' || v[n - 8] == '\t');
+    return 0;
 }
 
 /* Bytes of an absolute URL's authority: up to the first '/' or '?' within n. */
@@ -670,12 +713,16 @@ int egress_response_parse(const char *buf, size_t head_len, bool head_request,
     if (rc < 0) {
         return rc;
     }
-    bool te = false, te_chunked = false, cl = false;
+    struct te_list te = {0, 0, false};
+    bool has_te = false, cl = false;
     for (size_t i = 0; i < r.n_headers; i++) {
         const struct egress_header *h = &r.headers[i];
         if (egress_header_is(h, "transfer-encoding")) {
-            te = true;
-            te_chunked = te_ends_chunked(h->value, h->value_len);
+            has_te = true;
+            if (te_list_add(&te, h->value, h->value_len) < 0) {
+                *why = "malformed Transfer-Encoding";
+                return -EINVAL;
+            }
         } else if (egress_header_is(h, "content-length")) {
             uint64_t v = 0;
             if (content_length_parse(h->value, h->value_len, &v) < 0 ||
@@ -687,10 +734,17 @@ int egress_response_parse(const char *buf, size_t head_len, bool head_request,
             r.content_length = v;
         }
     }
+    /* Chunked at most once (RFC 9112 6.1); a field with no coding at all is malformed too.
+     * Chunked last: the chunks end the body; any other final coding: the connection's close
+     * does, whatever Content-Length says (6.3). */
+    if (has_te && (te.n == 0 || te.n_chunked > 1)) {
+        *why = "malformed Transfer-Encoding";
+        return -EINVAL;
+    }
     if (head_request || r.status < 200 || r.status == 204 || r.status == 304) {
         r.framing = EGRESS_BODY_NONE;
-    } else if (te) {
-        r.framing = te_chunked ? EGRESS_BODY_CHUNKED : EGRESS_BODY_CLOSE;
+    } else if (has_te) {
+        r.framing = te.last_chunked ? EGRESS_BODY_CHUNKED : EGRESS_BODY_CLOSE;
     } else if (cl) {
         r.framing = r.content_length ? EGRESS_BODY_LENGTH : EGRESS_BODY_NONE;
     } else {

@@ -378,6 +378,46 @@ static void egress_response_parse__framing(void **state)
         resp("HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", false, &r),
         -EINVAL);
     assert_int_equal(resp("HTTP/1.1 2000 OK\r\n\r\n", false, &r), -EINVAL);
+}
+
+/* Transfer-Encoding in a response is a list (empty elements ignored, fields joined in
+ * order); chunked last frames the body, any other last coding leaves it to the close. What
+ * is not a list of codings, or chunks twice, is refused: the task's HTTP client would read
+ * it differently from the proxy. */
+static void egress_response_parse__transfer_codings(void **state)
+{
+    (void)state;
+    static struct egress_response r;
+    static const struct {
+        const char *te;
+        int rc;
+        enum egress_framing framing;
+    } cases[] = {
+        {"Transfer-Encoding: chunked", 0, EGRESS_BODY_CHUNKED},
+        {"Transfer-Encoding: CHUNKED", 0, EGRESS_BODY_CHUNKED},
+        {"Transfer-Encoding: , chunked", 0, EGRESS_BODY_CHUNKED},
+        {"Transfer-Encoding: gzip;q=1 , chunked ,", 0, EGRESS_BODY_CHUNKED},
+        {"Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked", 0, EGRESS_BODY_CHUNKED},
+        {"Transfer-Encoding: chunked, gzip", 0, EGRESS_BODY_CLOSE},
+        {"Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip", 0, EGRESS_BODY_CLOSE},
+        {"Transfer-Encoding: chunked\r\nContent-Length: 5", 0, EGRESS_BODY_CHUNKED},
+        {"Transfer-Encoding: chunked, chunked", -EINVAL, 0},
+        {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked", -EINVAL, 0},
+        {"Transfer-Encoding: chunked;x=1", -EINVAL, 0},
+        {"Transfer-Encoding: : ng: chunked", -EINVAL, 0},
+        {"Transfer-Encoding: x chunked", -EINVAL, 0},
+        {"Transfer-Encoding: \"chunked\"", -EINVAL, 0},
+        {"Transfer-Encoding: ,", -EINVAL, 0},
+        {"Transfer-Encoding:", -EINVAL, 0},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char text[256];
+        (void)snprintf(text, sizeof(text), "HTTP/1.1 200 OK\r\n%s\r\n\r\n", cases[i].te);
+        int rc = resp(text, false, &r);
+        if (rc != cases[i].rc || (rc == 0 && r.framing != cases[i].framing)) {
+            fail_msg("%s: rc %d framing %d", cases[i].te, rc, r.framing);
+        }
+    }
     assert_int_equal(resp("HTTP/1.1 099 Low\r\n\r\n", false, &r), -EINVAL);
     assert_int_equal(resp("ICY 200 OK\r\n\r\n", false, &r), -EINVAL);
 }
@@ -738,6 +778,7 @@ int main(void)
         cmocka_unit_test(egress_head_end__finds_crlfcrlf),
         cmocka_unit_test(egress_header_hop_by_hop__connection_tokens),
         cmocka_unit_test(egress_response_parse__framing),
+        cmocka_unit_test(egress_response_parse__transfer_codings),
         cmocka_unit_test(egress_body_feed__chunked_any_split),
         cmocka_unit_test(egress_body_feed__chunked_malformed),
         cmocka_unit_test(egress_body_feed__length_and_none),
