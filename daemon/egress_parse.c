@@ -6,6 +6,7 @@
 #include "egress_parse.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -422,6 +423,30 @@ static int content_length_parse(const char *v, size_t n, uint64_t *ret)
     return 0;
 }
 
+/* Whether h is not a framing header but could pass for one with an upstream that matches
+ * names by prefix or reads '_' as '-' ("Transfer-Encodingx", "content_length"): such a
+ * server would frame the body otherwise than the proxy, and what the proxy passes on as
+ * body bytes could reach it as a second request. No client needs such a name. */
+static bool framing_lookalike(const struct egress_header *h)
+{
+    static const char *const names[] = {"transfer-encoding", "content-length"};
+    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+        size_t n = strlen(names[i]);
+        if (h->name_len < n) {
+            continue;
+        }
+        bool same = true;
+        for (size_t k = 0; k < n && same; k++) {
+            char c = (char)tolower((unsigned char)h->name[k]);
+            same = c == names[i][k] || (names[i][k] == '-' && c == '_');
+        }
+        if (same) {
+            return true; /* the framing headers themselves were matched before */
+        }
+    }
+    return false;
+}
+
 /* The transfer codings of a response, from its Transfer-Encoding fields in order. */
 struct te_list {
     unsigned n;         /* codings */
@@ -550,6 +575,9 @@ int egress_request_parse(const char *buf, size_t head_len, struct egress_request
         } else if (egress_header_is(h, "host")) {
             n_host++;
             host = h;
+        } else if (framing_lookalike(h)) {
+            *why = "a header named like Transfer-Encoding or Content-Length";
+            return -EINVAL;
         }
     }
     if (n_te > 1 || n_cl > 1 || n_host > 1) {

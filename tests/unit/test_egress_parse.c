@@ -284,6 +284,11 @@ static void egress_request_parse__refuses_ambiguity(void **state)
         "CONNECT a.com:443 HTTP/1.1\r\nContent-Length: 3\r\n\r\n",
         "G\x01T http://a/ HTTP/1.1\r\n\r\n",
         "GET http://a/\x7f HTTP/1.1\r\n\r\n",
+        /* Names an upstream could take for framing (by prefix, or '_' read as '-'). */
+        "POST http://a/ HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encodingx: chunked\r\n\r\n",
+        "POST http://a/ HTTP/1.1\r\nTransfer_Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+        "POST http://a/ HTTP/1.1\r\nContent-Length-Extra: 5\r\n\r\n",
+        "POST http://a/ HTTP/1.1\r\ncontent_length: 5\r\n\r\n",
     };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         const char *why = NULL;
@@ -294,6 +299,13 @@ static void egress_request_parse__refuses_ambiguity(void **state)
         }
         assert_non_null(why);
     }
+    /* A name that merely contains one is another header. */
+    const char *why = NULL;
+    assert_int_equal(req("POST http://a/ HTTP/1.1\r\nX-Content-Length: 5\r\nContent-Length: "
+                         "2\r\n\r\n",
+                         &r, &why),
+                     0);
+    assert_int_equal(r.framing, EGRESS_BODY_LENGTH);
 }
 
 static void egress_request_parse__header_bound(void **state)
