@@ -791,8 +791,9 @@ enum chunk_state {
     CS_DATA,
     CS_DATA_CR,
     CS_DATA_LF,
-    CS_TRAILER,
-    CS_TRAILER_LINE,
+    CS_TRAILER,       /* the start of a trailer line, or of the final CRLF */
+    CS_TRAILER_NAME,  /* a trailer field's name, up to its ':' */
+    CS_TRAILER_VALUE, /* its value, up to CR */
     CS_TRAILER_LF,
     CS_END_LF,
 };
@@ -844,7 +845,7 @@ static int chunked_feed(struct egress_body *b, const char *in, size_t n, size_t 
         case CS_EXT:
             if (c == '\r') {
                 b->state = CS_SIZE_LF;
-            } else if (c == '\n' || ++b->line > CHUNK_LINE_MAX) {
+            } else if (!value_byte_ok((unsigned char)c) || ++b->line > CHUNK_LINE_MAX) {
                 return -EINVAL;
             }
             i++;
@@ -888,17 +889,37 @@ static int chunked_feed(struct egress_body *b, const char *in, size_t n, size_t 
             b->remaining = 0;
             i++;
             break;
+        /* SECURITY: trailer lines are header fields ending in CRLF, nothing else. A bare LF
+         * ends the body for lenient upstreams (http_parser among them) while a laxer proxy
+         * would read on: what follows would reach the upstream as a second request. */
         case CS_TRAILER:
-            b->state = c == '\r' ? CS_END_LF : CS_TRAILER_LINE;
+            if (c == '\r') {
+                b->state = CS_END_LF;
+            } else if (is_token_char(c)) {
+                b->state = CS_TRAILER_NAME;
+            } else {
+                return -EINVAL;
+            }
             if (++b->line > CHUNK_TRAILER_MAX) {
                 return -EINVAL;
             }
             i++;
             break;
-        case CS_TRAILER_LINE:
+        case CS_TRAILER_NAME:
+            if (c == ':') {
+                b->state = CS_TRAILER_VALUE;
+            } else if (!is_token_char(c)) {
+                return -EINVAL;
+            }
+            if (++b->line > CHUNK_TRAILER_MAX) {
+                return -EINVAL;
+            }
+            i++;
+            break;
+        case CS_TRAILER_VALUE:
             if (c == '\r') {
                 b->state = CS_TRAILER_LF;
-            } else if (c == '\n') {
+            } else if (!value_byte_ok((unsigned char)c)) {
                 return -EINVAL;
             }
             if (++b->line > CHUNK_TRAILER_MAX) {

@@ -114,7 +114,47 @@ def free_port():
         return s.getsockname()[1]
 
 
-def egress_config(up, tls, cred, metrics):
+class RawUpstream:
+    """Records the bytes each connection brings, exactly as the proxy sent them, and never
+    answers: what a lenient upstream parser would have to work with."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.received = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn):
+        data = b""
+        conn.settimeout(20)
+        try:
+            while True:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        conn.close()
+        with self.lock:
+            self.received.append(data)
+
+    def close(self):
+        self.sock.close()
+
+
+def egress_config(up, tls, cred, metrics, raw=9):
     return """metrics: 127.0.0.1:{metrics}
 egress:
   profiles:
@@ -127,6 +167,9 @@ egress:
           path_prefix: /v1/
           upstream: http://127.0.0.1:{up}/base
           credential_file: {cred}
+        - name: raw
+          methods: [POST]
+          upstream: http://127.0.0.1:{raw}/r
     ro:
       read_only: true
       allow_addresses: ["127.0.0.1/32"]
@@ -148,7 +191,7 @@ egress:
       routes:
         - name: api
           upstream: http://127.0.0.1:{up}/base
-""".format(up=up, tls=tls, cred=cred, metrics=metrics)
+""".format(up=up, tls=tls, cred=cred, metrics=metrics, raw=raw)
 
 
 # Helpers that run inside the sandbox (python3 from the image).
@@ -201,9 +244,10 @@ class Egress(unittest.TestCase):
         cls.up_port = cls.up.server_address[1]
         cls.tls_port = cls.tls.server_address[1]
         cls.metrics_port = free_port()
+        cls.raw = RawUpstream()
         cls.d = Daemon(pools=[pool_yaml("python", warm=2, max=8, output_cap=262144)],
                        config_extra=egress_config(cls.up_port, cls.tls_port, cls.cred,
-                                                  cls.metrics_port))
+                                                  cls.metrics_port, cls.raw.port))
 
     @classmethod
     def tearDownClass(cls):
@@ -213,6 +257,7 @@ class Egress(unittest.TestCase):
         finally:
             cls.up.shutdown()
             cls.tls.shutdown()
+            cls.raw.close()
             shutil.rmtree(cls.tmp, ignore_errors=True)
         # The credential never reaches the log or the state dir (audit trail, tokens).
         assert SECRET_TOKEN not in text, "credential in the daemon log"
@@ -505,6 +550,41 @@ print(json.dumps([
         for line in self.lines(out)[0]:
             self.assertTrue(line.startswith("HTTP/1.1 400"), line)
         self.assertEqual(Upstream.seen, [])
+
+    def test_chunked_body_cannot_smuggle_a_second_request(self):
+        # A last chunk ended by a bare LF: an upstream as lenient as http_parser ends the body
+        # there and reads the rest as a request of its own, past the route's method and path.
+        # The proxy must not take it for a trailer and pass it on (it did, before 2026-11-30).
+        script = r'''
+def raw(req):
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=5)
+    s.sendall(req)
+    try:
+        return s.recv(4096).decode(errors="replace").split("\r\n")[0]
+    except OSError as e:
+        return "no answer: %s" % e
+head = b"POST http://raw/v1/x HTTP/1.1\r\nHost: raw\r\nTransfer-Encoding: chunked\r\n\r\n"
+print(json.dumps([
+    raw(head + b"0\r\n\nDELETE /admin HTTP/1.1\r\nHost: raw\r\n\r\n"),
+    raw(head + b"0\r\nDELETE /admin HTTP/1.1\r\nHost: raw\r\n\r\n"),
+]))
+'''
+        res, out, err = self.run_task(script, net="full")
+        self.assertEqual(res["exit_code"], 0, err)
+        for line in self.lines(out)[0]:
+            self.assertTrue(line.startswith("HTTP/1.1 400"), line)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            with self.raw.lock:
+                if len(self.raw.received) >= 2:
+                    break
+            time.sleep(0.05)
+        with self.raw.lock:
+            received = list(self.raw.received)
+        self.assertEqual(len(received), 2, received)
+        for data in received:
+            self.assertTrue(data.startswith(b"POST /r/v1/x HTTP/1.1\r\n"), data)
+            self.assertNotIn(b"DELETE", data)
 
     def test_task_end_closes_its_proxy_connections(self):
         script = r'''

@@ -491,9 +491,22 @@ static void egress_body_feed__chunked_any_split(void **state)
 static void egress_body_feed__chunked_malformed(void **state)
 {
     (void)state;
-    const char *bad[] = {"x\r\n", "5\r\nhelloX\r\n",       "5\nhello\r\n",
-                         "\r\n",  "11111111111111111\r\n", "5\r\nhello\r\n0\r\nbad\n\r\n",
-                         "-1\r\n"};
+    const char *bad[] = {
+        "x\r\n",
+        "5\r\nhelloX\r\n",
+        "5\nhello\r\n",
+        "\r\n",
+        "11111111111111111\r\n",
+        "5\r\nhello\r\n0\r\nbad\n\r\n",
+        "-1\r\n",
+        /* The last chunk ends with a bare LF for a lenient upstream, which then reads what
+         * follows as a second request: never taken for a trailer. */
+        "0\r\n\nGET /admin HTTP/1.1\r\nHost: a\r\n\r\n",
+        "0\r\nGET /admin HTTP/1.1\r\nHost: a\r\n\r\n",
+        "0\r\n: x\r\n\r\n",
+        "0\r\nX-T: a\x01b\r\n\r\n",
+        "5;x=\x01\r\nhello\r\n0\r\n\r\n",
+    };
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         struct egress_body b;
         struct sink s = {.n = 0};
