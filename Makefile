@@ -170,6 +170,7 @@ TEST_spawn_EXTRA := daemon/child.c daemon/cgroup.c daemon/cgroup_v1.c daemon/cgr
 FUZZ_NAMES := proto egress config seccomp
 FUZZ_proto_SRCS := daemon/proto.c
 FUZZ_egress_SRCS := daemon/egress_parse.c daemon/egress_inspect.c
+FUZZ_egress_LIBS := $(HTTP_PARSER_LIBS)
 FUZZ_config_SRCS := daemon/config.c $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
 FUZZ_seccomp_SRCS := daemon/seccomp.c $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
 FUZZ_REPLAYS := $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZ_NAMES))
@@ -186,7 +187,7 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $$(call obj,$$(wildcard daemon/$$*.c)
 $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $$(call obj,$$(FUZZ_$$*_SRCS) $(COMMON_SRCS))
 	@mkdir -p $(dir $@)
 	@[ -n "$(Q)" ] && echo "  FUZZ $@ (replay)" || true
-	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(FUZZ_LIBS) -lm
+	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(FUZZ_LIBS) $(FUZZ_$*_LIBS) -lm
 
 # libFuzzer with ASan and UBSan (clang): FUZZ_SECONDS per target (default 60), FUZZ names
 # some (default: all); FUZZ_MERGE=1 adds what was found to the committed corpus, minimized.
@@ -203,7 +204,7 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $$(FUZZ_$$*_SRCS) $(
 	@mkdir -p $(dir $@)
 	@[ -n "$(Q)" ] && echo "  FUZZ $@ (libFuzzer)" || true
 	$(Q)clang $(FUZZ_CFLAGS) $(shell pkg-config --cflags msgpack yaml-0.1 libseccomp) \
-	    $(filter %.c,$^) -o $@ $(FUZZ_LIBS) -lm
+	    $(filter %.c,$^) -o $@ $(FUZZ_LIBS) $(FUZZ_$*_LIBS) -lm
 
 demo: all
 	$(Q)BUILD=$(BUILD) sh tests/demo.sh

@@ -8,9 +8,14 @@
  * what a parser returns points inside its input, a refusal says why, a body never yields
  * more than it was fed, and a scrubbed stream keeps its length and never shows the
  * secret, and a rewritten environment holds the client's strings and each proxy variable
- * exactly once. */
+ * exactly once. A head the proxy accepts is also read by http_parser (the parser most
+ * upstream servers' lineage shares): both must see the same method, target, status, header
+ * count and body framing, and where a chunked body ends and what it holds, or the proxy
+ * and the server would disagree about where a message ends (request smuggling). */
 #include <ctype.h>
 #include <errno.h>
+#include <http_parser.h>
+#include <limits.h>
 
 #include "ctl.h"
 #include "egress_inspect.h"
@@ -47,6 +52,174 @@ static void check_host(const char *h, bool is_ip)
     bool ip2 = false;
     FUZZ_CHECK(egress_host_normalize(in, in_n, again, &ip2) == 0);
     FUZZ_CHECK(strcmp(again, h) == 0 && ip2 == is_ip);
+}
+
+/* What http_parser saw of a head. */
+struct hp_view {
+    size_t url_len;
+    char url[EGRESS_HEAD_MAX];
+    size_t n_fields;
+    bool in_field;
+    bool headers_done;
+    bool head_request; /* responses: to a HEAD request, no body */
+};
+
+static int hp_url(http_parser *p, const char *at, size_t n)
+{
+    struct hp_view *v = p->data;
+    FUZZ_CHECK(v->url_len + n <= sizeof(v->url));
+    memcpy(v->url + v->url_len, at, n);
+    v->url_len += n;
+    return 0;
+}
+
+static int hp_field(http_parser *p, const char *at, size_t n)
+{
+    struct hp_view *v = p->data;
+    (void)at;
+    (void)n;
+    if (!v->in_field) {
+        v->n_fields++;
+        v->in_field = true;
+    }
+    return 0;
+}
+
+static int hp_value(http_parser *p, const char *at, size_t n)
+{
+    struct hp_view *v = p->data;
+    (void)at;
+    (void)n;
+    v->in_field = false;
+    return 0;
+}
+
+static int hp_headers_complete(http_parser *p)
+{
+    struct hp_view *v = p->data;
+    v->headers_done = true;
+    return v->head_request ? 1 : 0;
+}
+
+/* Runs http_parser over the head; returns its errno. */
+static enum http_errno hp_run(enum http_parser_type type, const char *buf, size_t end,
+                              bool head_request, http_parser *p, struct hp_view *v)
+{
+    http_parser_settings st;
+    memset(&st, 0, sizeof(st));
+    st.on_url = hp_url;
+    st.on_header_field = hp_field;
+    st.on_header_value = hp_value;
+    st.on_headers_complete = hp_headers_complete;
+    memset(v, 0, sizeof(*v));
+    v->head_request = head_request;
+    http_parser_init(p, type);
+    p->data = v;
+    (void)http_parser_execute(p, &st, buf, end);
+    return HTTP_PARSER_ERRNO(p);
+}
+
+/* The framing http_parser read, in the proxy's terms. */
+static enum egress_framing hp_framing(const http_parser *p, bool response)
+{
+    if (p->flags & F_CHUNKED) {
+        return EGRESS_BODY_CHUNKED;
+    }
+    if (p->content_length != ULLONG_MAX) {
+        return EGRESS_BODY_LENGTH;
+    }
+    return response ? EGRESS_BODY_CLOSE : EGRESS_BODY_NONE;
+}
+
+/* Whether a header's name starts with "transfer-encoding" and goes on ("Transfer-
+ * Encodingx: 1"): http_parser 2.9 takes it for a Transfer-Encoding. Another header to RFC
+ * 9110; the proxy refuses such a request (an upstream may err as http_parser does) and
+ * passes such a response on framed as the RFC says. */
+static bool te_prefixed(const struct egress_header *hs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (hs[i].name_len > 17 && strncasecmp(hs[i].name, "transfer-encoding", 17) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void request_differ(const char *buf, size_t end, const struct egress_request *rq)
+{
+    http_parser p;
+    struct hp_view *v = malloc(sizeof(*v));
+    FUZZ_CHECK(v != NULL);
+    enum http_errno err = hp_run(HTTP_REQUEST, buf, end, false, &p, v);
+    if (err == HPE_INVALID_METHOD && rq->method_bit == 0 && !rq->is_connect) {
+        free(v);
+        return; /* a method only the proxy parses: no route allows it */
+    }
+    FUZZ_CHECK(err == HPE_OK);
+    FUZZ_CHECK(v->headers_done);
+    FUZZ_CHECK(strcmp(http_method_str((enum http_method)p.method), rq->method) == 0);
+    FUZZ_CHECK(v->url_len == rq->target_len && memcmp(v->url, rq->target, v->url_len) == 0);
+    FUZZ_CHECK(v->n_fields == rq->n_headers);
+    FUZZ_CHECK(p.http_major == 1 && p.http_minor == rq->version_minor);
+    if (!rq->is_connect) {
+        enum egress_framing f = hp_framing(&p, false);
+        /* Content-Length: 0 is no body to both. */
+        if (f == EGRESS_BODY_LENGTH && p.content_length == 0) {
+            f = EGRESS_BODY_NONE;
+        }
+        enum egress_framing mine = rq->framing;
+        if (mine == EGRESS_BODY_LENGTH && rq->content_length == 0) {
+            mine = EGRESS_BODY_NONE;
+        }
+        FUZZ_CHECK(f == mine);
+        FUZZ_CHECK(f != EGRESS_BODY_LENGTH || p.content_length == rq->content_length);
+    }
+    free(v);
+}
+
+/* Where RFC 9112 lets a recipient read a response in more than one way and http_parser
+ * 2.9 picks the other: it refuses repeated equal Content-Length fields (6.3: a recipient may
+ * merge them, as the proxy does), refuses Content-Length beside Transfer-Encoding (the
+ * latter wins, 6.3), and knows chunked only as a field's whole value (a list like "gzip,
+ * chunked" or ", chunked" is read until the close), besides te_prefixed's defect. The
+ * proxy's reading of those is fixed by the unit tests; here they are compared no further
+ * than both can go. */
+static void response_differ(const char *buf, size_t end, bool head_request,
+                            const struct egress_response *rs)
+{
+    size_t n_cl = 0, n_te = 0, n_te_plain = 0;
+    for (size_t i = 0; i < rs->n_headers; i++) {
+        const struct egress_header *h = &rs->headers[i];
+        if (egress_header_is(h, "content-length")) {
+            n_cl++;
+        } else if (egress_header_is(h, "transfer-encoding")) {
+            n_te++;
+            n_te_plain += h->value_len == 7 && strncasecmp(h->value, "chunked", 7) == 0;
+        }
+    }
+    http_parser p;
+    struct hp_view *v = malloc(sizeof(*v));
+    FUZZ_CHECK(v != NULL);
+    enum http_errno err = hp_run(HTTP_RESPONSE, buf, end, head_request, &p, v);
+    if (err == HPE_UNEXPECTED_CONTENT_LENGTH && (n_cl > 1 || n_te > 0)) {
+        free(v);
+        return;
+    }
+    FUZZ_CHECK(err == HPE_OK);
+    FUZZ_CHECK(v->headers_done);
+    FUZZ_CHECK(p.status_code == rs->status);
+    FUZZ_CHECK(v->n_fields == rs->n_headers);
+    FUZZ_CHECK(p.http_major == 1 && p.http_minor == rs->version_minor);
+    bool no_body = head_request || rs->status < 200 || rs->status == 204 || rs->status == 304;
+    if (!no_body && n_te == n_te_plain && n_te <= 1 && !te_prefixed(rs->headers, rs->n_headers)) {
+        enum egress_framing f = hp_framing(&p, true);
+        if (f == EGRESS_BODY_LENGTH && p.content_length == 0) {
+            f = EGRESS_BODY_NONE; /* Content-Length: 0 is no body to both */
+        }
+        FUZZ_CHECK(f == rs->framing);
+        FUZZ_CHECK(f != EGRESS_BODY_LENGTH || p.content_length == rs->content_length);
+    }
+    free(v);
 }
 
 static void request_head(const char *buf, size_t n)
@@ -89,6 +262,7 @@ static void request_head(const char *buf, size_t n)
     }
     FUZZ_CHECK(rq.framing == EGRESS_BODY_NONE || rq.framing == EGRESS_BODY_LENGTH ||
                rq.framing == EGRESS_BODY_CHUNKED);
+    request_differ(buf, end, &rq);
 }
 
 static void response_head(const char *buf, size_t n, bool head_request)
@@ -113,10 +287,13 @@ static void response_head(const char *buf, size_t n, bool head_request)
     if (head_request || rs.status < 200 || rs.status == 204 || rs.status == 304) {
         FUZZ_CHECK(rs.framing == EGRESS_BODY_NONE);
     }
+    response_differ(buf, end, head_request, &rs);
 }
 
 struct sink {
     size_t bytes;
+    char *data; /* the decoded body, when kept (cap bytes at most) */
+    size_t cap;
 };
 
 static void sink_cb(void *ud, const char *data, size_t len)
@@ -124,7 +301,69 @@ static void sink_cb(void *ud, const char *data, size_t len)
     struct sink *s = ud;
     volatile char c = len ? data[len - 1] : 0; /* inside what was fed (ASan) */
     (void)c;
+    if (s->data) {
+        FUZZ_CHECK(s->bytes + len <= s->cap);
+        memcpy(s->data + s->bytes, data, len);
+    }
     s->bytes += len;
+}
+
+/* What http_parser made of a chunked request body. */
+struct hp_body {
+    char *data;
+    size_t len;
+    size_t cap;
+    bool complete;
+};
+
+static int hpb_body(http_parser *p, const char *at, size_t n)
+{
+    struct hp_body *v = p->data;
+    FUZZ_CHECK(v->len + n <= v->cap);
+    memcpy(v->data + v->len, at, n);
+    v->len += n;
+    return 0;
+}
+
+static int hpb_complete(http_parser *p)
+{
+    struct hp_body *v = p->data;
+    v->complete = true;
+    http_parser_pause(p, 1); /* execute returns the message's end */
+    return 0;
+}
+
+/* The proxy passes a chunked request body on as it frames it (fed: the bytes it passed; done:
+ * it found the end there). An upstream must not find the end earlier, or the rest would
+ * reach it as a second request; where both find it, at the same byte, with the same body. */
+static void chunked_differ(const char *buf, size_t n, bool done, size_t fed, const struct sink *s)
+{
+    static const char head[] = "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+    size_t hl = sizeof(head) - 1;
+    char *msg = malloc(hl + n + 1);
+    struct hp_body v = {malloc(n + 1), 0, n + 1, false};
+    FUZZ_CHECK(msg && v.data);
+    memcpy(msg, head, hl);
+    memcpy(msg + hl, buf, n);
+    http_parser_settings st;
+    memset(&st, 0, sizeof(st));
+    st.on_body = hpb_body;
+    st.on_message_complete = hpb_complete;
+    http_parser p;
+    http_parser_init(&p, HTTP_REQUEST);
+    p.data = &v;
+    size_t used = http_parser_execute(&p, &st, msg, hl + n);
+    if (v.complete) {
+        FUZZ_CHECK(used >= hl);
+        size_t end = used - hl; /* where the upstream finds the body's end */
+        FUZZ_CHECK(done ? end >= fed : end > fed);
+        if (done) {
+            FUZZ_CHECK(end == fed);
+            FUZZ_CHECK(v.len == s->bytes && memcmp(v.data, s->data, v.len) == 0);
+        }
+    }
+    free(v.data);
+    free(msg);
 }
 
 /* ctl: framing and piece size; the first 8 bytes of a length body are its length. */
@@ -140,7 +379,8 @@ static void body(uint8_t ctl, const char *buf, size_t n)
     }
     egress_body_init(&b, chunked ? EGRESS_BODY_CHUNKED : EGRESS_BODY_LENGTH, length);
     size_t piece = (size_t)(ctl >> 1) + 1;
-    struct sink s = {0};
+    struct sink s = {0, chunked ? malloc(n + 1) : NULL, n + 1};
+    FUZZ_CHECK(!chunked || s.data);
     size_t fed = 0;
     size_t off = 0;
     while (off < n) {
@@ -167,6 +407,10 @@ static void body(uint8_t ctl, const char *buf, size_t n)
             break;
         }
         off += k;
+    }
+    if (chunked) {
+        chunked_differ(buf, n, b.done, fed, &s);
+        free(s.data);
     }
 }
 
