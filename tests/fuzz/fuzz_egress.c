@@ -201,7 +201,9 @@ static void response_differ(const char *buf, size_t end, bool head_request,
     struct hp_view *v = malloc(sizeof(*v));
     FUZZ_CHECK(v != NULL);
     enum http_errno err = hp_run(HTTP_RESPONSE, buf, end, head_request, &p, v);
-    if (err == HPE_UNEXPECTED_CONTENT_LENGTH && (n_cl > 1 || n_te > 0)) {
+    bool defect = te_prefixed(rs->headers, rs->n_headers);
+    if ((err == HPE_UNEXPECTED_CONTENT_LENGTH && (n_cl > 1 || n_te > 0)) ||
+        (err != HPE_OK && defect)) {
         free(v);
         return;
     }
@@ -211,7 +213,7 @@ static void response_differ(const char *buf, size_t end, bool head_request,
     FUZZ_CHECK(v->n_fields == rs->n_headers);
     FUZZ_CHECK(p.http_major == 1 && p.http_minor == rs->version_minor);
     bool no_body = head_request || rs->status < 200 || rs->status == 204 || rs->status == 304;
-    if (!no_body && n_te == n_te_plain && n_te <= 1 && !te_prefixed(rs->headers, rs->n_headers)) {
+    if (!no_body && n_te == n_te_plain && n_te <= 1 && !defect) {
         enum egress_framing f = hp_framing(&p, true);
         if (f == EGRESS_BODY_LENGTH && p.content_length == 0) {
             f = EGRESS_BODY_NONE; /* Content-Length: 0 is no body to both */
