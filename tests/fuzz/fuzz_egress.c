@@ -3,15 +3,19 @@
  * The first input byte chooses the parser: request heads, response heads, chunked and
  * length-delimited bodies fed in pieces, authorities, hosts and allowlist entries, TLS
  * ClientHellos, the credential scrubber over a stream, and the rewrite of a task's
- * environment (a client's argv and env) with the proxy's variables. Each gets its input in a heap
- * block of its exact length (ASan sees any read past it). Checked besides memory safety:
- * what a parser returns points inside its input, a refusal says why, a body never yields
- * more than it was fed, and a scrubbed stream keeps its length and never shows the
- * secret, and a rewritten environment holds the client's strings and each proxy variable
- * exactly once. A head the proxy accepts is also read by http_parser (the parser most
- * upstream servers' lineage shares): both must see the same method, target, status, header
- * count and body framing, and where a chunked body ends and what it holds, or the proxy
- * and the server would disagree about where a message ends (request smuggling). */
+ * environment (a client's argv and env) with the proxy's variables. Each gets its input
+ * in a heap block of its exact length (ASan sees any read past it).
+ *
+ * Checked besides memory safety: what a parser returns points inside its input; a refusal
+ * says why; a body never yields more than it was fed; a scrubbed stream keeps its length
+ * and never shows the secret; a rewritten environment holds the client's strings and each
+ * proxy variable exactly once. And a head the proxy accepts is read again by http_parser
+ * (the parser much server code descends from): unless that refuses it (a server that
+ * refuses a request cannot have a second one smuggled in; http_parser refuses some the RFC
+ * allows, such as a tab after a Content-Length or repeated equal ones), both must see the
+ * same method, target, status, header count and body framing, and a chunked body must end
+ * at the same byte with the same content, or the proxy and the server would disagree about
+ * where a message ends (request smuggling). */
 #include <ctype.h>
 #include <errno.h>
 #include <http_parser.h>
@@ -150,12 +154,10 @@ static void request_differ(const char *buf, size_t end, const struct egress_requ
     http_parser p;
     struct hp_view *v = malloc(sizeof(*v));
     FUZZ_CHECK(v != NULL);
-    enum http_errno err = hp_run(HTTP_REQUEST, buf, end, false, &p, v);
-    if (err == HPE_INVALID_METHOD && rq->method_bit == 0 && !rq->is_connect) {
+    if (hp_run(HTTP_REQUEST, buf, end, false, &p, v) != HPE_OK) {
         free(v);
-        return; /* a method only the proxy parses: no route allows it */
+        return; /* refused upstream: nothing can be smuggled into it */
     }
-    FUZZ_CHECK(err == HPE_OK);
     FUZZ_CHECK(v->headers_done);
     FUZZ_CHECK(strcmp(http_method_str((enum http_method)p.method), rq->method) == 0);
     FUZZ_CHECK(v->url_len == rq->target_len && memcmp(v->url, rq->target, v->url_len) == 0);
@@ -178,21 +180,17 @@ static void request_differ(const char *buf, size_t end, const struct egress_requ
 }
 
 /* Where RFC 9112 lets a recipient read a response in more than one way and http_parser
- * 2.9 picks the other: it refuses repeated equal Content-Length fields (6.3: a recipient may
- * merge them, as the proxy does), refuses Content-Length beside Transfer-Encoding (the
- * latter wins, 6.3), and knows chunked only as a field's whole value (a list like "gzip,
+ * 2.9 picks the other: it knows chunked only as a field's whole value (a list like "gzip,
  * chunked" or ", chunked" is read until the close), besides te_prefixed's defect. The
  * proxy's reading of those is fixed by the unit tests; here they are compared no further
  * than both can go. */
 static void response_differ(const char *buf, size_t end, bool head_request,
                             const struct egress_response *rs)
 {
-    size_t n_cl = 0, n_te = 0, n_te_plain = 0;
+    size_t n_te = 0, n_te_plain = 0;
     for (size_t i = 0; i < rs->n_headers; i++) {
         const struct egress_header *h = &rs->headers[i];
-        if (egress_header_is(h, "content-length")) {
-            n_cl++;
-        } else if (egress_header_is(h, "transfer-encoding")) {
+        if (egress_header_is(h, "transfer-encoding")) {
             n_te++;
             n_te_plain += h->value_len == 7 && strncasecmp(h->value, "chunked", 7) == 0;
         }
@@ -200,14 +198,11 @@ static void response_differ(const char *buf, size_t end, bool head_request,
     http_parser p;
     struct hp_view *v = malloc(sizeof(*v));
     FUZZ_CHECK(v != NULL);
-    enum http_errno err = hp_run(HTTP_RESPONSE, buf, end, head_request, &p, v);
-    bool defect = te_prefixed(rs->headers, rs->n_headers);
-    if ((err == HPE_UNEXPECTED_CONTENT_LENGTH && (n_cl > 1 || n_te > 0)) ||
-        (err != HPE_OK && defect)) {
+    if (hp_run(HTTP_RESPONSE, buf, end, head_request, &p, v) != HPE_OK) {
         free(v);
         return;
     }
-    FUZZ_CHECK(err == HPE_OK);
+    bool defect = te_prefixed(rs->headers, rs->n_headers);
     FUZZ_CHECK(v->headers_done);
     FUZZ_CHECK(p.status_code == rs->status);
     FUZZ_CHECK(v->n_fields == rs->n_headers);
