@@ -248,20 +248,51 @@ void egress_scrub_init(struct egress_scrub *s, const char *secret, size_t len)
     s->keep = len - 1;
 }
 
+/* Stars in buf[0..len) the union of the occurrences of s's patterns that start before
+ * `starts`, found in the bytes as they are: an interval is starred only once the next
+ * occurrence begins past its end, so every match is made on bytes not yet starred. Returns
+ * where the last starred interval ends (0: none). */
+static size_t scrub_union(const struct egress_scrub *s, char *buf, size_t len, size_t starts)
+{
+    const char *next[2] = {NULL, NULL}; /* each pattern's next occurrence at or after pos */
+    bool none[2] = {false, false};
+    size_t pos = 0, lo = 0, hi = 0;
+    for (;;) {
+        size_t at = SIZE_MAX, end = 0;
+        for (size_t k = 0; k < s->n; k++) {
+            if (!none[k] && (!next[k] || next[k] < buf + pos)) {
+                next[k] = pos < len ? memmem(buf + pos, len - pos, s->pat[k], s->len[k]) : NULL;
+                none[k] = next[k] == NULL;
+            }
+            if (none[k]) {
+                continue;
+            }
+            size_t a = (size_t)(next[k] - buf);
+            if (a < at || (a == at && a + s->len[k] > end)) {
+                at = a;
+                end = a + s->len[k];
+            }
+        }
+        if (at == SIZE_MAX || at >= starts) {
+            break;
+        }
+        if (at < hi) {
+            hi = end > hi ? end : hi;
+        } else {
+            memset(buf + lo, '*', hi - lo);
+            lo = at;
+            hi = end;
+        }
+        pos = at + 1;
+    }
+    memset(buf + lo, '*', hi - lo);
+    return hi;
+}
+
 void egress_scrub_buf(const struct egress_scrub *s, char *buf, size_t len)
 {
-    for (size_t k = 0; k < s->n; k++) {
-        char *p = buf;
-        size_t left = len;
-        for (;;) {
-            char *hit = memmem(p, left, s->pat[k], s->len[k]);
-            if (!hit) {
-                break;
-            }
-            memset(hit, '*', s->len[k]);
-            left -= (size_t)(hit - p) + s->len[k];
-            p = hit + s->len[k];
-        }
+    if (s->n > 0) {
+        (void)scrub_union(s, buf, len, len);
     }
 }
 
@@ -272,17 +303,23 @@ size_t egress_scrub_feed(struct egress_scrub *s, const char *in, size_t n, bool 
     if (n > 0) {
         memcpy(out + s->held, in, n);
     }
+    size_t cover = s->cover;
     s->held = 0;
+    s->cover = 0;
     if (s->n == 0) {
         return total;
     }
-    egress_scrub_buf(s, out, total);
-    if (final) {
-        return total;
-    }
-    size_t keep = total < s->keep ? total : s->keep;
+    /* Occurrences that start in what goes out now end within total (keep is the longest
+     * pattern minus one); the rest start in the tail, which waits as it came. */
+    size_t keep = final ? 0 : (total < s->keep ? total : s->keep);
     size_t emit = total - keep;
     memcpy(s->hold, out + emit, keep);
     s->held = keep;
+    size_t hi = scrub_union(s, out, total, emit);
+    /* What an earlier occurrence covered of the held bytes; what is covered of the new
+     * tail, by it or by one found now. */
+    memset(out, '*', cover < total ? cover : total);
+    hi = cover > hi ? cover : hi;
+    s->cover = hi > emit ? hi - emit : 0;
     return emit;
 }

@@ -25,9 +25,12 @@
  * EGRESS_HELLO_MAX). */
 int egress_sni_parse(const uint8_t *buf, size_t len, char *host);
 
-/* Replaces every occurrence of a secret (and of its token part: what follows "Bearer ",
- * "Basic ", "token " ... when at least 8 bytes) with '*' of the same length, in a stream.
- * Bytes that could start an occurrence are held back until the next feed or the end. */
+/* Replaces every byte of every occurrence of a secret (and of its token part: what follows
+ * "Bearer ", "Basic ", "token " ... when at least 8 bytes) with '*', in a stream: the union
+ * of the occurrences in the bytes as they came, overlapping ones included, so that no part
+ * of either shows. Bytes that could start an occurrence are held back, as they came, until
+ * the next feed or the end; a stream scrubbed in any pieces equals the whole scrubbed at
+ * once. */
 struct egress_scrub {
     const char *pat[2];
     size_t len[2];
@@ -35,6 +38,7 @@ struct egress_scrub {
     size_t keep; /* the longest pattern minus one: bytes held back */
     char hold[EGRESS_SECRET_MAX];
     size_t held;
+    size_t cover; /* of the held bytes, the first ones an occurrence already seen covers */
 };
 
 /* secret (len <= EGRESS_SECRET_MAX, stays owned by the caller and must outlive s); NULL or

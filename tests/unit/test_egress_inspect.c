@@ -333,6 +333,42 @@ static void egress_scrub_feed__split_anywhere(void **state)
     }
 }
 
+/* Occurrences that overlap: a token part ending where the whole secret begins ("...B" then
+ * "Bearer ...B"), and a secret that overlaps itself. Every byte of each is starred, in any
+ * split; before, the whole secret was starred first and the token part before it, no longer
+ * matching, stayed readable but for its last byte. */
+static void egress_scrub_feed__overlapping_occurrences(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *secret;
+        const char *in;
+        const char *want;
+    } cases[] = {
+        {"Bearer abcdefgB", "<abcdefgBearer abcdefgB>", "<**********************>"},
+        {"token aaaaaaaa", "[aaaaaaaaaa]", "[**********]"},
+        {"xyxyxyxy", "-xyxyxyxyxy-xyxyxyx-", "-**********-xyxyxyx-"},
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        char out[128];
+        char whole[128];
+        size_t n = strlen(cases[i].in);
+        for (size_t chunk = 1; chunk <= n; chunk++) {
+            struct egress_scrub s;
+            size_t got;
+            egress_scrub_init(&s, cases[i].secret, strlen(cases[i].secret));
+            scrub_all(&s, cases[i].in, chunk, out, &got);
+            assert_int_equal(got, n);
+            assert_string_equal(out, cases[i].want);
+        }
+        struct egress_scrub s;
+        egress_scrub_init(&s, cases[i].secret, strlen(cases[i].secret));
+        memcpy(whole, cases[i].in, n + 1);
+        egress_scrub_buf(&s, whole, n);
+        assert_string_equal(whole, cases[i].want);
+    }
+}
+
 static void egress_scrub_feed__holds_back_only_a_possible_start(void **state)
 {
     (void)state;
@@ -519,6 +555,7 @@ int main(void)
         cmocka_unit_test(egress_sni_parse__not_tls),
         cmocka_unit_test(egress_sni_parse__lengths_are_checked),
         cmocka_unit_test(egress_scrub_feed__split_anywhere),
+        cmocka_unit_test(egress_scrub_feed__overlapping_occurrences),
         cmocka_unit_test(egress_scrub_feed__holds_back_only_a_possible_start),
         cmocka_unit_test(egress_scrub_buf__short_token_part_is_not_a_pattern),
         cmocka_unit_test(egress_scrub__without_secret_passes_through),
