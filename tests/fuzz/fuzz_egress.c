@@ -182,9 +182,9 @@ static void request_differ(const char *buf, size_t end, const struct egress_requ
 
 /* Where RFC 9112 lets a recipient read a response in more than one way and http_parser
  * 2.9 picks the other: it knows chunked only as a field's whole value (a list like "gzip,
- * chunked" or ", chunked" is read until the close), besides te_prefixed's defect. The
- * proxy's reading of those is fixed by the unit tests; here they are compared no further
- * than both can go. */
+ * chunked" or ", chunked", or "chunked" and a tab, is read until the close), besides
+ * te_prefixed's defect. The proxy's reading of those is fixed by the unit tests; here
+ * they are compared no further than both can go. */
 static void response_differ(const char *buf, size_t end, bool head_request,
                             const struct egress_response *rs)
 {
@@ -193,7 +193,11 @@ static void response_differ(const char *buf, size_t end, bool head_request,
         const struct egress_header *h = &rs->headers[i];
         if (egress_header_is(h, "transfer-encoding")) {
             n_te++;
-            n_te_plain += h->value_len == 7 && strncasecmp(h->value, "chunked", 7) == 0;
+            /* "chunked" alone, with at most a space before and nothing after (http_parser
+             * does not trim a tab). */
+            n_te_plain += h->value_len == 7 && strncasecmp(h->value, "chunked", 7) == 0 &&
+                          h->value[7] == '\r' &&
+                          (h->value[-1] == ':' || (h->value[-1] == ' ' && h->value[-2] == ':'));
         }
     }
     http_parser p;
