@@ -811,6 +811,21 @@ void egress_body_init(struct egress_body *b, enum egress_framing framing, uint64
     b->done = framing == EGRESS_BODY_NONE || (framing == EGRESS_BODY_LENGTH && length == 0);
 }
 
+/* The state after byte c in a trailer line (CS_TRAILER: at its start), or -1 when c has no
+ * place there: a field name of token characters, ':', a value of field bytes, CR; or, at
+ * the start, the CR of the final empty line. */
+static int trailer_next(int state, char c)
+{
+    switch (state) {
+    case CS_TRAILER:
+        return c == '\r' ? CS_END_LF : is_token_char(c) ? CS_TRAILER_NAME : -1;
+    case CS_TRAILER_NAME:
+        return c == ':' ? CS_TRAILER_VALUE : is_token_char(c) ? CS_TRAILER_NAME : -1;
+    default: /* CS_TRAILER_VALUE */
+        return c == '\r' ? CS_TRAILER_LF : value_byte_ok((unsigned char)c) ? CS_TRAILER_VALUE : -1;
+    }
+}
+
 static int chunked_feed(struct egress_body *b, const char *in, size_t n, size_t *ret_used,
                         egress_data_cb emit, void *ud)
 {
@@ -893,40 +908,16 @@ static int chunked_feed(struct egress_body *b, const char *in, size_t n, size_t 
          * ends the body for lenient upstreams (http_parser among them) while a laxer proxy
          * would read on: what follows would reach the upstream as a second request. */
         case CS_TRAILER:
-            if (c == '\r') {
-                b->state = CS_END_LF;
-            } else if (is_token_char(c)) {
-                b->state = CS_TRAILER_NAME;
-            } else {
-                return -EINVAL;
-            }
-            if (++b->line > CHUNK_TRAILER_MAX) {
-                return -EINVAL;
-            }
-            i++;
-            break;
         case CS_TRAILER_NAME:
-            if (c == ':') {
-                b->state = CS_TRAILER_VALUE;
-            } else if (!is_token_char(c)) {
+        case CS_TRAILER_VALUE: {
+            int next = trailer_next(b->state, c);
+            if (next < 0 || ++b->line > CHUNK_TRAILER_MAX) {
                 return -EINVAL;
             }
-            if (++b->line > CHUNK_TRAILER_MAX) {
-                return -EINVAL;
-            }
+            b->state = next;
             i++;
             break;
-        case CS_TRAILER_VALUE:
-            if (c == '\r') {
-                b->state = CS_TRAILER_LF;
-            } else if (!value_byte_ok((unsigned char)c)) {
-                return -EINVAL;
-            }
-            if (++b->line > CHUNK_TRAILER_MAX) {
-                return -EINVAL;
-            }
-            i++;
-            break;
+        }
         case CS_TRAILER_LF:
             if (c != '\n') {
                 return -EINVAL;
