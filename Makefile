@@ -189,14 +189,17 @@ $(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h
 	@[ -n "$(Q)" ] && echo "  FUZZ $@ (replay)" || true
 	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(FUZZ_LIBS) $(FUZZ_$*_LIBS) -lm
 
-# libFuzzer with ASan and UBSan (clang): FUZZ_SECONDS per target (default 60), FUZZ names
-# some (default: all); FUZZ_MERGE=1 adds what was found to the committed corpus, minimized.
+# libFuzzer with ASan and UBSan (clang, installed when missing, as lint's tools are):
+# FUZZ_SECONDS per target (default 60), FUZZ names some (default: all); FUZZ_MERGE=1 adds
+# what was found to the committed corpus, minimized.
 FUZZ_BUILD ?= build-fuzz
 FUZZ ?= $(FUZZ_NAMES)
 FUZZ_CFLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer \
                -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
                -iquote daemon -iquote $(BUILD)
+FUZZ_PKGS := clang libclang-rt-14-dev
 fuzz: deps
+	@$(call apt_install,fuzz,$(FUZZ_PKGS))
 	$(Q)$(MAKE) --no-print-directory $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ))
 	$(Q)sh tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ)
 
