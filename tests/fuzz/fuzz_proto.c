@@ -4,7 +4,8 @@
  * rpc.c does: the first parameter, typed lookups, strings copied out, the method packed
  * back as text. Checked: no read outside what the reader owns (ASan), no undefined
  * behaviour (UBSan), the reader's contract (an error says why; after a fatal error it is
- * never asked again), and text packed for a client is valid UTF-8 whatever it quotes.
+ * never asked again), that it splits the stream into messages where msgpack-c does, and
+ * that text packed for a client is valid UTF-8 whatever it quotes.
  * The first input byte chooses the size of the reads and of the message cap. */
 #include <errno.h>
 #include <msgpack.h>
@@ -126,6 +127,25 @@ static void use(const struct proto_msg *m)
     }
 }
 
+/* Where msgpack-c itself finds each message's end in the whole stream, up to the first it
+ * cannot decode or complete: fills ends[] (at most max) and returns how many. */
+static size_t reference_ends(const uint8_t *data, size_t size, size_t *ends, size_t max)
+{
+    size_t n = 0, off = 0;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    while (n < max && off < size) {
+        msgpack_unpack_return r = msgpack_unpack_next(&u, (const char *)data, size, &off);
+        if (r == MSGPACK_UNPACK_SUCCESS || r == MSGPACK_UNPACK_EXTRA_BYTES) {
+            ends[n++] = off;
+            continue;
+        }
+        break;
+    }
+    msgpack_unpacked_destroy(&u);
+    return n;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) {
@@ -141,10 +161,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(proto_reader_new(max_msg, &rd) == 0);
     size_t off = 0;
     bool dead = false;
+    bool too_big = false; /* stopped by the cap */
+    /* Where each message the reader gave out ended, in the stream. */
+    enum { ENDS_MAX = 4096 };
+    size_t *ends = malloc(ENDS_MAX * sizeof(*ends));
+    FUZZ_CHECK(ends != NULL);
+    size_t n_ends = 0;
     while (off < size && !dead) {
         char *buf = NULL;
         size_t len = 0;
         if (proto_reader_buffer(rd, piece, &buf, &len) < 0) {
+            too_big = true;
             break; /* the pending message is over the cap: the connection closes */
         }
         FUZZ_CHECK(buf != NULL && len >= piece);
@@ -157,6 +184,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             memset(&m, 0, sizeof(m));
             struct err e = ERR_INIT;
             int r = proto_reader_next(rd, &m, &e);
+            if ((r == 1 || r == -EPROTO) && n_ends < ENDS_MAX) {
+                ends[n_ends++] = off - proto_reader_pending(rd);
+            }
             if (r == 1) {
                 FUZZ_CHECK(m.type == PROTO_REQUEST || m.type == PROTO_RESPONSE ||
                            m.type == PROTO_NOTIFY);
@@ -174,11 +204,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 continue;
             }
             FUZZ_CHECK(r == -EMSGSIZE || r == -EBADMSG);
+            too_big = r == -EMSGSIZE;
             dead = true;
             break;
         }
     }
-    (void)proto_reader_pending(rd);
+    /* The reader splits the stream where msgpack-c does: every message it gave out ends
+     * where msgpack-c's does, and short of a fatal error (the depth bound, bytes that are
+     * not msgpack) it gave out every message msgpack-c finds. (Where msgpack-c gives up on
+     * a message the reader may still wait for its next byte: an ext32 header claiming
+     * 0xffffffff bytes overflows msgpack-c's count, the reader refuses it for the cap a
+     * byte later.) Not past the cap: there msgpack-c would allocate what a header claims
+     * (the reader refuses before). */
+    size_t *want = malloc(ENDS_MAX * sizeof(*want));
+    FUZZ_CHECK(want != NULL);
+    size_t n_want = too_big ? 0 : reference_ends(data, size, want, ENDS_MAX);
+    if (!too_big && n_ends < ENDS_MAX && n_want < ENDS_MAX) {
+        FUZZ_CHECK(n_ends <= n_want);
+        FUZZ_CHECK(n_ends == 0 || memcmp(ends, want, n_ends * sizeof(*ends)) == 0);
+        bool stopped = dead || off < size;
+        FUZZ_CHECK(stopped || n_ends == n_want);
+    }
+    free(want);
+    free(ends);
     proto_reader_free(rd);
     return 0;
 }
