@@ -153,8 +153,10 @@ $(BUILD)/probe: tests/helpers/probe.c
 # TEST_<module>_EXTRA names more sources (proto.c when a test needs it).
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
-TEST_config_EXTRA := $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
-TEST_seccomp_EXTRA := $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
+# What reading YAML (the embedded files, a file from disk, the node tree) takes.
+YAML_SRCS := $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
+TEST_config_EXTRA := $(YAML_SRCS)
+TEST_seccomp_EXTRA := $(YAML_SRCS)
 TEST_hist_EXTRA := loadtest/hist.c
 TEST_cgroup_EXTRA := daemon/cgroup_v1.c daemon/cgroup_v2.c
 TEST_outcap_EXTRA :=
@@ -171,8 +173,8 @@ FUZZ_NAMES := proto egress config seccomp
 FUZZ_proto_SRCS := daemon/proto.c
 FUZZ_egress_SRCS := daemon/egress_parse.c daemon/egress_inspect.c
 FUZZ_egress_LIBS := $(HTTP_PARSER_LIBS)
-FUZZ_config_SRCS := daemon/config.c $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
-FUZZ_seccomp_SRCS := daemon/seccomp.c $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
+FUZZ_config_SRCS := daemon/config.c $(YAML_SRCS)
+FUZZ_seccomp_SRCS := daemon/seccomp.c $(YAML_SRCS)
 FUZZ_REPLAYS := $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZ_NAMES))
 FUZZ_LIBS = $(shell pkg-config --libs msgpack yaml-0.1 libseccomp)
 unit-bins: $(UNIT_BINS) $(FUZZ_REPLAYS)

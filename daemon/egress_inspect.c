@@ -254,17 +254,19 @@ void egress_scrub_init(struct egress_scrub *s, const char *secret, size_t len)
  * where the last starred interval ends (0: none). */
 static size_t scrub_union(const struct egress_scrub *s, char *buf, size_t len, size_t starts)
 {
-    const char *next[2] = {NULL, NULL}; /* each pattern's next occurrence at or after pos */
-    bool none[2] = {false, false};
+    /* Each pattern's next occurrence at or after pos; NULL: no more. */
+    const char *next[2] = {NULL, NULL};
+    for (size_t k = 0; k < s->n; k++) {
+        next[k] = memmem(buf, len, s->pat[k], s->len[k]);
+    }
     size_t pos = 0, lo = 0, hi = 0;
     for (;;) {
         size_t at = SIZE_MAX, end = 0;
         for (size_t k = 0; k < s->n; k++) {
-            if (!none[k] && (!next[k] || next[k] < buf + pos)) {
+            if (next[k] && next[k] < buf + pos) {
                 next[k] = pos < len ? memmem(buf + pos, len - pos, s->pat[k], s->len[k]) : NULL;
-                none[k] = next[k] == NULL;
             }
-            if (none[k]) {
+            if (!next[k]) {
                 continue;
             }
             size_t a = (size_t)(next[k] - buf);
