@@ -160,6 +160,7 @@ TEST_seccomp_EXTRA := $(YAML_SRCS)
 TEST_hist_EXTRA := loadtest/hist.c
 TEST_cgroup_EXTRA := daemon/cgroup_v1.c daemon/cgroup_v2.c
 TEST_outcap_EXTRA :=
+TEST_idslot_EXTRA :=
 TEST_workq_EXTRA := daemon/loopwake.c
 TEST_audit_EXTRA := daemon/audit_writer.c daemon/scrub.c daemon/audit_query.c daemon/proto.c daemon/loopwake.c
 TEST_scrub_EXTRA :=

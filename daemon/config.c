@@ -75,6 +75,7 @@ enum config_mark {
     CM_USERNS_ENABLED,
     CM_USERNS_BASE,
     CM_USERNS_COUNT,
+    CM_USERNS_SLOTS,
     CM_EGRESS,
     CM_EGRESS_PORT,
     CM_EGRESS_PROFILES,
@@ -201,6 +202,7 @@ static const struct field userns_fields[] = {
     FIELD("enabled", T_BOOL, CM_USERNS_ENABLED, 0, TOP(c.userns)),
     RANGE("host_id_base", T_U32, CM_USERNS_BASE, TOP(c.userns_base), 0, UINT32_MAX),
     RANGE("id_count", T_U32, CM_USERNS_COUNT, TOP(c.userns_count), 0, UINT32_MAX),
+    RANGE("slots", T_U32, CM_USERNS_SLOTS, TOP(c.userns_slots), 1, CONFIG_USERNS_SLOTS_MAX),
     END,
 };
 
@@ -1826,8 +1828,9 @@ static void config_defaults(struct config *c)
         .cgroup_name = xstrdup("sbxd"),
         .cgroup_require_limits = true,
         .userns = true,
-        .userns_base = 100000,
+        .userns_base = CONFIG_USERNS_BASE,
         .userns_count = 65536,
+        .userns_slots = 1024,
         .egress_port = 3128,
         .token_max_ttl_ns = 3600ULL * 1000000000ULL,
         .token_default_ttl_ns = 900ULL * 1000000000ULL,
@@ -1937,9 +1940,12 @@ static int config_check_globals(const struct config *c, const struct mark *m, st
                         "'userns.id_count' must be at least 1");
         }
         /* (uid_t)-1 is no id, so the last mapped id stays below it. */
-        if ((uint64_t)c->userns_base + c->userns_count > (uint64_t)UINT32_MAX) {
-            return fail(e, f, mark_pick(m, CM_USERNS_COUNT, CM_USERNS_BASE),
-                        "'userns.host_id_base' + 'userns.id_count' must not exceed %u", UINT32_MAX);
+        if ((uint64_t)c->userns_base + (uint64_t)c->userns_count * c->userns_slots >
+            (uint64_t)UINT32_MAX) {
+            return fail(e, f, mark_pick(m, CM_USERNS_SLOTS, CM_USERNS_BASE),
+                        "'userns.host_id_base' + 'userns.id_count' * 'userns.slots' must not "
+                        "exceed %u",
+                        UINT32_MAX);
         }
     }
     if (c->token_default_ttl_ns > c->token_max_ttl_ns) {
@@ -1977,6 +1983,19 @@ static int config_check_cross(const struct config *c, const struct mark *cm,
         if (c->userns && p->gid >= c->userns_count) {
             return fail(e, p->file, mark_pick(m, PM_GID, PM_UID),
                         "'gid' (%u) must be below userns.id_count (%u)", p->gid, c->userns_count);
+        }
+    }
+    if (c->userns) {
+        /* Each live sandbox holds a block of host ids: the pools' sandboxes at once must fit
+         * (sbxd waits for a block when dying ones still hold them). */
+        uint64_t sum = 0;
+        for (size_t i = 0; i < c->n_pools; i++) {
+            sum += c->pools[i].max;
+        }
+        if (sum > c->userns_slots) {
+            return fail(e, c->source, mark_pick(cm, CM_USERNS_SLOTS, CM_USERNS),
+                        "the pools' max add up to %llu sandboxes, more than userns.slots (%u)",
+                        (unsigned long long)sum, c->userns_slots);
         }
     }
     if (!config_find_pool(c, c->default_pool)) {

@@ -10,6 +10,13 @@
 #include "err.h"
 #include "log.h"
 
+/* The default first host id of the sandboxes' blocks (userns.host_id_base): above systemd's
+ * range for containers (0x00080000-0x6fffffff) and the /etc/subuid ranges handed to users
+ * (100000 on), below 2^31, which some tools read as negative. With the default 1024 blocks of
+ * 65536 ids the sandboxes use host ids 0x70000000-0x73ffffff. */
+#define CONFIG_USERNS_BASE 0x70000000u
+#define CONFIG_USERNS_SLOTS_MAX 65536u
+
 struct pool_config {
     char *name;              /* [a-z0-9_-]{1,32}, from the file's `name:` */
     char *file;              /* where it came from (for messages) */
@@ -96,9 +103,12 @@ struct config {
     char *cgroup_name;          /* subtree name; default "sbxd" */
     bool cgroup_require_limits; /* refuse to start without memory, cpu and pids; default true */
 
-    bool userns;           /* default true */
-    uint32_t userns_base;  /* first host id of the map; default 100000 */
+    bool userns; /* default true */
+    /* Sandbox k of the userns_slots alive at once maps its ids 0..userns_count-1 to host
+     * ids userns_base + k * userns_count.., and that base id owns its user namespace. */
+    uint32_t userns_base;  /* default CONFIG_USERNS_BASE */
     uint32_t userns_count; /* default 65536 */
+    uint32_t userns_slots; /* default 1024 */
 
     struct pool_config *pools;
     size_t n_pools;

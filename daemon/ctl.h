@@ -130,6 +130,9 @@ struct ctl_spawn {
     uint32_t type; /* CTL_SPAWN */
     uint32_t flags;
     uint32_t n_attach; /* <= CTL_SPAWN_ATTACH_MAX */
+    /* The host uid that creates, and so owns, the sandbox's user namespace: its root's (the
+     * first id of its block), never 0 (sys.h, sys_owner_begin). */
+    uint32_t owner;
 };
 
 struct ctl_task {

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "idslot.h"
+
 struct config;
 struct cgroup_root;
 struct pool;
@@ -26,6 +28,7 @@ struct daemon {
     struct cgroup_root *cg_root;
     struct seccomp_set *seccomp;
     struct netns_pool *netns; /* recycled network namespaces (NULL: one per sandbox) */
+    struct idslots ids;       /* host id blocks, one per live sandbox (with userns) */
     struct workq *workq;      /* the threads that create and remove sandboxes */
     char *init_path;
     struct pool **pools;

@@ -1228,6 +1228,9 @@ static int init_zygote_child(void *arg)
     in->ctl = CTL_FD;
     in->from_zygote = true;
     in->image_fd = -1;
+    /* Our copy of the zygote's memory was made while it ran as the namespace's owner, which
+     * set its dumpable flag to the host's suid_dumpable: init stays undumpable (main). */
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     /* Our own group, as any init leads one (sbxd renices it as a whole); in the zygote's
      * session, which has no terminal: a new session would cost a scheduler autogroup too,
      * and the task gets one of its own (setsid) anyway. */
@@ -1241,7 +1244,7 @@ static int init_zygote_child(void *arg)
  * and the child is sbxd's (CLONE_PARENT), placed in its cgroup by the kernel when the
  * cgroup's fd came (v2). Returns the pid, with its pidfd in *pidfd, or -errno with e. */
 static pid_t init_zygote_fork(struct init *in, int self_net, const int *fds, uint32_t flags,
-                              int *pidfd, struct err *e)
+                              uid_t owner, int *pidfd, struct err *e)
 {
     struct init_zygote_arg arg = {in, fds[0]};
     int netns = (flags & CTL_SPAWN_NETNS) ? fds[1] : -1;
@@ -1261,10 +1264,18 @@ static pid_t init_zygote_fork(struct init *in, int self_net, const int *fds, uin
     } else if (setns(netns, CLONE_NEWNET) < 0) {
         return err_set(e, -errno, "join the sandbox's network namespace");
     }
-    pid_t pid = sys_clone3_run(&args, init_zygote_child, &arg);
-    /* SECURITY: the zygote never stays in a sandbox's network namespace. */
-    if (netns >= 0 && setns(self_net, CLONE_NEWNET) < 0) {
+    /* The sandbox's own root owns its user namespace, not the host's (sys.h). */
+    struct sys_owner saved;
+    int r = sys_owner_begin(owner, &saved);
+    pid_t pid = r < 0 ? r : sys_clone3_run(&args, init_zygote_child, &arg);
+    /* SECURITY: the zygote never goes on as another euid, nor in a sandbox's network
+     * namespace (setns needs the capabilities that euid 0 brings back). */
+    if ((r == 0 && sys_owner_end(&saved) < 0) ||
+        (netns >= 0 && setns(self_net, CLONE_NEWNET) < 0)) {
         _exit(1);
+    }
+    if (r < 0) {
+        return err_set(e, r, "become the owner of the user namespace");
     }
     if (pid < 0) {
         return err_set(e, pid, "clone3");
@@ -1310,7 +1321,7 @@ static void init_zygote_serve(struct init *in, int self_net)
         r = err_set(&e, (int)n, "receive spawn");
     } else if ((size_t)n != sizeof(*sp) || sp->magic != CTL_MAGIC || sp->type != CTL_SPAWN ||
                (sp->flags & ~(CTL_SPAWN_CGROUP | CTL_SPAWN_NETNS)) != 0 ||
-               sp->n_attach > CTL_SPAWN_ATTACH_MAX) {
+               sp->n_attach > CTL_SPAWN_ATTACH_MAX || sp->owner == 0) {
         r = err_setx(&e, -EPROTO, "bad spawn packet");
     } else {
         first_attach = 1u + !!(sp->flags & CTL_SPAWN_CGROUP) + !!(sp->flags & CTL_SPAWN_NETNS);
@@ -1319,7 +1330,7 @@ static void init_zygote_serve(struct init *in, int self_net)
         }
     }
     int pidfd = -1;
-    pid_t pid = r < 0 ? r : init_zygote_fork(in, self_net, fds, sp->flags, &pidfd, &e);
+    pid_t pid = r < 0 ? r : init_zygote_fork(in, self_net, fds, sp->flags, sp->owner, &pidfd, &e);
     struct ctl_event ev;
     memset(&ev, 0, sizeof(ev));
     if (pid > 0 && init_zygote_attach(pid, fds + first_attach, sp->n_attach, &e) < 0) {
@@ -1365,12 +1376,14 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
             r = err_set(&e, r, "map the task child's stack");
         }
     }
-    /* SECURITY: from here the zygote only joins network namespaces (CAP_SYS_ADMIN) and
-     * forks into new user namespaces (which needs no capability: each sandbox gets a full
-     * set in its own namespace, and none in ours). Everything else goes, and it never
-     * executes anything. */
+    /* SECURITY: from here the zygote only joins network namespaces (CAP_SYS_ADMIN), takes
+     * the euid of each sandbox's root for its clone3, so that the sandbox's user namespace
+     * is that id's and not the host root's (CAP_SETUID; sys_owner_begin), and forks into
+     * new user namespaces (which needs no capability: each sandbox gets a full set in its
+     * own namespace, and none in ours). Everything else goes, and it never executes
+     * anything. */
     if (r == 0) {
-        r = init_child_capset(1u << CAP_SYS_ADMIN);
+        r = init_child_capset((1u << CAP_SYS_ADMIN) | (1u << CAP_SETUID));
         if (r == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
             r = -errno;
         }

@@ -91,6 +91,11 @@ void daemon_refill(struct daemon *d)
                     continue;
                 }
                 if (pool_wanted(p) > 0) {
+                    if (d->cfg->userns && d->ids.used == d->ids.slots) {
+                        /* Every block of host ids is held (dying sandboxes still hold
+                         * theirs): sandbox_free refills when one comes back. */
+                        return;
+                    }
                     sandbox_create(d, p);
                     progress = true;
                 }
@@ -438,6 +443,7 @@ static char *subtree_name(const struct config *c)
 static void free_daemon_parts(struct daemon *d, struct image *images)
 {
     d->netns = netns_pool_free(d->netns);
+    idslots_free(&d->ids);
     d->cg_root = cgroup_root_free(d->cg_root);
     free(d->pools);
     d->pools = NULL;
@@ -695,6 +701,9 @@ int main(int argc, char **argv)
     }
     if (cfg->netns_recycle) {
         (void)netns_pool_new(netns_keep, &d->netns, &e);
+    }
+    if (cfg->userns) {
+        idslots_init(&d->ids, cfg->userns_base, cfg->userns_count, cfg->userns_slots);
     }
     /* What a previous sbxd with this state dir left, before any pool fills. */
     if (reaper_startup(d, &e) < 0) {

@@ -800,7 +800,7 @@ static void m_stats(struct conn *c, uint32_t msgid, const msgpack_object *args)
     msgpack_sbuffer sb;
     msgpack_packer pk;
     begin_ok(&sb, &pk, msgid);
-    msgpack_pack_map(&pk, 4);
+    msgpack_pack_map(&pk, 5);
     proto_pack_kv_u64(&pk, "sandboxes_live", d->live_sandboxes);
     proto_pack_kv_u64(&pk, "tasks_running", d->running_tasks);
     proto_pack_kv_bool(&pk, "netns_recycling", d->netns != NULL);
@@ -809,6 +809,11 @@ static void m_stats(struct conn *c, uint32_t msgid, const msgpack_object *args)
     proto_pack_kv_u64(&pk, "created", ns.created);
     proto_pack_kv_u64(&pk, "reused", ns.reused);
     proto_pack_kv_u64(&pk, "dropped", ns.dropped);
+    /* Blocks of host ids (idslot.h): 0 of 0 without user namespaces. */
+    proto_pack_cstr(&pk, "host_id_blocks");
+    msgpack_pack_map(&pk, 2);
+    proto_pack_kv_u64(&pk, "held", d->ids.used);
+    proto_pack_kv_u64(&pk, "total", d->ids.slots);
     finish(c, &sb);
 }
 

@@ -82,7 +82,7 @@ static void sandbox_plan(const struct sandbox *sb, int ctl_fd, struct spawn_plan
     *plan = (struct spawn_plan){
         .init_path = d->init_path,
         .userns = d->cfg->userns,
-        .host_id_base = d->cfg->userns_base,
+        .host_id_base = sb->has_ids ? idslots_base(&d->ids, sb->ids) : 0,
         .id_count = d->cfg->userns_count,
         .cg = sb->cg,
         .ctl_fd = ctl_fd,
@@ -214,6 +214,10 @@ static void sandbox_free(struct sandbox *sb)
     sb->proxy_fd = fd_close(sb->proxy_fd);
     sb->pidfd = fd_close(sb->pidfd);
     netns_ref_close(&sb->netns); /* remove_work gives it back; else unused */
+    if (sb->has_ids) {
+        /* Every process that ran with them is gone: init is reaped, its cgroup empty. */
+        idslots_put(&d->ids, sb->ids);
+    }
     pool_sandbox_state(p, sb, SB_DEAD);
     p->n_state[SB_DEAD]--; /* freed: it no longer counts at all */
     d->live_sandboxes--;
@@ -282,6 +286,11 @@ static void remove_done(struct workq_job *w)
     if (sb->cg && sb->work_r < 0) {
         log_error("sb=%s msg=\"cgroup not removed, leaking it\" detail=\"%s\"", sb->id,
                   err_msg(&sb->work_err));
+        if (sb->work_r == -EBUSY && sb->has_ids) {
+            /* Something of it still runs with its host ids: no other sandbox gets them. */
+            log_error("sb=%s msg=\"its block of host ids stays held\"", sb->id);
+            sb->has_ids = false;
+        }
     }
     if (sb->cg_reserved) {
         /* Kept even when a drain began since: pool_close removes the spares. */
@@ -582,6 +591,8 @@ void sandbox_create(struct daemon *d, struct pool *p)
     p->n_state[SB_CREATING]++;
     d->creating++;
     d->live_sandboxes++;
+    /* daemon_refill makes sure there is a block. */
+    sb->has_ids = d->cfg->userns && idslots_take(&d->ids, &sb->ids);
     /* A dead sandbox's emptied cgroup when there is one (the reaper tracks it already),
      * else a new one named after this sandbox, tracked before it exists: the leak sweep
      * relies on it. */

@@ -47,6 +47,8 @@ struct sandbox {
     bool cg_reserved; /* pool_reserve_spare said yes: the cgroup is reset, not removed */
     bool cg_reset_ok; /* it was reset (by the loop, or on a worker when it was busy) */
     bool cg_kept;     /* it went back to the pool: still tracked by the reaper */
+    bool has_ids;     /* holds block ids of the daemon's host ids (userns) */
+    uint32_t ids;
     pid_t pid;
     int pidfd;
     uint32_t task_pid; /* the task's pid in the sandbox, from CTL_READY */

@@ -101,6 +101,10 @@ static int spawn_check_plan(const struct spawn_plan *plan, struct err *e)
         return err_setx(e, -EINVAL, "a zygote has no user namespace, cgroup or joined netns");
     }
     if (plan->userns) {
+        /* SECURITY: host id 0 would own the namespace (and be its root): the host's root. */
+        if (plan->host_id_base == 0) {
+            return err_setx(e, -EINVAL, "no block of host ids for the user namespace");
+        }
         /* The kernel refuses maps that reach (uid_t)-1; catch it with a clear message. */
         if (plan->id_count == 0 || plan->host_id_base > UINT32_MAX - plan->id_count) {
             return err_setx(e, -EINVAL, "bad id map: base %u count %u", plan->host_id_base,
@@ -277,7 +281,25 @@ int spawn_sandbox(const struct spawn_plan *plan, struct spawn_result *ret, struc
             return err_set(e, r, "join network namespace");
         }
     }
+    /* The sandbox's own root (its block's first host id) owns its user namespace, not the
+     * host's root (sys.h): only this thread's credentials change, around clone3. */
+    struct sys_owner owner;
+    if (plan->userns) {
+        r = sys_owner_begin(plan->host_id_base, &owner);
+        if (r < 0) {
+            if (self_net >= 0 && setns(self_net, CLONE_NEWNET) < 0) {
+                abort();
+            }
+            (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+            spawn_stack_free(&stack);
+            return err_set(e, r, "become the owner of the user namespace");
+        }
+    }
     pid_t pid = sys_clone3_run(&args, child_run, &cp);
+    if (plan->userns && sys_owner_end(&owner) < 0) {
+        /* SECURITY: this worker must never go on with another euid than sbxd's. */
+        abort();
+    }
     if (self_net >= 0 && setns(self_net, CLONE_NEWNET) < 0) {
         /* SECURITY: this worker must never go on inside a sandbox's network namespace. */
         abort();

@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -206,6 +207,32 @@ int sys_setgroups_empty(void)
 int sys_setresuid(uid_t r, uid_t e, uid_t s)
 {
     return (int)raw3(__NR_setresuid, r, e, s);
+}
+
+int sys_owner_begin(uid_t owner, struct sys_owner *saved)
+{
+    saved->dumpable = (int)raw2(__NR_prctl, PR_GET_DUMPABLE, 0);
+    int r = sys_setresuid((uid_t)-1, owner, (uid_t)-1);
+    if (r < 0) {
+        return r;
+    }
+    /* setfsuid reports no error: the kernel answers a refused change with the old value,
+     * so the new one is read back (-1 changes nothing). */
+    (void)raw1(__NR_setfsuid, 0);
+    if ((uid_t)raw1(__NR_setfsuid, (uid_t)-1) != 0) {
+        (void)sys_owner_end(saved);
+        return -EPERM;
+    }
+    return 0;
+}
+
+int sys_owner_end(const struct sys_owner *saved)
+{
+    int r = sys_setresuid((uid_t)-1, 0, (uid_t)-1);
+    if (r == 0 && (saved->dumpable == 0 || saved->dumpable == 1)) {
+        r = (int)raw2(__NR_prctl, PR_SET_DUMPABLE, saved->dumpable);
+    }
+    return r;
 }
 
 int sys_setresgid(gid_t r, gid_t e, gid_t s)

@@ -98,6 +98,20 @@ int sys_sigprocmask(int how, const sigset_t *set, sigset_t *old);
 int sys_setgroups_empty(void);
 int sys_setresuid(uid_t r, uid_t e, uid_t s);
 int sys_setresgid(gid_t r, gid_t e, gid_t s);
+/* SECURITY: a user namespace is owned by the euid that creates it, and the kernel charges
+ * the per-user limits of everything in it (inotify instances and watches, POSIX queue
+ * bytes, pending signals) to that owner as well as inside. So that a sandbox spends its own
+ * budget and never the host root's, a root task about to clone3 one becomes its owner
+ * first: euid owner, fsuid kept 0 (file permission checks such as CLONE_INTO_CGROUP's stay
+ * root's); the effective capabilities are gone meanwhile. Needs CAP_SETUID and ruid 0.
+ * Returns 0, or -errno with nothing changed. */
+struct sys_owner {
+    int dumpable; /* PR_GET_DUMPABLE before: a change of euid resets it */
+};
+int sys_owner_begin(uid_t owner, struct sys_owner *saved);
+/* Back to euid 0, and with it the effective capabilities (ruid 0 allows it without any) and
+ * the dumpable flag. Returns 0 or -errno. */
+int sys_owner_end(const struct sys_owner *saved);
 /* prctl(2) of the calling task. */
 int sys_prctl(int option, unsigned long a2, unsigned long a3, unsigned long a4, unsigned long a5);
 int sys_capget(struct __user_cap_header_struct *hdr, struct __user_cap_data_struct *data);

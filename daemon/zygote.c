@@ -343,7 +343,7 @@ static bool zygote_matches(const struct zygote *z, const struct ctl_setup *setup
 static int zygote_request(const struct spawn_plan *plan, struct ctl_spawn *sp, int *fds,
                           struct err *e)
 {
-    *sp = (struct ctl_spawn){.magic = CTL_MAGIC, .type = CTL_SPAWN};
+    *sp = (struct ctl_spawn){.magic = CTL_MAGIC, .type = CTL_SPAWN, .owner = plan->host_id_base};
     int nfds = 0;
     fds[nfds++] = plan->ctl_fd;
     if (plan->join_netns) {

@@ -20,8 +20,10 @@ import sbx_client  # noqa: E402
 SBXD = os.path.join(BUILD, "sbxd")
 SBX = os.path.join(BUILD, "sbx")
 PROBE = os.path.join(BUILD, "probe")
-ID_BASE = 100000
-ID_COUNT = 65536
+# The host ids of sandboxes (userns in deploy/sbxd.yaml): 1024 blocks of 65536 from
+# 0x70000000, one block per live sandbox.
+ID_BASE = 0x70000000
+ID_COUNT = 1024 * 65536
 
 DEFAULT_POOL = """name: {name}
 warm: {warm}

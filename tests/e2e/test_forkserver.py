@@ -94,12 +94,15 @@ class ForkServer(DaemonTest):
         for ns in ("mnt", "net"):
             self.assertNotEqual(os.readlink("/proc/%d/ns/%s" % (z, ns)),
                                 os.readlink("/proc/self/ns/%s" % ns), ns)
-        # It keeps CAP_SYS_ADMIN alone (to join network namespaces), and no_new_privs.
+        # It keeps CAP_SYS_ADMIN (to join network namespaces) and CAP_SETUID (to create each
+        # sandbox's user namespace as that sandbox's root) alone, and no_new_privs; between
+        # forks it is the host's root again, all four ids.
         status = dict(l.split(":\t", 1) for l in open("/proc/%d/status" % z).read().splitlines()
                       if ":\t" in l)
-        self.assertEqual(int(status["CapEff"], 16), 1 << 21)
-        self.assertEqual(int(status["CapPrm"], 16), 1 << 21)
+        self.assertEqual(int(status["CapEff"], 16), (1 << 21) | (1 << 7))
+        self.assertEqual(int(status["CapPrm"], 16), (1 << 21) | (1 << 7))
         self.assertEqual(status["NoNewPrivs"].strip(), "1")
+        self.assertEqual(status["Uid"].split(), ["0", "0", "0", "0"])
         # Its root is the template: /tmp empty (sandboxes build on mounts of their own) and a
         # /proc that lists no process at all, should a sandbox's own ever be uncovered.
         root = "/proc/%d/root" % z

@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Every isolation property of a sandbox, asserted from inside a live sbxd's task."""
+import ctypes
+import errno
 import os
 import re
+import threading
 import unittest
 
 from harness import DaemonTest, pool_yaml
@@ -10,6 +13,7 @@ PY = "python3"
 
 
 class Isolation(DaemonTest):
+    userns = True
     pools = [pool_yaml("python", warm=2, max=8), pool_yaml("parsing", warm=1, max=4,
                                                            extra="dev_shm: true\n")]
 
@@ -198,6 +202,71 @@ class Isolation(DaemonTest):
                 seen.add(r["sandbox"])
                 self.assertIn("No such file", out.decode())
 
+    def test_per_user_kernel_limits_are_the_sandbox_own(self):
+        # The kernel counts inotify instances (and POSIX queue bytes, pending signals...)
+        # against every user namespace up the chain, each level against the id that created
+        # the namespace below it; pipe buffers and in-flight fds against the host id a task
+        # runs as. A sandbox takes all the inotify instances it can get and holds them:
+        # another sandbox and the host's root must still get theirs, which they do only
+        # when each sandbox's namespace is owned by an id of its own (its own root's host
+        # id) and its ids map to a block of host ids of its own.
+        if not self.userns:
+            self.skipTest("without user namespaces tasks run as the host's uid 10001")
+        probe = ("import ctypes, fcntl, os, struct, sys\n"
+                 "libc = ctypes.CDLL(None, use_errno=True)\n"
+                 "n = 0\n"
+                 "while n < %d and libc.inotify_init1(0) >= 0: n += 1\n"
+                 "e = ctypes.get_errno() if n < %d else 0\n"
+                 "with open('/proc/self/ns/user') as f:\n"
+                 "    owner = struct.unpack('I', fcntl.ioctl(f, 0xb704, b'    '))[0]\n"
+                 "m = open('/proc/self/uid_map').read().split()\n"
+                 "print(n, e, owner, m[1], m[2], flush=True)\n"
+                 "sys.stdin.read()\n")
+        libc = ctypes.CDLL(None, use_errno=True)
+
+        def host_inotify():
+            fd = libc.inotify_init1(0)
+            if fd >= 0:
+                os.close(fd)
+            return fd >= 0
+        if not host_inotify():
+            self.skipTest("this host's root has no inotify instance to spare")
+        held = threading.Event()
+        lines = []
+
+        def on_out(chunk):
+            lines.append(chunk.decode())
+            held.set()
+        with self.d.client() as a, self.d.client() as b:
+            msgid = a.start("exec", {"argv": [PY, "-c", probe % (4096, 4096)], "stdin": True},
+                            lambda m, rest: m == "exec.stdout" and rest and on_out(rest[0]))
+            results = []
+            waiter = threading.Thread(target=lambda: results.append(a.wait(msgid, 60)))
+            waiter.start()
+            try:
+                self.assertTrue(held.wait(30), "the holding task did not report")
+                res, out, err = b.exec([PY, "-c", probe % (1, 1)], stdin=b"")
+                host_ok = host_inotify()
+            finally:
+                a.notify("exec.stdin", [msgid, b""])
+                waiter.join()
+        self.assertEqual(len(results), 1)
+        res_a = results[0]
+        self.assertEqual(res_a["status"], "exited", res_a)
+        self.assertEqual(res["status"], "exited", (res, err))
+        n_a, err_a, owner_a, base_a, count_a = map(int, "".join(lines).split())
+        n_b, _, owner_b, base_b, count_b = map(int, out.decode().split())
+        # The holder ran out (EMFILE) at its own budget, not at the host's.
+        self.assertEqual(err_a, errno.EMFILE)
+        self.assertGreater(n_a, 0)
+        self.assertEqual(n_b, 1, "a second sandbox got no inotify instance")
+        self.assertTrue(host_ok, "the host's root got no inotify instance")
+        # Owned by its own root (0 inside), not by an id it cannot see (65534: the host's).
+        self.assertEqual((owner_a, owner_b), (0, 0))
+        self.assertNotEqual(base_a, base_b)
+        self.assertEqual(count_a, count_b)
+        self.assertGreaterEqual(abs(base_a - base_b), count_a)
+
     def test_python_stdlib_works(self):
         script = ("import json, hashlib, subprocess, threading\n"
                   "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
@@ -207,6 +276,32 @@ class Isolation(DaemonTest):
             res, out, err = c.exec([PY, "-c", script])
         self.assertEqual(res["status"], "exited", err)
         self.assertEqual(out.decode().strip(), '{"h": "2d711642", "sub": "hi"}')
+
+
+class HostIdBlocks(DaemonTest):
+    """As few blocks of host ids as the pool's max: a new sandbox waits for a dying one's
+    block, and tasks never fail for it."""
+    pools = [pool_yaml("python", warm=2, max=2)]
+    config_extra = "userns:\n  slots: 2\n"
+
+    def test_sandboxes_wait_for_a_block_and_reuse_it(self):
+        script = "cat /proc/self/uid_map"
+        bases = set()
+        with self.d.client() as c:
+            for _ in range(8):
+                res, out, _ = c.exec(["sh", "-c", script])
+                self.assertEqual(res["status"], "exited", res)
+                bases.add(int(out.split()[1]))
+            # Two at once hold both blocks; the pool refills as they die.
+            ids = [c.exec_start(["sh", "-c", "sleep 0.3; " + script])[0] for _ in range(2)]
+            for i in ids:
+                self.assertEqual(c.wait(i, 30)["status"], "exited")
+            pools = {p["name"]: p for p in c.call("pools")}
+            blocks = c.call("stats")["host_id_blocks"]
+        self.assertEqual(len(bases), 2, bases)
+        self.assertEqual(pools["python"]["failed"], 0)
+        self.assertEqual(blocks["total"], 2)
+        self.assertLessEqual(blocks["held"], 2)
 
 
 class IsolationFromScratch(Isolation):
@@ -223,6 +318,7 @@ class IsolationWithoutUserNamespace(Isolation):
     """The same properties with user namespaces off (from scratch: the fork server needs
     them): the task's ids are then the host's 10001, still without any capability."""
     config_extra = "userns:\n  enabled: false\n"
+    userns = False
 
     def test_ping_and_pools(self):
         super().test_ping_and_pools()

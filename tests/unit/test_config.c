@@ -118,8 +118,9 @@ static void config_parse__empty_gives_defaults(void **state)
     assert_null(c->cgroup_parent);
     assert_string_equal(c->cgroup_name, "sbxd");
     assert_true(c->userns);
-    assert_int_equal(c->userns_base, 100000);
+    assert_int_equal(c->userns_base, CONFIG_USERNS_BASE);
     assert_int_equal(c->userns_count, 65536);
+    assert_int_equal(c->userns_slots, 1024);
     /* No pools_dir: the embedded pools. */
     assert_int_equal(c->n_pools, embedded_n_pools);
     assert_int_equal(config_validate(c, NULL), 0);
@@ -202,7 +203,8 @@ static void config_parse__every_key(void **state)
                        "userns:\n"
                        "  enabled: false\n"
                        "  host_id_base: 200000\n"
-                       "  id_count: 1000\n";
+                       "  id_count: 1000\n"
+                       "  slots: 7\n";
     struct config *c = parse_ok(text, dir);
 
     assert_string_equal(c->socket_path, "/run/sbx/a.sock");
@@ -226,6 +228,7 @@ static void config_parse__every_key(void **state)
     assert_false(c->userns);
     assert_int_equal(c->userns_base, 200000);
     assert_int_equal(c->userns_count, 1000);
+    assert_int_equal(c->userns_slots, 7);
     assert_int_equal(c->n_pools, 1);
     assert_string_equal(c->pools[0].name, "other");
     /* userns is off, so uid 1000 need not be below id_count. */
@@ -748,9 +751,16 @@ static void config_parse__global_out_of_range(void **state)
                 "t.yaml:2:11: 'cgroup.parent' must be a path without '..'");
     parse_fails("userns:\n  host_id_base: 0\n", NULL, -EINVAL,
                 "t.yaml:2:17: 'userns.host_id_base' must not be 0 (host root)");
-    parse_fails(
-        "userns:\n  host_id_base: 4294000000\n  id_count: 1000000\n", NULL, -EINVAL,
-        "t.yaml:3:13: 'userns.host_id_base' + 'userns.id_count' must not exceed 4294967295");
+    parse_fails("userns:\n  host_id_base: 4294000000\n  id_count: 1000000\n  slots: 1\n", NULL,
+                -EINVAL,
+                "t.yaml:4:10: 'userns.host_id_base' + 'userns.id_count' * 'userns.slots' must not "
+                "exceed 4294967295");
+    /* Each of the 1024 default blocks must fit too, not only the first. */
+    parse_fails("userns:\n  host_id_base: 4250000000\n", NULL, -EINVAL,
+                "t.yaml:2:17: 'userns.host_id_base' + 'userns.id_count' * 'userns.slots' must "
+                "not exceed 4294967295");
+    parse_fails("userns:\n  slots: 0\n", NULL, -EINVAL,
+                "t.yaml:2:10: 'userns.slots' must be between 1 and 65536");
 }
 
 static void config_parse__wrong_type(void **state)
@@ -945,6 +955,15 @@ static void config_validate__changed_config(void **state)
     assert_int_equal(config_validate(c, &e), -EINVAL);
     assert_string_equal(e.msg,
                         "pools/heavy.yaml: 'uid' (10001) must be below userns.id_count (10000)");
+    c->userns_count = 65536;
+    /* A block of host ids per sandbox: the pools at their max must fit. */
+    c->userns_slots = 51;
+    assert_int_equal(config_validate(c, &e), -EINVAL);
+    assert_string_equal(e.msg, "<embedded>: the pools' max add up to 52 sandboxes, more than "
+                               "userns.slots (51)");
+    c->userns_slots = 52;
+    assert_int_equal(config_validate(c, &e), 0);
+    c->userns_count = 10000;
     c->userns = false;
     assert_int_equal(config_validate(c, &e), 0);
 
