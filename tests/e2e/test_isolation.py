@@ -202,14 +202,46 @@ class Isolation(DaemonTest):
                 seen.add(r["sandbox"])
                 self.assertIn("No such file", out.decode())
 
+    def hold_while(self, holder, then):
+        """Runs python code holder in a sandbox until it prints a line, then calls then()
+        while the holder still holds what it took; returns (the holder's line, then's
+        value) once the holder has ended."""
+        held = threading.Event()
+        lines = []
+
+        def on_out(chunk):
+            lines.append(chunk.decode())
+            held.set()
+        with self.d.client() as a:
+            msgid = a.start("exec", {"argv": [PY, "-c", holder + "\nsys.stdin.read()\n"],
+                                     "stdin": True},
+                            lambda m, rest: m == "exec.stdout" and rest and on_out(rest[0]))
+            results = []
+            waiter = threading.Thread(target=lambda: results.append(a.wait(msgid, 60)))
+            waiter.start()
+            try:
+                self.assertTrue(held.wait(30), "the holding task did not report")
+                value = then()
+            finally:
+                a.notify("exec.stdin", [msgid, b""])
+                waiter.join()
+        self.assertEqual(len(results), 1)
+        self.assertEqual(results[0]["status"], "exited", results[0])
+        return "".join(lines), value
+
+    def run_py(self, code):
+        with self.d.client() as c:
+            res, out, err = c.exec([PY, "-c", code])
+        self.assertEqual(res["status"], "exited", (res, err))
+        return out.decode()
+
     def test_per_user_kernel_limits_are_the_sandbox_own(self):
         # The kernel counts inotify instances (and POSIX queue bytes, pending signals...)
         # against every user namespace up the chain, each level against the id that created
-        # the namespace below it; pipe buffers and in-flight fds against the host id a task
-        # runs as. A sandbox takes all the inotify instances it can get and holds them:
-        # another sandbox and the host's root must still get theirs, which they do only
-        # when each sandbox's namespace is owned by an id of its own (its own root's host
-        # id) and its ids map to a block of host ids of its own.
+        # the namespace below it. A sandbox takes all the inotify instances it can get and
+        # holds them: another sandbox and the host's root must still get theirs, which they
+        # do only when each sandbox's namespace is owned by an id of its own (its root's
+        # host id), not by the host's root, which sbxd and its fork servers run as.
         if not self.userns:
             self.skipTest("without user namespaces tasks run as the host's uid 10001")
         probe = ("import ctypes, fcntl, os, struct, sys\n"
@@ -220,8 +252,7 @@ class Isolation(DaemonTest):
                  "with open('/proc/self/ns/user') as f:\n"
                  "    owner = struct.unpack('I', fcntl.ioctl(f, 0xb704, b'    '))[0]\n"
                  "m = open('/proc/self/uid_map').read().split()\n"
-                 "print(n, e, owner, m[1], m[2], flush=True)\n"
-                 "sys.stdin.read()\n")
+                 "print(n, e, owner, m[1], m[2], flush=True)\n")
         libc = ctypes.CDLL(None, use_errno=True)
 
         def host_inotify():
@@ -231,31 +262,10 @@ class Isolation(DaemonTest):
             return fd >= 0
         if not host_inotify():
             self.skipTest("this host's root has no inotify instance to spare")
-        held = threading.Event()
-        lines = []
-
-        def on_out(chunk):
-            lines.append(chunk.decode())
-            held.set()
-        with self.d.client() as a, self.d.client() as b:
-            msgid = a.start("exec", {"argv": [PY, "-c", probe % (4096, 4096)], "stdin": True},
-                            lambda m, rest: m == "exec.stdout" and rest and on_out(rest[0]))
-            results = []
-            waiter = threading.Thread(target=lambda: results.append(a.wait(msgid, 60)))
-            waiter.start()
-            try:
-                self.assertTrue(held.wait(30), "the holding task did not report")
-                res, out, err = b.exec([PY, "-c", probe % (1, 1)], stdin=b"")
-                host_ok = host_inotify()
-            finally:
-                a.notify("exec.stdin", [msgid, b""])
-                waiter.join()
-        self.assertEqual(len(results), 1)
-        res_a = results[0]
-        self.assertEqual(res_a["status"], "exited", res_a)
-        self.assertEqual(res["status"], "exited", (res, err))
-        n_a, err_a, owner_a, base_a, count_a = map(int, "".join(lines).split())
-        n_b, _, owner_b, base_b, count_b = map(int, out.decode().split())
+        line, (out, host_ok) = self.hold_while(
+            probe % (4096, 4096), lambda: (self.run_py(probe % (1, 1)), host_inotify()))
+        n_a, err_a, owner_a, base_a, count_a = map(int, line.split())
+        n_b, _, owner_b, base_b, count_b = map(int, out.split())
         # The holder ran out (EMFILE) at its own budget, not at the host's.
         self.assertEqual(err_a, errno.EMFILE)
         self.assertGreater(n_a, 0)
@@ -263,9 +273,33 @@ class Isolation(DaemonTest):
         self.assertTrue(host_ok, "the host's root got no inotify instance")
         # Owned by its own root (0 inside), not by an id it cannot see (65534: the host's).
         self.assertEqual((owner_a, owner_b), (0, 0))
-        self.assertNotEqual(base_a, base_b)
+        # Blocks of host ids of their own, which do not overlap.
         self.assertEqual(count_a, count_b)
         self.assertGreaterEqual(abs(base_a - base_b), count_a)
+
+    def test_pipe_buffers_are_the_sandbox_own(self):
+        # Pipe buffer pages count per host user (fs.pipe-user-pages-soft, 64 MiB by default):
+        # past it, that user's new pipes get 2 pages instead of 16 and may grow no more. A
+        # sandbox holds as many 1 MiB pipes as it may; another sandbox's new pipe must still
+        # get the default 64 KiB, which it does only when no two sandboxes share host ids.
+        if not self.userns:
+            self.skipTest("without user namespaces tasks run as the host's uid 10001")
+        holder = ("import fcntl, os, sys\n"
+                  "held, total = [], 0\n"
+                  "while total < (80 << 20):\n"
+                  "    r, w = os.pipe()\n"
+                  "    held.append((r, w))\n"
+                  "    try:\n"
+                  "        fcntl.fcntl(w, 1031, 1 << 20)\n"
+                  "    except OSError:\n"
+                  "        break\n"
+                  "    total += fcntl.fcntl(w, 1032)\n"
+                  "print(total, flush=True)\n")
+        probe = "import fcntl, os; r, w = os.pipe(); print(fcntl.fcntl(w, 1032))"
+        line, out = self.hold_while(holder, lambda: self.run_py(probe))
+        # The holder got what the soft limit allows (on this host: 64 MiB), no more.
+        self.assertGreaterEqual(int(line), 16 << 20)
+        self.assertEqual(int(out), 65536)
 
     def test_python_stdlib_works(self):
         script = ("import json, hashlib, subprocess, threading\n"
