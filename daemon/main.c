@@ -702,9 +702,6 @@ int main(int argc, char **argv)
     if (cfg->netns_recycle) {
         (void)netns_pool_new(netns_keep, &d->netns, &e);
     }
-    if (cfg->userns) {
-        idslots_init(&d->ids, cfg->userns_base, cfg->userns_count, cfg->userns_slots);
-    }
     /* What a previous sbxd with this state dir left, before any pool fills. */
     if (reaper_startup(d, &e) < 0) {
         log_error("msg=\"cannot reap our cgroup subtree, going on\" detail=\"%s\"", err_msg(&e));
@@ -734,6 +731,10 @@ int main(int argc, char **argv)
         d->workq = workq_free(d->workq);
         d->cg_root = cgroup_root_free(d->cg_root);
         return 73;
+    }
+    /* From here every refusal to start goes through startup_abort, which frees it. */
+    if (cfg->userns) {
+        idslots_init(&d->ids, cfg->userns_base, cfg->userns_count, cfg->userns_slots);
     }
     d->pools = xcalloc(cfg->n_pools, sizeof(*d->pools));
     for (size_t i = 0; i < cfg->n_pools; i++) {
