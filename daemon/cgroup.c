@@ -855,6 +855,21 @@ int cgroup_kill_all(struct cgroup *cg)
 
 int cgroup_reset(struct cgroup *cg, struct err *e)
 {
+    int mem = cg->root->ctrl_ok[CGROUP_CTRL_MEMORY] ? cgroup_ctrl_dfd(cg, CGROUP_CTRL_MEMORY) : -1;
+    bool v1 = cg->root->ops->version == CGROUP_V1;
+    uint64_t left = 0;
+    /* The page cache only: the kernel memory of the processes that just died is still
+     * being freed (RCU) and would make the count depend on timing. The whole usage, a
+     * counter the kernel keeps, is read first: memory.stat is formatted (and the kernel's
+     * statistics flushed) only when the usage is over the bound, which it rarely is. */
+    if (mem >= 0 &&
+        cgroup_cg_read_u64(cg, mem, v1 ? "memory.usage_in_bytes" : "memory.current", &left) == 0 &&
+        left > CGROUP_REUSE_LEFTOVER_MAX &&
+        cgroup_cg_read_key(cg, mem, "memory.stat", v1 ? "cache" : "file", &left) == 0 &&
+        left > CGROUP_REUSE_LEFTOVER_MAX) {
+        return err_setx(e, -ENOTEMPTY, "%llu bytes of its sandboxes' page cache stay charged to it",
+                        (unsigned long long)left);
+    }
     return cg->root->ops->reset(cg, e);
 }
 

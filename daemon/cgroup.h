@@ -83,9 +83,20 @@ int cgroup_kill_all(struct cgroup *cg);
  * a large part of a sandbox's cost on v1). Resets what a caller cannot take as a difference
  * of two readings: the memory peak (v1: and failcnt). Cumulative counters (CPU, OOM kills,
  * pids.max hits) are not reset: read them before and after. Returns 0, -EOPNOTSUPP when
- * the kernel cannot reset the peak (v2 before linux 6.12: remove the cgroup instead), or
- * -errno. */
+ * the kernel cannot reset the peak (v2 before linux 6.12: remove the cgroup instead),
+ * -ENOTEMPTY when more than CGROUP_REUSE_LEFTOVER_MAX bytes of page cache stay charged to
+ * it (remove it instead), or -errno. */
 int cgroup_reset(struct cgroup *cg, struct err *e);
+/* The page cache a sandbox brought in (the files it read first) stays charged to its cgroup
+ * after it is gone, until reclaimed. A cgroup reused with more than this would report an
+ * earlier sandbox's files in its next sandbox's memory peak (up to the whole limit: a task
+ * that read 512 MiB of the image's files left every later `true` of its cgroup a peak of
+ * 512 MiB), and tell that task how much the earlier one read. Past it the cgroup is
+ * removed; the pages stay cached, charged to the removed cgroup until the kernel reclaims
+ * them. A `python3 -c pass` leaves about 0.8 MiB. (The dentries and inodes of a sandbox's
+ * lookups stay charged too, as kernel memory, not counted here: what dead processes leave
+ * there is still being freed when the cgroup is reset.) */
+#define CGROUP_REUSE_LEFTOVER_MAX (4u << 20)
 /* Removes the cgroup directories (must be empty). Returns 0 or -errno (-EBUSY if busy). */
 int cgroup_remove(struct cgroup *cg, struct err *e);
 /* Frees the handle (does not remove). Accepts NULL; returns NULL. */

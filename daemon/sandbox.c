@@ -238,11 +238,16 @@ static int empty_cgroup_once(struct sandbox *sb, bool remove)
     if (!cgroup_is_empty(sb->cg)) {
         return -EBUSY;
     }
-    if (sb->cg_reserved && cgroup_reset(sb->cg, &sb->work_err) == 0) {
-        sb->cg_reset_ok = true;
-        return 0;
+    if (sb->cg_reserved && !sb->cg_reset_failed) {
+        if (cgroup_reset(sb->cg, &sb->work_err) == 0) {
+            sb->cg_reset_ok = true;
+            return 0;
+        }
+        log_debug("sb=%s msg=\"cgroup not reused\" detail=\"%s\"", sb->id, err_msg(&sb->work_err));
+        sb->cg_reset_failed = true; /* the worker that removes it tries no more */
     }
-    /* Not reusable (the kernel cannot reset its peak, say): removed as usual. */
+    /* Not reusable (the kernel cannot reset its peak, or an earlier sandbox's page cache
+     * stays charged to it): removed as usual. */
     sb->work_err.msg[0] = '\0';
     return remove ? cgroup_remove(sb->cg, &sb->work_err) : -EAGAIN;
 }

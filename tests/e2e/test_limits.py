@@ -125,6 +125,39 @@ class CgroupReuse(DaemonTest):
             self.assertLessEqual(r["cpu_ms"], r["wall_ms"] + 1, r)
 
 
+    def test_what_a_sandbox_left_in_the_page_cache_is_not_the_next_ones(self):
+        # The page cache of the files a task read first stays charged to its cgroup after it
+        # is gone. This task drops the pages of python's standard library from the cache
+        # (fadvise DONTNEED, which needs only read access) and reads them in again: over
+        # 8 MiB of page cache charged to its cgroup, which is then not reused
+        # (CGROUP_REUSE_LEFTOVER_MAX), so the next task's peak is its own and tells nothing
+        # of the task before. A cgroup left with little is still reused.
+        reread = ("import glob, os, sys\nn = 0\n"
+                  "for p in glob.glob(sys.prefix + '/lib/python3*/**/*.py', recursive=True):\n"
+                  "    try:\n"
+                  "        f = open(p, 'rb')\n"
+                  "    except OSError:\n"
+                  "        continue  # a link to what the sandbox's /etc does not have\n"
+                  "    with f:\n"
+                  "        os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)\n"
+                  "        n += len(f.read())\n"
+                  "print(n)\n")
+        with self.d.client() as c:
+            self.wait_quiet(c)
+            heavy, out, err = c.exec([PY, "-c", reread], pool="one", timeout=60)
+            self.assertEqual(heavy["status"], "exited", (heavy, err))
+            self.assertGreater(int(out), 16 << 20)
+            self.assertGreater(heavy["mem_peak_bytes"], 8 << 20, heavy)
+            self.wait_quiet(c)
+            after, _, _ = c.exec(["true"], pool="one")
+            self.assertEqual(after["status"], "exited", after)
+            cg_heavy, cg_after = self.cgroups_of([heavy["task"], after["task"]])
+            self.assertNotEqual(cg_after, cg_heavy)
+            self.assertLess(after["mem_peak_bytes"], 4 << 20, after)
+            again = self.run_until_reused(c, cg_after)
+        self.assertLess(again["mem_peak_bytes"], 4 << 20, again)
+
+
 class Limits(DaemonTest):
     pools = [pool_yaml("python", warm=2, max=8, pids=64, memory="128MiB", output_cap=32768),
              pool_yaml("tiny", warm=0, max=1, queue=2),
