@@ -119,6 +119,11 @@ int spawn_place(const struct spawn_plan *plan, pid_t pid, struct err *e)
     int r;
 
     if (plan->userns) {
+        /* SECURITY: never a map of the host's root (a zygote's sandbox comes here with no
+         * spawn_check_plan before). */
+        if (plan->host_id_base == 0) {
+            return err_setx(e, -EINVAL, "no block of host ids for the user namespace");
+        }
         /* setgroups stays "allow": the host root may write a multi-id map without denying
          * it, and init needs setgroups() to clear the task's supplementary groups. */
         r = spawn_write_map(pid, "uid_map", plan->host_id_base, plan->id_count, e);
