@@ -609,6 +609,65 @@ static void seccomp_strict__unlisted_calls_get_enosys_and_count(void **state)
     seccomp_set_free(s);
 }
 
+/* The page cache hints that evict and probe what the host and every sandbox share
+ * (default.yaml): fadvise(POSIX_FADV_DONTNEED) and preadv2(RWF_NOWAIT) fail, with errno
+ * *arg (ENOSYS for strict; 0: EPERM and EOPNOTSUPP, as default gives them), the upper half
+ * of the int arguments' registers ignored, as the kernel does; other advice and flags work. */
+static int page_cache_hints(void *arg)
+{
+    int enosys = *(const int *)arg;
+    pid_t self = getpid();
+    int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return child_fail(__LINE__, "open", fd, errno);
+    }
+    char buf[64];
+    struct iovec iov = {buf, sizeof(buf)};
+    EXPECT_ERR(enosys ? ENOSYS : EPERM, syscall(SYS_fadvise64, fd, 0, 0, POSIX_FADV_DONTNEED));
+    EXPECT_ERR(enosys ? ENOSYS : EPERM,
+               syscall(SYS_fadvise64, fd, 0, 0, 0x100000000UL | POSIX_FADV_DONTNEED));
+    EXPECT_ERR(enosys ? ENOSYS : EOPNOTSUPP, syscall(SYS_preadv2, fd, &iov, 1, 0, 0, RWF_NOWAIT));
+    EXPECT_ERR(enosys ? ENOSYS : EOPNOTSUPP,
+               syscall(SYS_preadv2, fd, &iov, 1, 0, 0, RWF_NOWAIT | RWF_DSYNC));
+    for (long advice = POSIX_FADV_NORMAL; advice <= POSIX_FADV_NOREUSE; advice++) {
+        if (advice != POSIX_FADV_DONTNEED) {
+            EXPECT_OK(syscall(SYS_fadvise64, fd, 0, 0, advice));
+        }
+    }
+    EXPECT_OK(syscall(SYS_fadvise64, fd, 0, 0, 0x100000000UL | POSIX_FADV_SEQUENTIAL));
+    EXPECT_OK(syscall(SYS_preadv2, fd, &iov, 1, 0, 0, 0));
+    EXPECT_OK(syscall(SYS_preadv2, fd, &iov, 1, -1, -1, 0)); /* the file position */
+    (void)close(fd);
+    return 0;
+}
+
+static void run_page_cache_hints(const char *profile, int enosys)
+{
+    struct seccomp_set *s = load_dir();
+    struct prog p = prog_of(s, profile);
+    if (seccomp_prog_notifies(p.insns, p.n)) {
+        struct run r = run_filtered(&p, true, page_cache_hints, &enosys);
+        assert_exit0(r);
+        assert_int_equal(r.denials, 4);
+    }
+    seccomp_prog_strip_notify(p.insns, p.n);
+    assert_exit0(run_filtered(&p, false, page_cache_hints, &enosys));
+    free(p.insns);
+    seccomp_set_free(s);
+}
+
+static void seccomp_default__page_cache_hints_that_evict_or_probe_fail(void **state)
+{
+    (void)state;
+    run_page_cache_hints("default", 0);
+}
+
+static void seccomp_strict__page_cache_hints_that_evict_or_probe_fail(void **state)
+{
+    (void)state;
+    run_page_cache_hints("strict", 1);
+}
+
 static bool int80_works(void)
 {
     pid_t pid = fork();
@@ -1142,6 +1201,8 @@ int main(void)
         cmocka_unit_test(seccomp_strict__denies_the_list),
         cmocka_unit_test(seccomp_default__counts_each_denial),
         cmocka_unit_test(seccomp_strict__counts_each_denial),
+        cmocka_unit_test(seccomp_default__page_cache_hints_that_evict_or_probe_fail),
+        cmocka_unit_test(seccomp_strict__page_cache_hints_that_evict_or_probe_fail),
         cmocka_unit_test(seccomp_default__allows_harmless_personality_and_clone),
         cmocka_unit_test(seccomp_compile_text__list_wins_over_default_enosys),
         cmocka_unit_test(seccomp_strict__unlisted_calls_get_enosys_and_count),
