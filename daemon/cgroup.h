@@ -97,6 +97,12 @@ int cgroup_reset(struct cgroup *cg, struct err *e);
  * lookups stay charged too, as kernel memory, not counted here: what dead processes leave
  * there is still being freed when the cgroup is reset.) */
 #define CGROUP_REUSE_LEFTOVER_MAX (4u << 20)
+/* cgroup v1 counts a cgroup's socket buffers apart from its memory, against a limit of their
+ * own (memory.kmem.tcp.limit_in_bytes, which also turns the counting on): a quarter of the
+ * memory limit, and at least CGROUP_V1_SOCKET_MIN. A sandbox may so hold up to 1.25 times
+ * its memory limit on v1; on v2 socket buffers count in memory.max. */
+#define CGROUP_V1_SOCKET_MIN (16u << 20)
+uint64_t cgroup_v1_socket_limit(uint64_t memory_bytes);
 /* Removes the cgroup directories (must be empty). Returns 0 or -errno (-EBUSY if busy). */
 int cgroup_remove(struct cgroup *cg, struct err *e);
 /* Frees the handle (does not remove). Accepts NULL; returns NULL. */

@@ -58,6 +58,7 @@ struct cgroup_root {
     bool ctrl_ok[CGROUP_CTRL_COUNT];  /* the controller can limit/report in children */
     bool has_limits;                  /* memory, cpu and pids are all ctrl_ok */
     bool v1_memsw;                    /* memory.memsw.* exists: the limit covers swap too */
+    bool v1_tcp;                      /* memory.kmem.tcp.limit_in_bytes exists */
     bool v2_swap;                     /* memory.swap.max exists */
     bool v2_kill;                     /* cgroup.kill exists (linux >= 5.14) */
     bool v2_peak;                     /* memory.peak exists (linux >= 5.19) */

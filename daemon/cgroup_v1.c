@@ -284,8 +284,19 @@ static int v1_root_open(struct cgroup_root *root, const struct cgroup_sys *sys, 
         log_debug("msg=\"no memory.memsw (swap accounting off): the memory limit does not "
                   "cover swap\"");
     }
+    root->v1_tcp = cgroup_file_exists(mem, "memory.kmem.tcp.limit_in_bytes");
+    if (!root->v1_tcp) {
+        log_warn("msg=\"no memory.kmem.tcp: socket buffers are not limited by the sandboxes' "
+                 "memory limits\"");
+    }
     root->has_limits = true;
     return 0;
+}
+
+uint64_t cgroup_v1_socket_limit(uint64_t memory_bytes)
+{
+    uint64_t q = memory_bytes / 4;
+    return q > CGROUP_V1_SOCKET_MIN ? q : CGROUP_V1_SOCKET_MIN;
 }
 
 static int v1_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, struct err *e)
@@ -303,6 +314,18 @@ static int v1_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, str
          * the sandbox gets no swap. */
         if (cg->root->v1_memsw) {
             r = cgroup_write_u64(mem, "memory.memsw.limit_in_bytes", lim->memory_bytes, e);
+            if (r < 0) {
+                return r;
+            }
+        }
+        /* SECURITY: v1 charges socket buffers (TCP, UDP) to a cgroup only once it has a
+         * limit of their own, and then to that limit, not limit_in_bytes. Without one a
+         * task held 448 MiB of TCP buffers on loopback while its cgroup counted 6 MiB, and
+         * enough of them exhaust the host's tcp_mem: every TCP socket of the host then
+         * stalls. (v2 charges them to memory.max.) */
+        if (cg->root->v1_tcp) {
+            r = cgroup_write_u64(mem, "memory.kmem.tcp.limit_in_bytes",
+                                 cgroup_v1_socket_limit(lim->memory_bytes), e);
             if (r < 0) {
                 return r;
             }

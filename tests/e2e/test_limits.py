@@ -169,6 +169,23 @@ class Limits(DaemonTest):
              pool_yaml("tiny", warm=0, max=1, queue=2),
              pool_yaml("big", warm=1, max=2, output_cap=64 << 20)]
 
+    def test_socket_buffers_count_against_the_memory_limit(self):
+        # Data queued on loopback TCP connections that nobody reads sits in kernel socket
+        # buffers. cgroup v1 charges them only to a limit of their own (sbxd sets a quarter
+        # of the memory limit); without it this task queued 448 MiB in a sandbox limited to
+        # 128 MiB, and enough of it stalls every TCP socket of the host (tcp_mem).
+        script = ("import socket\nls = socket.socket()\nls.bind(('127.0.0.1', 0))\n"
+                  "ls.listen(128)\nkeep, total = [], 0\nfor i in range(100):\n"
+                  "    c = socket.socket()\n    c.connect(ls.getsockname())\n"
+                  "    s, _ = ls.accept()\n    c.setblocking(False)\n"
+                  "    keep.append((c, s))\n    while True:\n        try:\n"
+                  "            total += c.send(b'x' * (1 << 20))\n"
+                  "        except BlockingIOError:\n            break\nprint(total)\n")
+        with self.d.client() as c:
+            res, out, err = c.exec([PY, "-c", script], timeout=60)
+        self.assertEqual(res["status"], "exited", (res, err))
+        self.assertLess(int(out), 128 << 20, res)
+
     def test_fork_bomb_hits_pids_max(self):
         script = ("import os, time\nn = 0\ntry:\n    while True:\n        pid = os.fork()\n"
                   "        if pid == 0:\n            time.sleep(60); os._exit(0)\n        n += 1\n"

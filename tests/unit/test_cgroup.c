@@ -577,6 +577,14 @@ static void cgroup_create__applies_limits(void **state)
             assert_string_equal(buf, "67108864");
             assert_non_null(strstr(cgroup_root_describe(fx->root), "memsw=yes"));
         }
+        /* Socket buffers: a quarter of the memory limit, at least 16 MiB. */
+        (void)snprintf(path, sizeof(path), "%s/lim/memory.kmem.tcp.limit_in_bytes", dir);
+        if (access(path, F_OK) == 0) {
+            read_trimmed(path, buf, sizeof(buf));
+            assert_string_equal(buf, "16777216");
+        }
+        assert_int_equal(cgroup_v1_socket_limit(512 * MIB), 128 * MIB);
+        assert_int_equal(cgroup_v1_socket_limit(32 * MIB), 16 * MIB);
         assert_true(root_path(fx->root, "cpu", dir, sizeof(dir)));
         (void)snprintf(path, sizeof(path), "%s/lim/cpu.cfs_period_us", dir);
         read_trimmed(path, buf, sizeof(buf));
