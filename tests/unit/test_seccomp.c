@@ -396,6 +396,8 @@ static int default_allowed_calls(void *arg)
     EXPECT_ERR(EAFNOSUPPORT, syscall(SYS_socket, 0x100000000UL | AF_VSOCK_NR, SOCK_STREAM, 0));
     EXPECT_ERR(EPERM, syscall(SYS_kcmp, self, self, 0, 0, 0));
     EXPECT_ERR(EPERM, syscall(SYS_pidfd_getfd, -1, 0, 0));
+    EXPECT_ERR(EAFNOSUPPORT, socket(AF_NETLINK, SOCK_RAW, 0));
+    EXPECT_ERR(EAFNOSUPPORT, syscall(SYS_socket, 0x100000000UL | AF_NETLINK, SOCK_RAW, 0));
     EXPECT_OK(close(socket(AF_UNIX, SOCK_STREAM, 0)));
     return 0;
 }
@@ -559,7 +561,7 @@ static void seccomp_default__allows_harmless_personality_and_clone(void **state)
     if (seccomp_prog_notifies(p.insns, p.n)) {
         struct run r = run_filtered(&p, true, default_allowed_calls, NULL);
         assert_exit0(r);
-        assert_int_equal(r.denials, 4); /* 2 vsock sockets, kcmp, pidfd_getfd */
+        assert_int_equal(r.denials, 6); /* 2 vsock sockets, kcmp, pidfd_getfd, 2 netlink */
     }
     seccomp_prog_strip_notify(p.insns, p.n);
     assert_exit0(run_filtered(&p, false, default_allowed_calls, NULL));
