@@ -48,8 +48,8 @@ struct sandbox {
     bool cg_reset_ok;     /* it was reset (by the loop, or on a worker when it was busy) */
     bool cg_reset_failed; /* the reset refused it (cgroup_reset): it is removed */
     bool cg_kept;         /* it went back to the pool: still tracked by the reaper */
-    bool has_ids;         /* holds block ids of the daemon's host ids (userns) */
-    uint32_t ids;
+    bool has_ids;         /* it holds a block of host ids (idslot.h; with userns) */
+    uint32_t ids;         /* which one, when has_ids */
     pid_t pid;
     int pidfd;
     uint32_t task_pid; /* the task's pid in the sandbox, from CTL_READY */

@@ -101,10 +101,6 @@ static int spawn_check_plan(const struct spawn_plan *plan, struct err *e)
         return err_setx(e, -EINVAL, "a zygote has no user namespace, cgroup or joined netns");
     }
     if (plan->userns) {
-        /* SECURITY: host id 0 would own the namespace (and be its root): the host's root. */
-        if (plan->host_id_base == 0) {
-            return err_setx(e, -EINVAL, "no block of host ids for the user namespace");
-        }
         /* The kernel refuses maps that reach (uid_t)-1; catch it with a clear message. */
         if (plan->id_count == 0 || plan->host_id_base > UINT32_MAX - plan->id_count) {
             return err_setx(e, -EINVAL, "bad id map: base %u count %u", plan->host_id_base,
@@ -119,8 +115,8 @@ int spawn_place(const struct spawn_plan *plan, pid_t pid, struct err *e)
     int r;
 
     if (plan->userns) {
-        /* SECURITY: never a map of the host's root (a zygote's sandbox comes here with no
-         * spawn_check_plan before). */
+        /* SECURITY: never a map of the host's root, for sandboxes from scratch and from a
+         * fork server alike: host id 0 would be the sandbox's root and own its namespace. */
         if (plan->host_id_base == 0) {
             return err_setx(e, -EINVAL, "no block of host ids for the user namespace");
         }

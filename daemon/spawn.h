@@ -15,7 +15,9 @@ struct cgroup;
 struct spawn_plan {
     const char *init_path; /* absolute path of sbxd-init */
     bool userns;           /* new user namespace with the map below */
-    uint32_t host_id_base; /* inside ids 0..id_count-1 map to host base..base+count-1 */
+    /* inside ids 0..id_count-1 map to host base..base+count-1, and base creates (so owns)
+     * the user namespace (sys_owner_begin); never 0 */
+    uint32_t host_id_base;
     uint32_t id_count;
     struct cgroup *cg; /* the sandbox's cgroup: CLONE_INTO_CGROUP on v2, attach on v1 */
     bool cg_attached;  /* v1: the fork server attached it already (zygote.c) */
