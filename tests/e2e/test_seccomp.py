@@ -189,6 +189,35 @@ class ProfileChecks:
                 self.assertEqual(res["seccomp_denials"], 2, res)
                 self.assertTrue(cached(), "a task dropped the host's cached pages")
 
+    def test_socket_families_are_unix_and_ip_only(self):
+        # Every other family is refused by the filter, not only those this kernel lacks:
+        # each refusal is counted. default answers EAFNOSUPPORT and leaves AF_UNSPEC (0) to
+        # the kernel; strict answers with its ENOSYS, 0 included. socketpair too.
+        probe = ("import errno, json, socket\nres = {}\n"
+                 "for fam in range(64):\n"
+                 "    try:\n"
+                 "        socket.socket(fam, socket.SOCK_STREAM if fam in (1, 2, 10) else"
+                 " socket.SOCK_DGRAM).close()\n"
+                 "        res[fam] = 'open'\n"
+                 "    except OSError as e:\n"
+                 "        res[fam] = errno.errorcode[e.errno]\n"
+                 "try:\n    socket.socketpair(30)\n    pair = 'open'\n"
+                 "except OSError as e:\n    pair = errno.errorcode[e.errno]\n"
+                 "a, b = socket.socketpair(); a.close(); b.close()\n"
+                 "print(json.dumps([sorted(f for f in res if res[f] == 'open'),"
+                 " sorted(set(v for f, v in res.items() if f and v != 'open')), pair]))\n")
+        for pool in self.pool_names:
+            with self.subTest(pool=pool):
+                res, out, err = self.run_in(pool, [PY, "-c", probe])
+                self.assertEqual(res["exit_code"], 0, err)
+                opened, errs, pair = json.loads(out)
+                self.assertEqual(opened, [1, 2, 10], out)
+                self.assertIn(errs, (["EAFNOSUPPORT"], ["ENOSYS"]), out)
+                self.assertEqual(pair, errs[0], out)
+                # 3-9 and 11-63, socketpair(30), and for strict AF_UNSPEC
+                want = 61 if errs == ["EAFNOSUPPORT"] else 62
+                self.assertEqual(res["seccomp_denials"], want, res)
+
     def test_ordinary_work_runs_without_denials(self):
         for pool in self.pool_names:
             for argv, want in zip(WORK, WORK_OUT):
