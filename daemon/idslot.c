@@ -25,24 +25,31 @@ bool idslots_take(struct idslots *s, uint32_t *slot)
     if (s->used == s->slots) {
         return false;
     }
-    uint32_t i = s->cursor;
-    for (;;) {
-        uint64_t word = s->bits[i / 64] | ((UINT64_C(1) << (i % 64)) - 1); /* below i: skip */
-        if (word != UINT64_MAX) {
-            uint32_t at = i / 64 * 64 + (uint32_t)__builtin_ctzll(~word);
-            if (at < s->slots) {
-                s->bits[at / 64] |= UINT64_C(1) << (at % 64);
-                s->used++;
-                s->cursor = at + 1 == s->slots ? 0 : at + 1;
-                *slot = at;
-                return true;
-            }
+    /* The k-th free block, k uniform in [0, free). */
+    uint32_t k = arc4random_uniform(s->slots - s->used);
+    uint32_t words = (s->slots + 63) / 64;
+    for (uint32_t w = 0; w < words; w++) {
+        uint64_t avail = ~s->bits[w];
+        uint32_t tail = s->slots - w * 64;
+        if (tail < 64) {
+            avail &= (UINT64_C(1) << tail) - 1;
         }
-        i = (i / 64 + 1) * 64;
-        if (i >= s->slots) {
-            i = 0; /* used < slots: a free block is below the cursor */
+        uint32_t n = (uint32_t)__builtin_popcountll(avail);
+        if (k >= n) {
+            k -= n;
+            continue;
         }
+        for (; k > 0; k--) {
+            avail &= avail - 1; /* drop the lowest free block */
+        }
+        uint32_t at = w * 64 + (uint32_t)__builtin_ctzll(avail);
+        s->bits[w] |= UINT64_C(1) << (at % 64);
+        s->used++;
+        *slot = at;
+        return true;
     }
+    assert(!"idslots: used is below slots but no block is free");
+    return false;
 }
 
 void idslots_put(struct idslots *s, uint32_t slot)

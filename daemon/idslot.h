@@ -11,19 +11,20 @@
 #include <stdint.h>
 
 struct idslots {
-    uint32_t base;   /* host id of block 0 */
-    uint32_t count;  /* ids per block */
-    uint32_t slots;  /* blocks */
-    uint32_t used;   /* blocks held */
-    uint32_t cursor; /* where the next search starts: blocks are handed out in turn */
-    uint64_t *bits;  /* a set bit is a held block */
+    uint32_t base;  /* host id of block 0 */
+    uint32_t count; /* ids per block */
+    uint32_t slots; /* blocks */
+    uint32_t used;  /* blocks held */
+    uint64_t *bits; /* a set bit is a held block */
 };
 
 /* base + count * slots must not exceed UINT32_MAX (config.c checks it). */
 void idslots_init(struct idslots *s, uint32_t base, uint32_t count, uint32_t slots);
 void idslots_free(struct idslots *s);
-/* Takes the next free block after the last one taken, so that a block freed just now is
- * taken last. Returns true with *slot set, false when every block is held. */
+/* Takes a free block chosen uniformly at random (arc4random) among the free ones. A task
+ * sees its block in /proc/self/uid_map: blocks handed out in turn would tell it how many
+ * sandboxes were made for others between two of its tasks. Returns true with *slot set,
+ * false when every block is held. */
 bool idslots_take(struct idslots *s, uint32_t *slot);
 /* Gives block slot back; it must be held. */
 void idslots_put(struct idslots *s, uint32_t slot);

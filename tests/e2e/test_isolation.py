@@ -254,6 +254,24 @@ class Isolation(DaemonTest):
         self.assertEqual(res["status"], "exited", (res, err))
         return out.decode()
 
+    def test_host_ids_say_nothing_of_other_sandboxes(self):
+        # A task sees its block of host ids in /proc/self/uid_map. Handed out in turn, the
+        # blocks of two tasks would differ by the number of sandboxes made in between, for
+        # anyone: in turn, six tasks one after the other got blocks within a few of each
+        # other. At random among the free blocks (1024 by default), six fall within 64
+        # consecutive ones about 6 times in a million.
+        if not self.userns:
+            self.skipTest("without user namespaces tasks run as the host's uid 10001")
+        blocks = []
+        with self.d.client() as c:
+            for _ in range(6):
+                res, out, _ = c.exec(["cat", "/proc/self/uid_map"])
+                self.assertEqual(res["status"], "exited", res)
+                inside, host, count = (int(x) for x in out.split())
+                self.assertEqual((inside, count), (0, 65536))
+                blocks.append((host - 0x70000000) // 65536)
+        self.assertGreater(max(blocks) - min(blocks), 64, blocks)
+
     def test_per_user_kernel_limits_are_the_sandbox_own(self):
         # The kernel counts inotify instances (and POSIX queue bytes, pending signals...)
         # against every user namespace up the chain, each level against the id that created
