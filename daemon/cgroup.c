@@ -26,15 +26,18 @@
 #define CGROUP_NAME_MAX 128
 
 static const char *const ctrl_names[CGROUP_CTRL_COUNT] = {
-    [CGROUP_CTRL_MEMORY] = "memory",
-    [CGROUP_CTRL_CPU] = "cpu",
-    [CGROUP_CTRL_CPUACCT] = "cpuacct",
-    [CGROUP_CTRL_PIDS] = "pids",
+    [CGROUP_CTRL_MEMORY] = "memory", [CGROUP_CTRL_CPU] = "cpu",  [CGROUP_CTRL_CPUACCT] = "cpuacct",
+    [CGROUP_CTRL_PIDS] = "pids",     [CGROUP_CTRL_IO] = "blkio",
 };
 
 const char *cgroup_ctrl_name(enum cgroup_ctrl c)
 {
     return (unsigned)c < CGROUP_CTRL_COUNT ? ctrl_names[c] : "?";
+}
+
+const char *cgroup_ctrl_v2_name(enum cgroup_ctrl c)
+{
+    return c == CGROUP_CTRL_IO ? "io" : cgroup_ctrl_name(c);
 }
 
 int cgroup_ctrl_dfd(const struct cgroup *cg, enum cgroup_ctrl c)
@@ -552,7 +555,8 @@ static char *root_describe(const struct cgroup_root *root)
         const char *sep = "";
         for (size_t c = 0; c < CGROUP_CTRL_COUNT; c++) {
             if (c != CGROUP_CTRL_CPUACCT && root->ctrl_ok[c]) {
-                describe_append(buf, sizeof(buf), &off, "%s%s", sep, ctrl_names[c]);
+                describe_append(buf, sizeof(buf), &off, "%s%s", sep,
+                                cgroup_ctrl_v2_name((enum cgroup_ctrl)c));
                 sep = ",";
             }
         }
@@ -589,6 +593,12 @@ static const struct cgroup_ops *pick_backend(const struct cgroup_sys *sys, const
 int cgroup_root_open(enum cgroup_version version, const char *parent, const char *name,
                      struct cgroup_root **ret, struct err *e)
 {
+    return cgroup_root_open_flags(version, parent, name, 0, ret, e);
+}
+
+int cgroup_root_open_flags(enum cgroup_version version, const char *parent, const char *name,
+                           unsigned flags, struct cgroup_root **ret, struct err *e)
+{
     if (!name_valid(name)) {
         return err_setx(e, -EINVAL, "cgroup name '%s': want 1-%d of [A-Za-z0-9._-]",
                         name ? name : "", CGROUP_NAME_MAX);
@@ -620,6 +630,7 @@ int cgroup_root_open(enum cgroup_version version, const char *parent, const char
     struct cgroup_root *root = xcalloc(1, sizeof(*root));
     root->ops = ops;
     root->name = xstrdup(name);
+    root->want_io = (flags & CGROUP_ROOT_IO) != 0;
     for (size_t h = 0; h < CGROUP_HIER_MAX; h++) {
         root->hier[h].dfd = -1;
     }
@@ -634,6 +645,35 @@ int cgroup_root_open(enum cgroup_version version, const char *parent, const char
     root->desc = root_describe(root);
     log_debug("msg=\"cgroup subtree open\" desc=\"%s\"", root->desc);
     *ret = root;
+    return 0;
+}
+
+int cgroup_block_disk(const char *path, dev_t *ret, struct err *e)
+{
+    struct stat st;
+    if (stat(path, &st) < 0) {
+        return err_set(e, -errno, "stat %s", path);
+    }
+    unsigned maj = major(st.st_dev), min = minor(st.st_dev);
+    char sys[64];
+    (void)snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", maj, min);
+    scoped_close int dfd = open(sys, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
+        return err_setx(e, -ENODEV, "%s is on no block device (its filesystem is %u:%u)", path, maj,
+                        min);
+    }
+    if (faccessat(dfd, "partition", F_OK, 0) < 0) {
+        *ret = st.st_dev; /* a whole disk (or a device-mapper or md device) */
+        return 0;
+    }
+    /* A partition's directory sits in its disk's: the disk's number is in ../dev. */
+    char buf[32];
+    ssize_t n = file_read_small(dfd, "../dev", buf, sizeof(buf));
+    unsigned dmaj, dmin;
+    if (n < 0 || sscanf(buf, "%u:%u", &dmaj, &dmin) != 2) {
+        return err_setx(e, -ENODEV, "%s: cannot find the disk of partition %u:%u", path, maj, min);
+    }
+    *ret = makedev(dmaj, dmin);
     return 0;
 }
 

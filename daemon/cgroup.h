@@ -25,6 +25,11 @@ struct cgroup_limits {
     uint64_t memory_bytes; /* memory + swap; 0 = no limit */
     double cpu;            /* CPUs of quota; 0 = no limit */
     uint32_t pids;         /* 0 = no limit */
+    /* Reads from one block device (a whole disk: cgroup_block_disk), bytes and requests a
+     * second; 0 = no limit. Needs a root opened with CGROUP_ROOT_IO. */
+    dev_t io_dev;
+    uint64_t io_read_bps;
+    uint32_t io_read_iops;
 };
 
 struct cgroup_usage {
@@ -41,6 +46,16 @@ struct cgroup_usage {
  * hierarchy, else v1. Returns 0 or -errno. */
 int cgroup_root_open(enum cgroup_version version, const char *parent, const char *name,
                      struct cgroup_root **ret, struct err *e);
+/* cgroup_root_open with flags. CGROUP_ROOT_IO: also the io controller (v1 blkio, its own
+ * hierarchy: one more attach per sandbox; v2 io), for io limits; -ENODEV when the host has
+ * none to give. Without it no io cgroup is made or touched. */
+#define CGROUP_ROOT_IO 0x1u
+int cgroup_root_open_flags(enum cgroup_version version, const char *parent, const char *name,
+                           unsigned flags, struct cgroup_root **ret, struct err *e);
+/* The whole disk that holds path's filesystem, for io limits (the kernel limits disks, not
+ * partitions). -ENODEV when the filesystem is on no block device (tmpfs, overlay, btrfs
+ * subvolumes, NFS). */
+int cgroup_block_disk(const char *path, dev_t *ret, struct err *e);
 /* Takes an exclusive flock on the subtree's directory (its first hierarchy's), held until
  * cgroup_root_free: what the start-up reaper kills and removes in the subtree is then never
  * another live sbxd's, even one whose state dir lock (the same path, deleted and made

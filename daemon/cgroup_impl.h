@@ -16,6 +16,7 @@ enum cgroup_ctrl {
     CGROUP_CTRL_CPU,
     CGROUP_CTRL_CPUACCT,
     CGROUP_CTRL_PIDS,
+    CGROUP_CTRL_IO, /* v1 blkio, v2 io; only with CGROUP_ROOT_IO */
     CGROUP_CTRL_COUNT,
 };
 
@@ -57,6 +58,7 @@ struct cgroup_root {
     int ctrl_hier[CGROUP_CTRL_COUNT]; /* index into hier[], -1 when absent */
     bool ctrl_ok[CGROUP_CTRL_COUNT];  /* the controller can limit/report in children */
     bool has_limits;                  /* memory, cpu and pids are all ctrl_ok */
+    bool want_io;                     /* CGROUP_ROOT_IO: ctrl_ok[CGROUP_CTRL_IO] or failed */
     bool v1_memsw;                    /* memory.memsw.* exists: the limit covers swap too */
     bool v1_tcp;                      /* memory.kmem.tcp.limit_in_bytes exists */
     bool v2_swap;                     /* memory.swap.max exists */
@@ -108,8 +110,10 @@ struct cgroup_ops {
 extern const struct cgroup_ops cgroup_v1_ops;
 extern const struct cgroup_ops cgroup_v2_ops;
 
-/* "memory", "cpu", "cpuacct", "pids". */
+/* "memory", "cpu", "cpuacct", "pids", "blkio" (v1 names). */
 const char *cgroup_ctrl_name(enum cgroup_ctrl c);
+/* The same with v2's names ("io" for CGROUP_CTRL_IO). */
+const char *cgroup_ctrl_v2_name(enum cgroup_ctrl c);
 /* cg's directory fd in the hierarchy serving controller c, or -1. */
 int cgroup_ctrl_dfd(const struct cgroup *cg, enum cgroup_ctrl c);
 /* The CFS quota in microseconds per CGROUP_CPU_PERIOD_US for `cpu` CPUs (at least the

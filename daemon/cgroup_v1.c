@@ -8,8 +8,10 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 #include <sys/pidfd.h>
 #include <time.h>
 
@@ -247,13 +249,17 @@ static int v1_root_open(struct cgroup_root *root, const struct cgroup_sys *sys, 
     for (size_t c = 0; c < CGROUP_CTRL_COUNT; c++) {
         const struct cgroup_place *p = &sys->v1[c];
         const char *cname = cgroup_ctrl_name((enum cgroup_ctrl)c);
+        if (c == CGROUP_CTRL_IO && !root->want_io) {
+            continue; /* no pool limits io: no blkio cgroups, no attach to them */
+        }
         if (!p->mnt) {
             if (c == CGROUP_CTRL_CPUACCT) {
                 /* Only reports usage: without it cpu_ns reads 0. */
                 log_debug("msg=\"cpuacct not mounted, cpu usage reads 0\"");
                 continue;
             }
-            return err_setx(e, -ENODEV, "cgroup v1: the %s controller is not mounted", cname);
+            return err_setx(e, -ENODEV, "cgroup v1: the %s controller is not mounted%s", cname,
+                            c == CGROUP_CTRL_IO ? " (a pool sets io limits)" : "");
         }
         int found = -1;
         for (size_t h = 0; h < root->nhier; h++) {
@@ -345,6 +351,29 @@ static int v1_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, str
         r = cgroup_write_u64(pids, "pids.max", lim->pids, e);
         if (r < 0) {
             return r;
+        }
+    }
+    int io = cgroup_ctrl_dfd(cg, CGROUP_CTRL_IO);
+    if (lim->io_dev && io < 0) {
+        return err_setx(e, -ENODEV, "io limits without the blkio controller (CGROUP_ROOT_IO)");
+    }
+    if (lim->io_dev) {
+        char v[64];
+        if (lim->io_read_bps > 0) {
+            (void)snprintf(v, sizeof(v), "%u:%u %llu", major(lim->io_dev), minor(lim->io_dev),
+                           (unsigned long long)lim->io_read_bps);
+            r = cgroup_write(io, "blkio.throttle.read_bps_device", v, e);
+            if (r < 0) {
+                return r;
+            }
+        }
+        if (lim->io_read_iops > 0) {
+            (void)snprintf(v, sizeof(v), "%u:%u %u", major(lim->io_dev), minor(lim->io_dev),
+                           lim->io_read_iops);
+            r = cgroup_write(io, "blkio.throttle.read_iops_device", v, e);
+            if (r < 0) {
+                return r;
+            }
         }
     }
     return 0;

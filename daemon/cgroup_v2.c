@@ -7,25 +7,37 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
 #define LOG_MOD "cgroup"
 #include "cgroup_impl.h"
 #include "log.h"
 #include "util.h"
 
+/* The controllers delegated to our subtree; io only with CGROUP_ROOT_IO (want_io). */
 static const enum cgroup_ctrl v2_limit_ctrls[] = {
     CGROUP_CTRL_MEMORY,
     CGROUP_CTRL_CPU,
     CGROUP_CTRL_PIDS,
+    CGROUP_CTRL_IO,
 };
 
-/* "+memory +cpu" for the controllers in avail (NULL: all) that are not in enabled. */
-static void enable_string(const char *avail, const char *enabled, char *buf, size_t size)
+static bool v2_wanted(const struct cgroup_root *root, enum cgroup_ctrl c)
+{
+    return c != CGROUP_CTRL_IO || root->want_io;
+}
+
+/* "+memory +cpu" for the wanted controllers in avail (NULL: all) that are not in enabled. */
+static void enable_string(const struct cgroup_root *root, const char *avail, const char *enabled,
+                          char *buf, size_t size)
 {
     size_t off = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < ARRAY_SIZE(v2_limit_ctrls); i++) {
-        const char *name = cgroup_ctrl_name(v2_limit_ctrls[i]);
+        if (!v2_wanted(root, v2_limit_ctrls[i])) {
+            continue;
+        }
+        const char *name = cgroup_ctrl_v2_name(v2_limit_ctrls[i]);
         if ((avail && !cgroup_list_has(avail, name)) || cgroup_list_has(enabled, name)) {
             continue;
         }
@@ -55,7 +67,7 @@ static int v2_delegate(struct cgroup_root *root, const char *base, struct err *e
     if (n < 0) {
         return err_set(e, (int)n, "read %s/cgroup.controllers", base);
     }
-    enable_string(base_avail, have, want, sizeof(want));
+    enable_string(root, base_avail, have, want, sizeof(want));
     if (want[0]) {
         int r = file_write_str(bfd, "cgroup.subtree_control", want);
         if (r == -EBUSY) {
@@ -79,7 +91,7 @@ static int v2_delegate(struct cgroup_root *root, const char *base, struct err *e
     if (n < 0) {
         return err_set(e, (int)n, "read %s/cgroup.subtree_control", root->hier[0].path);
     }
-    enable_string(have, enabled, want, sizeof(want));
+    enable_string(root, have, enabled, want, sizeof(want));
     if (want[0]) {
         int r = file_write_str(dfd, "cgroup.subtree_control", want);
         if (r == -EBUSY) {
@@ -101,11 +113,22 @@ static int v2_delegate(struct cgroup_root *root, const char *base, struct err *e
     root->has_limits = true;
     for (size_t i = 0; i < ARRAY_SIZE(v2_limit_ctrls); i++) {
         enum cgroup_ctrl c = v2_limit_ctrls[i];
-        root->ctrl_ok[c] = cgroup_list_has(enabled, cgroup_ctrl_name(c));
-        root->has_limits = root->has_limits && root->ctrl_ok[c];
+        if (!v2_wanted(root, c)) {
+            continue;
+        }
+        root->ctrl_ok[c] = cgroup_list_has(enabled, cgroup_ctrl_v2_name(c));
+        if (c != CGROUP_CTRL_IO) {
+            root->has_limits = root->has_limits && root->ctrl_ok[c];
+        }
         if (root->ctrl_ok[c]) {
             root->hier[0].ctrls |= 1u << c;
         }
+    }
+    if (root->want_io && !root->ctrl_ok[CGROUP_CTRL_IO]) {
+        return err_setx(e, -ENODEV,
+                        "cgroup v2: the io controller is not available to %s (a pool sets io "
+                        "limits): delegate it to the cgroup sbxd starts in",
+                        root->hier[0].path);
     }
     return 0;
 }
@@ -175,6 +198,24 @@ static int v2_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, str
     }
     if (lim->pids > 0 && root->ctrl_ok[CGROUP_CTRL_PIDS]) {
         r = cgroup_write_u64(dfd, "pids.max", lim->pids, e);
+        if (r < 0) {
+            return r;
+        }
+    }
+    if (lim->io_dev && !root->ctrl_ok[CGROUP_CTRL_IO]) {
+        return err_setx(e, -ENODEV, "io limits without the io controller (CGROUP_ROOT_IO)");
+    }
+    if (lim->io_dev && (lim->io_read_bps > 0 || lim->io_read_iops > 0)) {
+        char s[96], bps[24] = "max", iops[16] = "max";
+        if (lim->io_read_bps > 0) {
+            (void)snprintf(bps, sizeof(bps), "%llu", (unsigned long long)lim->io_read_bps);
+        }
+        if (lim->io_read_iops > 0) {
+            (void)snprintf(iops, sizeof(iops), "%u", lim->io_read_iops);
+        }
+        (void)snprintf(s, sizeof(s), "%u:%u rbps=%s riops=%s", major(lim->io_dev),
+                       minor(lim->io_dev), bps, iops);
+        r = cgroup_write(dfd, "io.max", s, e);
         if (r < 0) {
             return r;
         }

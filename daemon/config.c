@@ -113,6 +113,8 @@ enum pool_mark {
     PM_IMAGE,
     PM_DEV_SHM,
     PM_SHM_SIZE,
+    PM_IO_READ_BPS,
+    PM_IO_READ_IOPS,
     PM_COUNT
 };
 
@@ -343,6 +345,9 @@ static const struct field pool_fields[] = {
     FIELD("image", T_NAME, PM_IMAGE, 0, POOL(image)),
     FIELD("dev_shm", T_BOOL, PM_DEV_SHM, 0, POOL(dev_shm)),
     RANGE("shm_size", T_SIZE, PM_SHM_SIZE, POOL(shm_size), MIB, UINT64_MAX),
+    /* Reads from the image's disk, per sandbox; 0: no limit (cgroup.h). */
+    RANGE("io_read_bps", T_SIZE, PM_IO_READ_BPS, POOL(io_read_bps), 0, UINT64_MAX),
+    RANGE("io_read_iops", T_U32, PM_IO_READ_IOPS, POOL(io_read_iops), 0, UINT32_MAX),
     END,
 };
 

@@ -37,6 +37,8 @@ struct pool_config {
     char *image;             /* image name; default "host" */
     bool dev_shm;            /* mount /dev/shm; default false */
     uint64_t shm_size;       /* default 16 MiB */
+    uint64_t io_read_bps;    /* bytes a second read from the image's disk; 0 (default): no limit */
+    uint32_t io_read_iops;   /* reads a second from it; 0 (default): no limit */
 };
 
 /* Egress (docs/EGRESS.md). Methods a route may allow, as bits. */

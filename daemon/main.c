@@ -670,8 +670,14 @@ int main(int argc, char **argv)
         return startup_exit(d, 72);
     }
     scoped_free char *cgname = subtree_name(cfg);
-    r = cgroup_root_open((enum cgroup_version)cfg->cgroup_version, cfg->cgroup_parent, cgname,
-                         &d->cg_root, &e);
+    unsigned cg_flags = 0;
+    for (size_t i = 0; i < cfg->n_pools; i++) {
+        if (cfg->pools[i].io_read_bps > 0 || cfg->pools[i].io_read_iops > 0) {
+            cg_flags |= CGROUP_ROOT_IO; /* else no io cgroups at all, and no attach to them */
+        }
+    }
+    r = cgroup_root_open_flags((enum cgroup_version)cfg->cgroup_version, cfg->cgroup_parent, cgname,
+                               cg_flags, &d->cg_root, &e);
     if (r < 0) {
         fprintf(stderr, "sbxd: cgroups: %s\n", err_msg(&e));
         return startup_exit(d, 71);
@@ -738,7 +744,10 @@ int main(int argc, char **argv)
     }
     d->pools = xcalloc(cfg->n_pools, sizeof(*d->pools));
     for (size_t i = 0; i < cfg->n_pools; i++) {
-        (void)pool_new(d, &cfg->pools[i], &d->pools[i], &e);
+        if (pool_new(d, &cfg->pools[i], &d->pools[i], &e) < 0) {
+            fprintf(stderr, "sbxd: %s\n", err_msg(&e));
+            return startup_abort(d, NULL, 78);
+        }
         (void)seccomp_set_get(sc, cfg->pools[i].seccomp, &d->pools[i]->bpf, &d->pools[i]->bpf_n);
         d->n_pools++;
     }

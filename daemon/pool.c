@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "cgroup.h"
@@ -21,15 +22,43 @@
 #define BACKOFF_MIN_NS (50ULL * 1000 * 1000)
 #define BACKOFF_MAX_NS (5ULL * 1000 * 1000 * 1000)
 
+/* The disk a pool's sandboxes read their image from, for its io limits: a built image's
+ * under images_dir (image.c) when it is there, else the host's /usr, which the host image
+ * binds (and a built image that is missing falls back to). */
+static int pool_io_disk(const struct daemon *d, const struct pool_config *pc, dev_t *ret,
+                        struct err *e)
+{
+    scoped_free char *img = NULL;
+    const char *path = "/usr";
+    if (strcmp(pc->image, "host") != 0) {
+        img = d->cfg->images_dir ? xasprintf("%s/%s", d->cfg->images_dir, pc->image)
+                                 : xasprintf("%s/images/%s", d->cfg->state_dir, pc->image);
+        if (access(img, F_OK) == 0) {
+            path = img;
+        }
+    }
+    int r = cgroup_block_disk(path, ret, e);
+    return r < 0 ? err_prefix(e, r, "pool %s: io limits", pc->name) : 0;
+}
+
 int pool_new(struct daemon *d, const struct pool_config *pc, struct pool **ret, struct err *e)
 {
-    (void)e;
+    dev_t io_dev = 0;
+    if (pc->io_read_bps > 0 || pc->io_read_iops > 0) {
+        int r = pool_io_disk(d, pc, &io_dev, e);
+        if (r < 0) {
+            return r;
+        }
+    }
     struct pool *p = xcalloc(1, sizeof(*p));
     p->d = d;
     p->pc = pc;
     p->limits.memory_bytes = pc->memory_bytes;
     p->limits.cpu = pc->cpu;
     p->limits.pids = pc->pids;
+    p->limits.io_dev = io_dev;
+    p->limits.io_read_bps = pc->io_read_bps;
+    p->limits.io_read_iops = pc->io_read_iops;
     uv_timer_init(d->loop, &p->retry_timer);
     p->retry_timer.data = p;
     /* The fork server forks sandboxes into user namespaces: without them, none. */

@@ -4,15 +4,17 @@ daemonized children, clients that vanish, bursts, backpressure and stdin streami
 import glob
 import hashlib
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import unittest
 
-from harness import DaemonTest, pool_yaml, TOP
+from harness import DaemonTest, pool_yaml, SBXD, TOP
 import sbx_client
 
 PY = "python3"
@@ -166,6 +168,12 @@ class Limits(DaemonTest):
     pools = [pool_yaml("python", warm=2, max=8, pids=64, memory="128MiB", output_cap=32768),
              pool_yaml("tiny", warm=0, max=1, queue=2),
              pool_yaml("big", warm=1, max=2, output_cap=64 << 20)]
+
+    def test_no_io_cgroups_without_io_limits(self):
+        # No pool here sets io_read_bps or io_read_iops: no blkio subtree, so no sandbox pays
+        # for a fifth v1 attach (IoLimits has one).
+        self.assertTrue(self.d.cgroup_paths)
+        self.assertFalse([p for p in self.d.cgroup_paths if "/blkio/" in p], self.d.cgroup_paths)
 
     def test_socket_buffers_count_against_the_memory_limit(self):
         # Data queued on loopback TCP connections that nobody reads sits in kernel socket
@@ -371,6 +379,100 @@ class Limits(DaemonTest):
             self.assertEqual(sum(len(b) for b in out), 60000000)
         finally:
             c.close()
+
+
+def usr_disk():
+    """The /sys/dev/block entry of the filesystem under /usr, or None (tmpfs, overlay...)."""
+    st = os.stat("/usr")
+    path = "/sys/dev/block/%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))
+    return path if os.path.isdir(path) else None
+
+
+def big_usr_file(least=16 << 20):
+    """A regular file of the image (the host's /usr) of at least `least` bytes."""
+    for d in ("/usr/bin", "/usr/lib/x86_64-linux-gnu", "/usr/lib"):
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        for name in names:
+            path = os.path.join(d, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if os.path.isfile(path) and not os.path.islink(path) and st.st_size >= least:
+                return path
+    return None
+
+
+class IoLimits(DaemonTest):
+    """io_read_bps / io_read_iops: a sandbox reads the image's disk no faster than its
+    pool allows, even bypassing the page cache (O_DIRECT), which a memory limit cannot
+    stop. Pools without them get no io cgroups at all (test_limits.Limits' daemon)."""
+    pools = [pool_yaml("io", warm=1, max=2, extra="io_read_bps: 4MiB\nio_read_iops: 2000\n")]
+
+    @classmethod
+    def setUpClass(cls):
+        if not usr_disk() or not os.path.isdir("/sys/fs/cgroup/blkio"):
+            raise unittest.SkipTest("/usr on no block device, or no v1 blkio hierarchy")
+        super().setUpClass()
+
+    def test_reads_from_the_image_disk_are_throttled(self):
+        path = big_usr_file()
+        if not path:
+            self.skipTest("no file of 16 MiB in /usr")
+        io = [p for p in self.d.cgroup_paths if "/blkio/" in p]
+        self.assertEqual(len(io), 1, self.d.cgroup_paths)
+        with self.d.client() as c:
+            res, out, err = c.exec(["dd", "if=" + path, "of=/dev/null", "bs=1M", "count=12",
+                                    "iflag=direct"], pool="io", timeout=60)
+            self.assertEqual((res["status"], res["exit_code"]), ("exited", 0), err)
+            # 12 MiB at 4 MiB a second: 3 s, of which the kernel may let one slice (0.1 s)
+            # go ahead. Only a floor: a busy machine makes it slower, never faster.
+            self.assertGreaterEqual(res["wall_ms"], 2500, (res, err))
+            self.assertIn(b"12582912 bytes", err)
+            # The limit sits in the sandbox's own cgroup, on the disk under /usr.
+            disk = usr_disk()
+            if os.path.exists(os.path.join(disk, "partition")):
+                disk = os.path.join(disk, "..")  # the kernel limits whole disks
+            with open(os.path.join(disk, "dev")) as f:
+                dev = f.read().strip()
+            rules = set()
+            for sb in glob.glob(os.path.join(io[0], "*", "blkio.throttle.read_bps_device")):
+                with open(sb) as f:
+                    rules.add(f.read().strip())
+            self.assertEqual(rules, {"%s %d" % (dev, 4 << 20)})
+
+
+class IoLimitsWithoutADisk(unittest.TestCase):
+    """A pool whose image is on no block device (here a built image's directory on a tmpfs)
+    cannot have io limits: sbxd refuses to start and says why, rather than run unlimited."""
+
+    def test_refused_at_start(self):
+        if not os.path.isdir("/dev/shm"):
+            self.skipTest("no /dev/shm")
+        tmp = tempfile.mkdtemp(prefix="sbx-io-")
+        shm = tempfile.mkdtemp(prefix="sbx-io-", dir="/dev/shm")
+        try:
+            os.mkdir(os.path.join(shm, "onshm"))
+            os.mkdir(os.path.join(tmp, "pools"))
+            with open(os.path.join(tmp, "pools", "p.yaml"), "w") as f:
+                f.write(pool_yaml("p", warm=0, max=1, extra="io_read_bps: 1MiB\n").replace(
+                    "image: host", "image: onshm"))
+            cfg = os.path.join(tmp, "sbxd.yaml")
+            with open(cfg, "w") as f:
+                f.write("socket: %s/a.sock\nadmin_socket: %s/b.sock\nstate_dir: %s/state\n"
+                        "pools_dir: pools\ndefault_pool: p\nimages_dir: %s\nmetrics: \"\"\n"
+                        % (tmp, tmp, tmp, shm))
+            r = subprocess.run([SBXD, "--config", cfg], capture_output=True, timeout=60)
+            self.assertEqual(r.returncode, 78, r)
+            msg = r.stderr.decode()
+            self.assertIn("pool p: io limits", msg)
+            self.assertIn("on no block device", msg)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.rmtree(shm, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -865,6 +866,127 @@ static void cgroup_root_open__forced_v1(void **state)
     own_root = cgroup_root_free(own_root);
 }
 
+/* The io controller only for a root that asks (CGROUP_ROOT_IO): none of its cgroups, and no
+ * attach to them, for the others. With it, a cgroup's io limits name the disk. */
+static void cgroup_root_open__io_only_when_asked(void **state)
+{
+    (void)state;
+    if (geteuid() != 0 || !mounted("cgroup", "blkio") || !mounted("cgroup", "memory")) {
+        print_message("[  SKIP    ] %s\n", geteuid() != 0 ? "not root" : "no v1 blkio or memory");
+        skip();
+    }
+    struct err e = ERR_INIT;
+    dev_t disk = 0;
+    if (cgroup_block_disk("/usr", &disk, &e) < 0) {
+        print_message("[  SKIP    ] %s\n", err_msg(&e));
+        skip();
+    }
+    char name[64], path[512], got[128], want[64];
+    (void)snprintf(name, sizeof(name), "sbx-test-%d-io", (int)getpid());
+    if (cgroup_root_open(CGROUP_V1, NULL, name, &own_root, &e) < 0) {
+        fail_msg("%s", err_msg(&e));
+    }
+    assert_null(strstr(cgroup_root_describe(own_root), "blkio="));
+    own_root = cgroup_root_free(own_root);
+    if (cgroup_root_open_flags(CGROUP_V1, NULL, name, CGROUP_ROOT_IO, &own_root, &e) < 0) {
+        fail_msg("%s", err_msg(&e));
+    }
+    const char *d = strstr(cgroup_root_describe(own_root), "blkio=");
+    assert_non_null(d);
+    (void)snprintf(path, sizeof(path), "%.*s", (int)strcspn(d + 6, " "), d + 6);
+    const struct cgroup_limits lim = {.memory_bytes = 64 * MIB,
+                                      .pids = 16,
+                                      .io_dev = disk,
+                                      .io_read_bps = 4 * MIB,
+                                      .io_read_iops = 100};
+    if (cgroup_create(own_root, "io", &lim, &own_cg, &e) < 0) {
+        fail_msg("%s", err_msg(&e));
+    }
+    char file[600];
+    (void)snprintf(file, sizeof(file), "%s/io/blkio.throttle.read_bps_device", path);
+    read_trimmed(file, got, sizeof(got));
+    (void)snprintf(want, sizeof(want), "%u:%u %llu", major(disk), minor(disk),
+                   (unsigned long long)(4 * MIB));
+    assert_string_equal(got, want);
+    (void)snprintf(file, sizeof(file), "%s/io/blkio.throttle.read_iops_device", path);
+    read_trimmed(file, got, sizeof(got));
+    (void)snprintf(want, sizeof(want), "%u:%u 100", major(disk), minor(disk));
+    assert_string_equal(got, want);
+    assert_int_equal(cgroup_remove(own_cg, &e), 0);
+    own_cg = cgroup_free(own_cg);
+    own_root = cgroup_root_free(own_root);
+    /* A root without the io controller refuses io limits rather than ignore them. */
+    if (cgroup_root_open(CGROUP_V1, NULL, name, &own_root, &e) < 0) {
+        fail_msg("%s", err_msg(&e));
+    }
+    assert_int_equal(cgroup_create(own_root, "io", &lim, &own_cg, &e), -ENODEV);
+    assert_null(own_cg);
+    own_root = cgroup_root_free(own_root);
+}
+
+/* v2: io.max where the host delegates io; a clear refusal where it does not (this VM's
+ * cgroup2 mount has no controllers at all). */
+static void cgroup_root_open__v2_io(void **state)
+{
+    (void)state;
+    if (geteuid() != 0 || !mounted("cgroup2", NULL)) {
+        print_message("[  SKIP    ] %s\n", geteuid() != 0 ? "not root" : "no cgroup2 mount");
+        skip();
+    }
+    struct err e = ERR_INIT;
+    dev_t disk = 0;
+    if (cgroup_block_disk("/usr", &disk, &e) < 0) {
+        print_message("[  SKIP    ] %s\n", err_msg(&e));
+        skip();
+    }
+    char name[64];
+    (void)snprintf(name, sizeof(name), "sbx-test-%d-v2io", (int)getpid());
+    int r = cgroup_root_open_flags(CGROUP_V2, NULL, name, CGROUP_ROOT_IO, &own_root, &e);
+    if (r < 0) {
+        assert_int_equal(r, -ENODEV);
+        assert_non_null(strstr(err_msg(&e), "io controller"));
+        assert_null(own_root);
+        return;
+    }
+    const struct cgroup_limits lim = {.io_dev = disk, .io_read_bps = 4 * MIB};
+    if (cgroup_create(own_root, "io", &lim, &own_cg, &e) < 0) {
+        fail_msg("%s", err_msg(&e));
+    }
+    const char *d = cgroup_root_describe(own_root);
+    char path[512], file[600], got[256], want[64];
+    (void)snprintf(path, sizeof(path), "%.*s", (int)strcspn(strchr(d, '/'), " "), strchr(d, '/'));
+    (void)snprintf(file, sizeof(file), "%s/io/io.max", path);
+    read_trimmed(file, got, sizeof(got));
+    (void)snprintf(want, sizeof(want), "%u:%u rbps=%llu", major(disk), minor(disk),
+                   (unsigned long long)(4 * MIB));
+    assert_non_null(strstr(got, want));
+    assert_int_equal(cgroup_remove(own_cg, &e), 0);
+    own_cg = cgroup_free(own_cg);
+    own_root = cgroup_root_free(own_root);
+}
+
+static void cgroup_block_disk__finds_the_disk_or_says_none(void **state)
+{
+    (void)state;
+    struct err e = ERR_INIT;
+    dev_t d = 0;
+    assert_int_equal(cgroup_block_disk("/proc", &d, &e), -ENODEV);
+    assert_non_null(strstr(err_msg(&e), "no block device"));
+    assert_int_equal(cgroup_block_disk("/no/such/path", &d, &e), -ENOENT);
+    struct stat st;
+    if (stat("/usr", &st) == 0 && cgroup_block_disk("/usr", &d, &e) == 0) {
+        /* The disk itself, with no partition file, and /usr's device or its parent. */
+        char p[96];
+        (void)snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/partition", major(d), minor(d));
+        assert_int_not_equal(access(p, F_OK), 0);
+        if (d != st.st_dev) {
+            (void)snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/partition", major(st.st_dev),
+                           minor(st.st_dev));
+            assert_int_equal(access(p, F_OK), 0);
+        }
+    }
+}
+
 static void cgroup_root_open__below_configured_parent(void **state)
 {
     (void)state;
@@ -1074,6 +1196,9 @@ int main(void)
         cmocka_unit_test_teardown(cgroup_root_open__rejects_bad_input, own_teardown),
         cmocka_unit_test_teardown(cgroup_root_open__forced_v1, own_teardown),
         cmocka_unit_test_teardown(cgroup_root_open__below_configured_parent, own_teardown),
+        cmocka_unit_test_teardown(cgroup_root_open__io_only_when_asked, own_teardown),
+        cmocka_unit_test_teardown(cgroup_root_open__v2_io, own_teardown),
+        cmocka_unit_test(cgroup_block_disk__finds_the_disk_or_says_none),
         cmocka_unit_test_teardown(cgroup_root_free__removes_empty_subtree_keeps_busy_one,
                                   own_teardown),
     };

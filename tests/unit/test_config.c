@@ -159,6 +159,8 @@ static void config_parse_pool__defaults(void **state)
     assert_string_equal(p.image, "host");
     assert_false(p.dev_shm);
     assert_int_equal(p.shm_size, 16 * MIB);
+    assert_int_equal(p.io_read_bps, 0); /* no io limits unless asked */
+    assert_int_equal(p.io_read_iops, 0);
     config_pool_clear(&p);
 
     /* Derived defaults follow the values given: max_timeout = 4 * timeout, gid = uid. */
@@ -273,7 +275,9 @@ static void config_parse_pool__every_key(void **state)
                        "seccomp: strict\n"
                        "image: py312\n"
                        "dev_shm: true\n"
-                       "shm_size: 32MiB\n";
+                       "shm_size: 32MiB\n"
+                       "io_read_bps: 64MiB\n"
+                       "io_read_iops: 500\n";
 
     assert_int_equal(config_parse_pool("all.yaml", text, strlen(text), &p, &e), 0);
     assert_string_equal(p.name, "all_keys-1");
@@ -294,6 +298,8 @@ static void config_parse_pool__every_key(void **state)
     assert_string_equal(p.image, "py312");
     assert_true(p.dev_shm);
     assert_int_equal(p.shm_size, 32 * MIB);
+    assert_int_equal(p.io_read_bps, 64 * MIB);
+    assert_int_equal(p.io_read_iops, 500);
     config_pool_clear(&p);
 }
 
@@ -720,6 +726,10 @@ static void config_parse_pool__out_of_range(void **state)
     pool_fails("p.yaml", "name: p\ntmp_size: 0\n", "p.yaml:2:11: 'tmp_size' must be at least 1MiB");
     pool_fails("p.yaml", "name: p\nnofile: 2\n",
                "p.yaml:2:9: 'nofile' must be between 16 and 1048576");
+    pool_fails("p.yaml", "name: p\nio_read_bps: -1\n",
+               "p.yaml:2:14: 'io_read_bps' must be a size like 512MiB");
+    pool_fails("p.yaml", "name: p\nio_read_iops: 5000000000\n",
+               "p.yaml:2:15: 'io_read_iops' must be at most 4294967295");
     pool_fails("p.yaml", "name: p\nuid: 0\n", "p.yaml:2:6: 'uid' must not be 0 (root)");
     pool_fails("p.yaml", "name: p\ngid: 0\n", "p.yaml:2:6: 'gid' must not be 0 (root)");
 }
