@@ -14,9 +14,10 @@ failed_names=""
 log=$(mktemp -d /tmp/sbx-test-log.XXXXXX)
 
 count() { # file name
-    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
-    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
-    s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$1" | tail -1)
+    # A cmocka binary may run several groups, each with its own summary: add them up.
+    p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$1" | awk '{n += $1} END {print n + 0}')
+    f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$1" | awk '{n += $1} END {print n + 0}')
+    s=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$1" | awk '{n += $1} END {print n + 0}')
     e=$(sed -n 's/^E2E: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p' "$1" | tail -1)
     if [ -n "$e" ]; then set -- "$1" "$2" $e; p=$3; f=$4; s=$5; fi
     p=${p:-0}; f=${f:-0}; s=${s:-0}
