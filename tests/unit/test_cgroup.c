@@ -866,6 +866,18 @@ static void cgroup_root_open__forced_v1(void **state)
     own_root = cgroup_root_free(own_root);
 }
 
+/* The disk under /usr (what io limits of a host-image pool name), or the test is skipped. */
+static dev_t usr_disk_or_skip(void)
+{
+    struct err e = ERR_INIT;
+    dev_t disk = 0;
+    if (cgroup_block_disk("/usr", &disk, &e) < 0) {
+        print_message("[  SKIP    ] %s\n", err_msg(&e));
+        skip();
+    }
+    return disk;
+}
+
 /* The io controller only for a root that asks (CGROUP_ROOT_IO): none of its cgroups, and no
  * attach to them, for the others. With it, a cgroup's io limits name the disk. */
 static void cgroup_root_open__io_only_when_asked(void **state)
@@ -876,11 +888,7 @@ static void cgroup_root_open__io_only_when_asked(void **state)
         skip();
     }
     struct err e = ERR_INIT;
-    dev_t disk = 0;
-    if (cgroup_block_disk("/usr", &disk, &e) < 0) {
-        print_message("[  SKIP    ] %s\n", err_msg(&e));
-        skip();
-    }
+    dev_t disk = usr_disk_or_skip();
     char name[64], path[512], got[128], want[64];
     (void)snprintf(name, sizeof(name), "sbx-test-%d-io", (int)getpid());
     if (cgroup_root_open(CGROUP_V1, NULL, name, &own_root, &e) < 0) {
@@ -934,11 +942,7 @@ static void cgroup_root_open__v2_io(void **state)
         skip();
     }
     struct err e = ERR_INIT;
-    dev_t disk = 0;
-    if (cgroup_block_disk("/usr", &disk, &e) < 0) {
-        print_message("[  SKIP    ] %s\n", err_msg(&e));
-        skip();
-    }
+    dev_t disk = usr_disk_or_skip();
     char name[64];
     (void)snprintf(name, sizeof(name), "sbx-test-%d-v2io", (int)getpid());
     int r = cgroup_root_open_flags(CGROUP_V2, NULL, name, CGROUP_ROOT_IO, &own_root, &e);
