@@ -14,6 +14,7 @@
 #include <sys/sysmacros.h>
 #include <sys/pidfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #define LOG_MOD "cgroup"
 #include "alloc.h"
@@ -242,6 +243,25 @@ int cgroup_v1_procs_kill(const int *dfds, size_t n)
     return total;
 }
 
+/* Whether an earlier sbxd with io limits left our subtree in the blkio hierarchy (killed,
+ * say): then this one uses blkio too, without limits, so that the reaper empties and
+ * removes what is there and the subtree goes at exit; the next start has none. */
+static bool v1_io_left_behind(const struct cgroup_place *p, const char *parent, const char *name)
+{
+    scoped_free char *base = NULL;
+    if (!p->mnt || cgroup_place_base(p, parent, &base, NULL) < 0) {
+        return false;
+    }
+    scoped_free char *path = xasprintf("%s/%s", base, name);
+    if (access(path, F_OK) < 0) {
+        return false;
+    }
+    log_info("path=%s msg=\"blkio subtree of an earlier sbxd with io limits: used for this run, "
+             "to remove what it left\"",
+             path);
+    return true;
+}
+
 static int v1_root_open(struct cgroup_root *root, const struct cgroup_sys *sys, const char *parent,
                         struct err *e)
 {
@@ -249,7 +269,7 @@ static int v1_root_open(struct cgroup_root *root, const struct cgroup_sys *sys, 
     for (size_t c = 0; c < CGROUP_CTRL_COUNT; c++) {
         const struct cgroup_place *p = &sys->v1[c];
         const char *cname = cgroup_ctrl_name((enum cgroup_ctrl)c);
-        if (c == CGROUP_CTRL_IO && !root->want_io) {
+        if (c == CGROUP_CTRL_IO && !root->want_io && !v1_io_left_behind(p, parent, root->name)) {
             continue; /* no pool limits io: no blkio cgroups, no attach to them */
         }
         if (!p->mnt) {

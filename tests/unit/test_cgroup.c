@@ -930,6 +930,30 @@ static void cgroup_root_open__io_only_when_asked(void **state)
     assert_int_equal(cgroup_create(own_root, "io", &lim, &own_cg, &e), -ENODEV);
     assert_null(own_cg);
     own_root = cgroup_root_free(own_root);
+    /* An sbxd with io limits that died left its blkio subtree with a cgroup in it: the next
+     * one, without io limits, takes blkio on for its run, so that the leftover can be
+     * removed, and the subtree goes at its exit; the one after has no blkio at all. */
+    if (cgroup_root_open_flags(CGROUP_V1, NULL, name, CGROUP_ROOT_IO, &own_root, &e) < 0) {
+        fail_msg("%s", err_msg(&e));
+    }
+    assert_int_equal(cgroup_create(own_root, "left", NULL, &own_cg, &e), 0);
+    own_cg = cgroup_free(own_cg);
+    own_root = cgroup_root_close(own_root);
+    assert_int_equal(access(path, F_OK), 0);
+    if (cgroup_root_open(CGROUP_V1, NULL, name, &own_root, &e) < 0) {
+        fail_msg("%s", err_msg(&e));
+    }
+    assert_non_null(strstr(cgroup_root_describe(own_root), "blkio="));
+    assert_int_equal(cgroup_open_existing(own_root, "left", &own_cg), 0);
+    assert_int_equal(cgroup_remove(own_cg, &e), 0);
+    own_cg = cgroup_free(own_cg);
+    own_root = cgroup_root_free(own_root);
+    assert_int_not_equal(access(path, F_OK), 0);
+    if (cgroup_root_open(CGROUP_V1, NULL, name, &own_root, &e) < 0) {
+        fail_msg("%s", err_msg(&e));
+    }
+    assert_null(strstr(cgroup_root_describe(own_root), "blkio="));
+    own_root = cgroup_root_free(own_root);
 }
 
 /* v2: io.max where the host delegates io; a clear refusal where it does not (this VM's
