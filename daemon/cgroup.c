@@ -25,10 +25,15 @@
 /* Bound on names we create or open: sandbox ids and the subtree name. */
 #define CGROUP_NAME_MAX 128
 
+/* clang-format off */
 static const char *const ctrl_names[CGROUP_CTRL_COUNT] = {
-    [CGROUP_CTRL_MEMORY] = "memory", [CGROUP_CTRL_CPU] = "cpu",  [CGROUP_CTRL_CPUACCT] = "cpuacct",
-    [CGROUP_CTRL_PIDS] = "pids",     [CGROUP_CTRL_IO] = "blkio",
+    [CGROUP_CTRL_MEMORY] = "memory",
+    [CGROUP_CTRL_CPU] = "cpu",
+    [CGROUP_CTRL_CPUACCT] = "cpuacct",
+    [CGROUP_CTRL_PIDS] = "pids",
+    [CGROUP_CTRL_IO] = "blkio", /* v1's name; v2's is "io" (cgroup_ctrl_v2_name) */
 };
+/* clang-format on */
 
 const char *cgroup_ctrl_name(enum cgroup_ctrl c)
 {

@@ -58,7 +58,7 @@ struct cgroup_root {
     int ctrl_hier[CGROUP_CTRL_COUNT]; /* index into hier[], -1 when absent */
     bool ctrl_ok[CGROUP_CTRL_COUNT];  /* the controller can limit/report in children */
     bool has_limits;                  /* memory, cpu and pids are all ctrl_ok */
-    bool want_io;                     /* CGROUP_ROOT_IO: ctrl_ok[CGROUP_CTRL_IO] or failed */
+    bool want_io;                     /* CGROUP_ROOT_IO asked (v1 may take blkio on anyway) */
     bool v1_memsw;                    /* memory.memsw.* exists: the limit covers swap too */
     bool v1_tcp;                      /* memory.kmem.tcp.limit_in_bytes exists */
     bool v2_swap;                     /* memory.swap.max exists */
