@@ -325,6 +325,17 @@ uint64_t cgroup_v1_socket_limit(uint64_t memory_bytes)
     return q > CGROUP_V1_SOCKET_MIN ? q : CGROUP_V1_SOCKET_MIN;
 }
 
+/* One blkio throttle rule, "MAJ:MIN value", for dev; a value of 0 sets none. */
+static int v1_io_rule(int dfd, const char *file, dev_t dev, uint64_t v, struct err *e)
+{
+    if (v == 0) {
+        return 0;
+    }
+    char s[64];
+    (void)snprintf(s, sizeof(s), "%u:%u %llu", major(dev), minor(dev), (unsigned long long)v);
+    return cgroup_write(dfd, file, s, e);
+}
+
 static int v1_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, struct err *e)
 {
     int r;
@@ -373,27 +384,18 @@ static int v1_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, str
             return r;
         }
     }
-    int io = cgroup_ctrl_dfd(cg, CGROUP_CTRL_IO);
-    if (lim->io_dev && io < 0) {
-        return err_setx(e, -ENODEV, "io limits without the blkio controller (CGROUP_ROOT_IO)");
-    }
     if (lim->io_dev) {
-        char v[64];
-        if (lim->io_read_bps > 0) {
-            (void)snprintf(v, sizeof(v), "%u:%u %llu", major(lim->io_dev), minor(lim->io_dev),
-                           (unsigned long long)lim->io_read_bps);
-            r = cgroup_write(io, "blkio.throttle.read_bps_device", v, e);
-            if (r < 0) {
-                return r;
-            }
+        int io = cgroup_ctrl_dfd(cg, CGROUP_CTRL_IO);
+        if (io < 0) {
+            return err_setx(e, -ENODEV, "io limits without the blkio controller (CGROUP_ROOT_IO)");
         }
-        if (lim->io_read_iops > 0) {
-            (void)snprintf(v, sizeof(v), "%u:%u %u", major(lim->io_dev), minor(lim->io_dev),
-                           lim->io_read_iops);
-            r = cgroup_write(io, "blkio.throttle.read_iops_device", v, e);
-            if (r < 0) {
-                return r;
-            }
+        r = v1_io_rule(io, "blkio.throttle.read_bps_device", lim->io_dev, lim->io_read_bps, e);
+        if (r == 0) {
+            r = v1_io_rule(io, "blkio.throttle.read_iops_device", lim->io_dev, lim->io_read_iops,
+                           e);
+        }
+        if (r < 0) {
+            return r;
         }
     }
     return 0;

@@ -41,6 +41,12 @@ struct pool_config {
     uint32_t io_read_iops;   /* reads a second from it; 0 (default): no limit */
 };
 
+/* Whether the pool limits its sandboxes' disk reads (io_read_bps or io_read_iops). */
+static inline bool pool_config_limits_io(const struct pool_config *pc)
+{
+    return pc->io_read_bps > 0 || pc->io_read_iops > 0;
+}
+
 /* Egress (docs/EGRESS.md). Methods a route may allow, as bits. */
 #define EGRESS_METHOD_GET 0x01u
 #define EGRESS_METHOD_HEAD 0x02u

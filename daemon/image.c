@@ -606,11 +606,15 @@ static struct image *image_order(const struct daemon *d, struct image *list)
     return sorted;
 }
 
+char *image_dir_of(const struct config *cfg)
+{
+    return cfg->images_dir ? xstrdup(cfg->images_dir) : xasprintf("%s/images", cfg->state_dir);
+}
+
 int image_setup(struct daemon *d, bool require, struct image **ret, struct err *e)
 {
     const struct config *cfg = d->cfg;
-    scoped_free char *conf_dir =
-        cfg->images_dir ? xstrdup(cfg->images_dir) : xasprintf("%s/images", cfg->state_dir);
+    scoped_free char *conf_dir = image_dir_of(cfg);
     char real[PATH_MAX];
     /* Absolute when it exists, so that log lines and sandboxes' messages say where. */
     const char *images_dir = realpath(conf_dir, real) ? real : conf_dir;

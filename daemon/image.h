@@ -12,6 +12,7 @@
 
 #include "err.h"
 
+struct config;
 struct daemon;
 struct image;
 
@@ -41,6 +42,8 @@ int image_hash_tree(int dirfd, const atomic_bool *cancel, struct image_hash *ret
  * stderr). Start-up only. */
 int image_hash_main(const char *path);
 
+/* Where built images are: cfg->images_dir, unset: <state_dir>/images (xmalloc'd). */
+char *image_dir_of(const struct config *cfg);
 /* Start-up, after every pool exists and before the loop runs: gives each pool of d its
  * image (p->image), shared by pools that name the same one, from cfg->images_dir (unset:
  * <state_dir>/images). An image never built falls back to the host image, said once in

@@ -672,7 +672,7 @@ int main(int argc, char **argv)
     scoped_free char *cgname = subtree_name(cfg);
     unsigned cg_flags = 0;
     for (size_t i = 0; i < cfg->n_pools; i++) {
-        if (cfg->pools[i].io_read_bps > 0 || cfg->pools[i].io_read_iops > 0) {
+        if (pool_config_limits_io(&cfg->pools[i])) {
             cg_flags |= CGROUP_ROOT_IO; /* else no io cgroups at all, and no attach to them */
         }
     }

@@ -14,6 +14,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "exec.h"
+#include "image.h"
 #include "log.h"
 #include "reaper.h"
 #include "util.h"
@@ -31,8 +32,8 @@ static int pool_io_disk(const struct daemon *d, const struct pool_config *pc, de
     scoped_free char *img = NULL;
     const char *path = "/usr";
     if (strcmp(pc->image, "host") != 0) {
-        img = d->cfg->images_dir ? xasprintf("%s/%s", d->cfg->images_dir, pc->image)
-                                 : xasprintf("%s/images/%s", d->cfg->state_dir, pc->image);
+        scoped_free char *dir = image_dir_of(d->cfg);
+        img = xasprintf("%s/%s", dir, pc->image);
         if (access(img, F_OK) == 0) {
             path = img;
         }
@@ -44,7 +45,7 @@ static int pool_io_disk(const struct daemon *d, const struct pool_config *pc, de
 int pool_new(struct daemon *d, const struct pool_config *pc, struct pool **ret, struct err *e)
 {
     dev_t io_dev = 0;
-    if (pc->io_read_bps > 0 || pc->io_read_iops > 0) {
+    if (pool_config_limits_io(pc)) {
         int r = pool_io_disk(d, pc, &io_dev, e);
         if (r < 0) {
             return r;

@@ -878,6 +878,15 @@ static dev_t usr_disk_or_skip(void)
     return disk;
 }
 
+/* Opens own_root on v1 as `name` with flags, or fails the test. */
+static void open_v1_root(const char *name, unsigned flags)
+{
+    struct err e = ERR_INIT;
+    if (cgroup_root_open_flags(CGROUP_V1, NULL, name, flags, &own_root, &e) < 0) {
+        fail_msg("%s", err_msg(&e));
+    }
+}
+
 /* The io controller only for a root that asks (CGROUP_ROOT_IO): none of its cgroups, and no
  * attach to them, for the others. With it, a cgroup's io limits name the disk. */
 static void cgroup_root_open__io_only_when_asked(void **state)
@@ -891,14 +900,10 @@ static void cgroup_root_open__io_only_when_asked(void **state)
     dev_t disk = usr_disk_or_skip();
     char name[64], path[512], got[128], want[64];
     (void)snprintf(name, sizeof(name), "sbx-test-%d-io", (int)getpid());
-    if (cgroup_root_open(CGROUP_V1, NULL, name, &own_root, &e) < 0) {
-        fail_msg("%s", err_msg(&e));
-    }
+    open_v1_root(name, 0);
     assert_null(strstr(cgroup_root_describe(own_root), "blkio="));
     own_root = cgroup_root_free(own_root);
-    if (cgroup_root_open_flags(CGROUP_V1, NULL, name, CGROUP_ROOT_IO, &own_root, &e) < 0) {
-        fail_msg("%s", err_msg(&e));
-    }
+    open_v1_root(name, CGROUP_ROOT_IO);
     const char *d = strstr(cgroup_root_describe(own_root), "blkio=");
     assert_non_null(d);
     (void)snprintf(path, sizeof(path), "%.*s", (int)strcspn(d + 6, " "), d + 6);
@@ -924,34 +929,26 @@ static void cgroup_root_open__io_only_when_asked(void **state)
     own_cg = cgroup_free(own_cg);
     own_root = cgroup_root_free(own_root);
     /* A root without the io controller refuses io limits rather than ignore them. */
-    if (cgroup_root_open(CGROUP_V1, NULL, name, &own_root, &e) < 0) {
-        fail_msg("%s", err_msg(&e));
-    }
+    open_v1_root(name, 0);
     assert_int_equal(cgroup_create(own_root, "io", &lim, &own_cg, &e), -ENODEV);
     assert_null(own_cg);
     own_root = cgroup_root_free(own_root);
     /* An sbxd with io limits that died left its blkio subtree with a cgroup in it: the next
      * one, without io limits, takes blkio on for its run, so that the leftover can be
      * removed, and the subtree goes at its exit; the one after has no blkio at all. */
-    if (cgroup_root_open_flags(CGROUP_V1, NULL, name, CGROUP_ROOT_IO, &own_root, &e) < 0) {
-        fail_msg("%s", err_msg(&e));
-    }
+    open_v1_root(name, CGROUP_ROOT_IO);
     assert_int_equal(cgroup_create(own_root, "left", NULL, &own_cg, &e), 0);
     own_cg = cgroup_free(own_cg);
     own_root = cgroup_root_close(own_root);
     assert_int_equal(access(path, F_OK), 0);
-    if (cgroup_root_open(CGROUP_V1, NULL, name, &own_root, &e) < 0) {
-        fail_msg("%s", err_msg(&e));
-    }
+    open_v1_root(name, 0);
     assert_non_null(strstr(cgroup_root_describe(own_root), "blkio="));
     assert_int_equal(cgroup_open_existing(own_root, "left", &own_cg), 0);
     assert_int_equal(cgroup_remove(own_cg, &e), 0);
     own_cg = cgroup_free(own_cg);
     own_root = cgroup_root_free(own_root);
     assert_int_not_equal(access(path, F_OK), 0);
-    if (cgroup_root_open(CGROUP_V1, NULL, name, &own_root, &e) < 0) {
-        fail_msg("%s", err_msg(&e));
-    }
+    open_v1_root(name, 0);
     assert_null(strstr(cgroup_root_describe(own_root), "blkio="));
     own_root = cgroup_root_free(own_root);
 }
