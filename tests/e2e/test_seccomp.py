@@ -10,6 +10,7 @@ import json.decoder
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 import unittest
@@ -138,11 +139,19 @@ class ProfileChecks:
                 self.assertEqual(res["seccomp_denials"], COUNTED, (pool, res))
 
     def test_int80_kills_the_caller(self):
+        # Where the kernel has no IA-32 emulation (this VM's since session 14), int 0x80
+        # faults (SIGSEGV) before any filter sees it: then that is what the sandbox shows.
+        host = subprocess.run([PY, "-c", INT80], capture_output=True, timeout=30).stdout
+        if b"RESULT" in host:
+            want = signal.SIGSYS  # the kernel runs it: the filter must kill the caller
+        else:
+            self.assertEqual(host, b"STATUS signaled=1 sig=%d\n" % signal.SIGSEGV)
+            want = signal.SIGSEGV
         for pool in self.pool_names:
             with self.subTest(pool=pool):
                 res, out, err = self.run_in(pool, [PY, "-c", INT80])
                 self.assertNotIn(b"RESULT", out)
-                self.assertEqual(out, b"STATUS signaled=1 sig=%d\n" % signal.SIGSYS, err)
+                self.assertEqual(out, b"STATUS signaled=1 sig=%d\n" % want, err)
                 self.assertEqual(res["seccomp_denials"], 0)
 
     def test_proc_shows_one_filter(self):

@@ -717,6 +717,10 @@ static bool int80_works(void)
         struct rlimit no_core = {0, 0};
         (void)setrlimit(RLIMIT_CORE, &no_core);
         (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        /* cmocka's handlers would catch the fault and run the rest of the suite in here. */
+        (void)signal(SIGSEGV, SIG_DFL);
+        (void)signal(SIGILL, SIG_DFL);
+        (void)signal(SIGBUS, SIG_DFL);
         _exit(int80_getpid(NULL));
     }
     int st = 0;
@@ -727,14 +731,16 @@ static bool int80_works(void)
 static void seccomp_profiles__kill_int80_and_x32(void **state)
 {
     (void)state;
-    if (!int80_works()) {
-        skip(); /* no IA-32 emulation: int 0x80 faults before seccomp sees it */
-    }
+    /* Without IA-32 emulation (this VM's kernel since session 14) int 0x80 faults before
+     * seccomp sees it: only the x32 half runs then (test_seccomp.py checks the fault). */
+    bool int80 = int80_works();
     struct seccomp_set *s = load_dir();
     for (size_t i = 0; seccomp_set_name(s, i); i++) {
         struct prog p = prog_of(s, seccomp_set_name(s, i));
         seccomp_prog_strip_notify(p.insns, p.n);
-        assert_sigsys(run_filtered(&p, false, int80_getpid, NULL));
+        if (int80) {
+            assert_sigsys(run_filtered(&p, false, int80_getpid, NULL));
+        }
         assert_sigsys(run_filtered(&p, false, x32_getpid, NULL));
         free(p.insns);
     }
