@@ -71,6 +71,19 @@ _Static_assert(INIT_FDS_MAX <= FD_SEND_MAX, "init_recv's fds fit fd_recv");
  * task ended, or will never start. */
 enum init_task_state { TASK_NONE, TASK_RUNNING, TASK_DONE };
 
+struct init;
+
+/* The argument of the task child's clone. */
+struct init_child_arg {
+    const struct init *in;
+    int sock;    /* its end of the socket to init */
+    int drop[4]; /* init's fds it must not hold, -1 for none */
+};
+
+/* One per process (main's, page-aligned): the zygote's, copied into each sandbox it forks,
+ * which writes all of it but the end of the filter. The filter comes last, so that with a
+ * filter of up to some 380 instructions (`default` has about 260) a sandbox writes one page
+ * of it ("Address space" in docs/ARCHITECTURE.md). */
 struct init {
     int ctl;
     /* Forked by the pool's zygote (init_zygote): the root comes from its template, and our ids
@@ -79,7 +92,6 @@ struct init {
     int image_fd; /* CTL_SETUP_IMAGE_FD: the image's root until the mounts are built, else -1 */
     int sigfd;
     struct ctl_setup setup;
-    struct sock_filter filter[CTL_SECCOMP_MAX_INSNS];
     unsigned short filter_len;
     /* The task child installs the filter as soon as it is cloned (seccomp_prog_early_ok),
      * not when its task comes: the task then starts that much sooner. */
@@ -105,6 +117,8 @@ struct init {
     size_t resp_size;
     char argv0[64]; /* for messages */
     char cwd[CTL_PATH_MAX];
+    struct init_child_arg child_arg;
+    struct sock_filter filter[CTL_SECCOMP_MAX_INSNS];
 };
 
 /* The control socket is our only link: if it fails, the sandbox ends with us. */
@@ -129,14 +143,20 @@ static void init_send_failure(const struct init *in, uint32_t type, uint32_t sta
     init_send(in, &ev);
 }
 
-/* Receives one packet from sock into buf (INIT_BUF_SIZE bytes), with up to nfds fds
- * (CLOEXEC) into fds (*got of them). Returns the length, 0 on EOF, or -errno (-EMSGSIZE
- * when truncated or when the fds were off: fd_recv closed them). CHILD-SAFE. */
-static ssize_t init_recv_into(char *buf, int sock, int *fds, size_t nfds, size_t *got)
+/* Receives one packet from sock into buf (size bytes), with up to nfds fds (CLOEXEC) into
+ * fds (*got of them). Returns the length, 0 on EOF, or -errno (-EMSGSIZE when truncated or
+ * when the fds were off: fd_recv closed them). CHILD-SAFE. */
+static ssize_t init_recv_sized(char *buf, size_t size, int sock, int *fds, size_t nfds, size_t *got)
 {
     bool bad = false;
-    ssize_t n = fd_recv(sock, buf, INIT_BUF_SIZE, fds, nfds, got, &bad, 0);
+    ssize_t n = fd_recv(sock, buf, size, fds, nfds, got, &bad, 0);
     return n >= 0 && bad ? -EMSGSIZE : n;
+}
+
+/* init_recv_sized into an INIT_BUF_SIZE buffer. */
+static ssize_t init_recv_into(char *buf, int sock, int *fds, size_t nfds, size_t *got)
+{
+    return init_recv_sized(buf, INIT_BUF_SIZE, sock, fds, nfds, got);
 }
 
 /* init_recv_into init's own buffer. */
@@ -406,22 +426,26 @@ static void init_ready(const struct init *in, int proxy)
     init_send(in, &ev);
 }
 
-/* Room for the task child's argv and envp pointers, which it must not malloc: it shares our
- * memory (init_clone_task_child), and its filter may be on by then (seccomp_prog_early_ok
- * proves nothing about malloc's calls). Every string of a task holds at least its NUL,
- * hence the bound. Untouched pages cost nothing. */
-static char *init_task_ptrs[CTL_TASK_DATA_MAX + 2];
-/* The task child's own receive buffer: init never touches it. */
-static char init_child_buf[INIT_BUF_SIZE] __attribute__((aligned(8)));
+/* The task child's own memory, which init never touches: its task packet, then (8-aligned)
+ * the argv and envp pointers, which it must not malloc (it shares our memory, see
+ * init_clone_task_child, and its filter may be on by then: seccomp_prog_early_ok proves
+ * nothing about malloc's calls), then the path of the PATH search. Every string of a task
+ * holds at least its NUL, hence the bound on the pointers. One buffer, so that a small task
+ * touches one page of it: untouched pages cost nothing. */
+#define INIT_CHILD_PTRS_MAX (INIT_BUF_SIZE + 2)
+#define INIT_CHILD_PATH_MAX 4096
+static char init_child_buf[INIT_BUF_SIZE + 8 + INIT_CHILD_PTRS_MAX * sizeof(char *) +
+                           INIT_CHILD_PATH_MAX] __attribute__((aligned(8)));
+
 /* The task child's copy of the filter when it must strip the notifications (init's copy
  * answers them). */
 static struct sock_filter init_child_filter[CTL_SECCOMP_MAX_INSNS];
 
-/* Parses the CTL_TASK in buf (n bytes) into argv/envp pointing into it, in pointers
- * allocated here, or in init_task_ptrs when static_ptrs (the task child: then CHILD-SAFE,
- * and e must be NULL). */
-static int init_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp,
-                           bool static_ptrs, struct err *e)
+/* Checks the CTL_TASK in buf (n bytes). The task child (CHILD-SAFE, e NULL) also points
+ * argv/envp into it, in pointers after the packet; init only checks it (ret_argv NULL), allocating
+ * nothing: a first malloc in a forked init costs page faults in musl's heap and its
+ * metadata ("Address space" in docs/ARCHITECTURE.md). */
+static int init_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp, struct err *e)
 {
     const struct ctl_task *t = (const struct ctl_task *)buf;
     if (n < sizeof(*t)) {
@@ -452,33 +476,29 @@ static int init_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_en
     }
     char *data = buf + sizeof(*t);
     size_t nptrs = (size_t)t->argc + t->envc + 2;
-    char **ptrs = static_ptrs ? init_task_ptrs : calloc(nptrs, sizeof(char *));
-    if (!ptrs) {
-        return err_set(e, -ENOMEM, "task pointers");
-    }
+    /* The task child's pointers follow its packet, 8-aligned (init_child_buf has room). */
+    char **ptrs = ret_argv ? (char **)(void *)(buf + ((n + 7) & ~(size_t)7)) : NULL;
     size_t off = 0;
     for (size_t i = 0; i < (size_t)t->argc + t->envc; i++) {
         size_t end = off < len ? init_str_end(data, off, len) : 0;
         if (end == 0) {
-            if (!static_ptrs) {
-                free(ptrs);
-            }
             return err_setx(e, -EPROTO, "task string %zu not terminated", i);
         }
         /* argv then NULL, then envp then NULL. */
-        ptrs[i < t->argc ? i : i + 1] = data + off;
+        if (ptrs) {
+            ptrs[i < t->argc ? i : i + 1] = data + off;
+        }
         off = end;
     }
     if (off != len) {
-        if (!static_ptrs) {
-            free(ptrs);
-        }
         return err_setx(e, -EPROTO, "trailing bytes after task strings");
     }
-    ptrs[t->argc] = NULL;
-    ptrs[nptrs - 1] = NULL;
-    *ret_argv = ptrs;
-    *ret_envp = ptrs + t->argc + 1;
+    if (ptrs) {
+        ptrs[t->argc] = NULL;
+        ptrs[nptrs - 1] = NULL;
+        *ret_argv = ptrs;
+        *ret_envp = ptrs + t->argc + 1;
+    }
     return 0;
 }
 
@@ -487,14 +507,20 @@ static int init_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_en
  * Cloned with CLONE_VM (init_clone_task_child): it shares init's memory and TLS, errno
  * included, until its execve, while init goes on. So everything below is CHILD-SAFE
  * (sys.h): system calls only through sys.h, nothing allocated, no errno, no stdio; it
- * writes only its stack, init_child_buf, init_task_ptrs and init_child_filter, and reads
+ * writes only its stack, init_child_buf and init_child_filter, and reads
  * of `in` only what init set before the clone and never changes after (setup, filter,
- * filter_len, filter_early). No copy of init's address space is made or torn down per
+ * filter_len, filter_early, child_arg). No copy of init's address space is made or torn down per
  * sandbox: that was a tenth of init's CPU time. */
 
-/* Its stack: mapped once, with a guard page below it (a zygote maps it before its first
- * fork, so that every sandbox it forks has its own copy from the start). */
+/* Its stack, with a guard page below it, in the bss like every buffer of init's: a mapping
+ * of its own would land in the mmap area, far from the program, and cost every sandbox a
+ * set of page tables to copy and free ("Address space" in docs/ARCHITECTURE.md). The guard
+ * is made PROT_NONE once, by the zygote before its first fork or by a from-scratch init;
+ * 64 KiB alignment leaves room for any page size up to that. */
 #define INIT_CHILD_STACK (64 * 1024)
+#define INIT_GUARD_ROOM (64 * 1024)
+static char init_child_stack_area[INIT_GUARD_ROOM + INIT_CHILD_STACK]
+    __attribute__((aligned(INIT_GUARD_ROOM)));
 static char *init_child_stack;
 
 static int init_child_stack_map(void)
@@ -502,17 +528,15 @@ static int init_child_stack_map(void)
     if (init_child_stack) {
         return 0;
     }
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    char *p = mmap(NULL, page + INIT_CHILD_STACK, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || page > INIT_GUARD_ROOM) {
+        return -EINVAL;
+    }
+    char *stack = init_child_stack_area + INIT_GUARD_ROOM;
+    if (mprotect(stack - page, (size_t)page, PROT_NONE) < 0) {
         return -errno;
     }
-    if (mprotect(p + page, INIT_CHILD_STACK, PROT_READ | PROT_WRITE) < 0) {
-        int r = -errno;
-        (void)munmap(p, page + INIT_CHILD_STACK);
-        return r;
-    }
-    init_child_stack = p + page;
+    init_child_stack = stack;
     return 0;
 }
 
@@ -573,8 +597,9 @@ static const char *init_env_get(char *const *envp, const char *name)
     return NULL;
 }
 
-/* execvpe along the task's own PATH (never ours). Returns -errno. */
-static int init_exec(char *const *argv, char *const *envp)
+/* execvpe along the task's own PATH (never ours), with buf (size bytes) for the paths it
+ * tries. Returns -errno. */
+static int init_exec(char *const *argv, char *const *envp, char *buf, size_t size)
 {
     const char *file = argv[0];
     if (file[0] == '\0') {
@@ -588,13 +613,12 @@ static int init_exec(char *const *argv, char *const *envp)
         path = INIT_DEFAULT_PATH;
     }
     size_t flen = strlen(file);
-    char buf[4096];
     bool eacces = false;
     int last = -ENOENT;
     for (const char *p = path;;) {
         const char *end = strchrnul(p, ':');
         size_t dlen = (size_t)(end - p);
-        if (dlen + flen + 2 <= sizeof(buf)) {
+        if (dlen + flen + 2 <= size) {
             /* An empty element is the current directory, as in execvp. */
             size_t o = 0;
             if (dlen > 0) {
@@ -742,7 +766,7 @@ __attribute__((noreturn)) static void init_task_child(const struct init *in, int
     }
     char **argv = NULL;
     char **envp = NULL;
-    int r = n < 0 ? (int)n : init_parse_task(init_child_buf, (size_t)n, &argv, &envp, true, NULL);
+    int r = n < 0 ? (int)n : init_parse_task(init_child_buf, (size_t)n, &argv, &envp, NULL);
     if (r == 0 && got != 3) {
         r = -EPROTO;
     }
@@ -790,15 +814,11 @@ __attribute__((noreturn)) static void init_task_child(const struct init *in, int
             init_child_fail(sock, CTL_STAGE_SECCOMP, r);
         }
     }
-    r = init_exec(argv, envp);
+    /* The path buffer after the pointers: on the page they are on, for a small task. */
+    char *path = (char *)(argv + t->argc + t->envc + 2);
+    r = init_exec(argv, envp, path, (size_t)(init_child_buf + sizeof(init_child_buf) - path));
     init_child_fail(sock, CTL_STAGE_EXEC, r);
 }
-
-struct init_child_arg {
-    const struct init *in;
-    int sock;    /* its end of the socket to init */
-    int drop[4]; /* init's fds it must not hold, -1 for none */
-};
 
 /* The clone's entry point. SECURITY: the child holds only fds 0-2 (the sandbox's /dev/null,
  * CLOEXEC) and its end of the socket: never the control socket, which would let it read
@@ -814,9 +834,6 @@ static int init_task_child_main(void *arg)
     }
     init_task_child(a->in, a->sock);
 }
-
-/* The argument of the one clone: static, as the child may read it after we return. */
-static struct init_child_arg init_child_arg;
 
 /* Clones the task child ahead of its task, with a socket to it. On failure sends
  * CTL_SETUP_FAILED and exits. */
@@ -834,7 +851,9 @@ static void init_clone_task_child(struct init *in, int proxy)
     }
     in->filter_early =
         in->filter_len > 0 && seccomp_prog_early_ok(in->filter, in->filter_len, sp[1]);
-    init_child_arg = (struct init_child_arg){
+    /* In struct init, whose page this sandbox writes anyway: the child may read it after
+     * we return. */
+    in->child_arg = (struct init_child_arg){
         .in = in, .sock = sp[1], .drop = {sp[0], in->ctl, in->sigfd, proxy}};
     struct sys_clone_args args;
     memset(&args, 0, sizeof(args));
@@ -842,7 +861,7 @@ static void init_clone_task_child(struct init *in, int proxy)
     args.exit_signal = SIGCHLD;
     args.stack = (uint64_t)(uintptr_t)init_child_stack;
     args.stack_size = INIT_CHILD_STACK;
-    pid_t pid = sys_clone3_run(&args, init_task_child_main, &init_child_arg);
+    pid_t pid = sys_clone3_run(&args, init_task_child_main, &in->child_arg);
     (void)fd_close(sp[1]);
     if (pid < 0) {
         init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, pid, "clone the task's process");
@@ -861,8 +880,6 @@ static void init_start_task(struct init *in)
     struct err e = ERR_INIT;
     int fds[INIT_FDS_MAX];
     size_t got = 0;
-    char **argv = NULL;
-    char **envp = NULL;
 
     for (size_t i = 0; i < INIT_FDS_MAX; i++) {
         fds[i] = -1;
@@ -874,7 +891,7 @@ static void init_start_task(struct init *in)
     }
     int r = n < 0 ? err_set(&e, (int)n, "receive task") : 0;
     if (r == 0) {
-        r = init_parse_task(in->buf, (size_t)n, &argv, &envp, false, &e);
+        r = init_parse_task(in->buf, (size_t)n, NULL, NULL, &e);
     }
     const struct ctl_task *t = (const struct ctl_task *)in->buf;
     if (r == 0 && got != 3 + (size_t)t->n_mounts) {
@@ -892,7 +909,8 @@ static void init_start_task(struct init *in)
         fds[i] = fd_close(fds[i]);
     }
     if (r == 0) {
-        (void)str_copy(in->argv0, argv[0], sizeof(in->argv0));
+        /* argv[0] is the first string: checked above, NUL-terminated. */
+        (void)str_copy(in->argv0, in->buf + sizeof(*t), sizeof(in->argv0));
         (void)str_copy(in->cwd, t->cwd, sizeof(in->cwd));
         /* SECURITY: the only message the child ever receives from us: this checked task,
          * and the stdio it runs with. The mounts' fds stay behind (closed above). */
@@ -903,7 +921,6 @@ static void init_start_task(struct init *in)
             r = err_set(&e, sent < 0 ? (int)sent : -EIO, "hand the task to its process");
         }
     }
-    free(argv);
     /* The task holds its stdio now: ours would keep sbxd's readers from seeing EOF. */
     for (int i = 0; i < 3; i++) {
         fds[i] = fd_close(fds[i]);
@@ -1060,33 +1077,37 @@ static void init_task_exited(struct init *in, int wstatus, const struct rusage *
                            err_name(rep.err));
         }
         init_send_failure(in, CTL_EXEC_FAILED, (uint32_t)rep.stage, rep.err, msg);
-        return;
+    } else {
+        struct ctl_event ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.type = CTL_EXITED;
+        ev.pid = (uint32_t)in->task;
+        ev.wstatus = wstatus;
+        ev.utime_us = init_tv_us(&ru->ru_utime);
+        ev.stime_us = init_tv_us(&ru->ru_stime);
+        ev.maxrss_kb = (uint64_t)ru->ru_maxrss;
+        ev.seccomp_denials = in->counting ? in->denials : CTL_DENIALS_UNKNOWN;
+        init_send(in, &ev);
     }
-    struct ctl_event ev;
-    memset(&ev, 0, sizeof(ev));
-    ev.type = CTL_EXITED;
-    ev.pid = (uint32_t)in->task;
-    ev.wstatus = wstatus;
-    ev.utime_us = init_tv_us(&ru->ru_utime);
-    ev.stime_us = init_tv_us(&ru->ru_stime);
-    ev.maxrss_kb = (uint64_t)ru->ru_maxrss;
-    ev.seccomp_denials = in->counting ? in->denials : CTL_DENIALS_UNKNOWN;
-    init_send(in, &ev);
+    /* Our last report is sent: the sandbox ends now, as sbxd would end it on reading the
+     * report. As pid 1 our exit kills whatever the task left running (the kernel empties
+     * the namespace before our exit completes), and sbxd reads the report before it reaps
+     * us (pid_cb). Exiting here spares a wake-up for sbxd's SIGKILL. */
+    _exit(0);
 }
 
 /* As pid 1 we reap every process of the namespace, orphans included. */
 static void init_reap(struct init *in)
 {
+    /* Raw calls: they end in EAGAIN and ECHILD, and libc's would write errno, whose page
+     * (musl's TLS) the zygote's fork gave us shared: one copy-on-write fault per sandbox. */
     struct signalfd_siginfo si;
-    while (read(in->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+    while (sys_read(in->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
     }
     for (;;) {
         int st = 0;
         struct rusage ru;
-        pid_t pid = wait4(-1, &st, WNOHANG, &ru);
-        if (pid < 0 && errno == EINTR) {
-            continue;
-        }
+        pid_t pid = sys_wait4(-1, &st, WNOHANG, &ru);
         if (pid <= 0) {
             return;
         }
@@ -1155,7 +1176,18 @@ static void init_loop(struct init *in)
     }
 }
 
-/* Buffers for the listener, as large as the kernel reads and writes. */
+/* Buffers for the listener, as large as the kernel reads and writes: static (no heap in a
+ * forked init) unless a future kernel's structures outgrow them. */
+#define INIT_NOTIF_STATIC 512
+static union {
+    struct seccomp_notif notif;
+    char bytes[INIT_NOTIF_STATIC];
+} init_notif_store;
+static union {
+    struct seccomp_notif_resp resp;
+    char bytes[INIT_NOTIF_STATIC];
+} init_resp_store;
+
 static int init_notif_buffers(struct init *in)
 {
     struct seccomp_notif_sizes sz = {0, 0, 0};
@@ -1164,8 +1196,10 @@ static int init_notif_buffers(struct init *in)
     in->notif_size = sz.seccomp_notif > sizeof(*in->notif) ? sz.seccomp_notif : sizeof(*in->notif);
     in->resp_size =
         sz.seccomp_notif_resp > sizeof(*in->resp) ? sz.seccomp_notif_resp : sizeof(*in->resp);
-    in->notif = calloc(1, in->notif_size);
-    in->resp = calloc(1, in->resp_size);
+    in->notif =
+        in->notif_size <= INIT_NOTIF_STATIC ? &init_notif_store.notif : calloc(1, in->notif_size);
+    in->resp =
+        in->resp_size <= INIT_NOTIF_STATIC ? &init_resp_store.resp : calloc(1, in->resp_size);
     return in->notif && in->resp ? 0 : -ENOMEM;
 }
 
@@ -1204,6 +1238,26 @@ __attribute__((noreturn)) static void init_sandbox(struct init *in, ssize_t n, s
     init_ready(in, proxy);
     init_loop(in);
     _exit(1);
+}
+
+/* The packet being received (struct init's buf). Page-aligned: the zygote gives its pages
+ * back once its own setup is read (init_buf_release). */
+static char init_buf[INIT_BUF_SIZE] __attribute__((aligned(4096)));
+
+/* The zygote's setup packet is read: from here the zygote receives on its stack, so it
+ * drops init_buf's pages, and a sandbox's first packet lands on a zero page of its own
+ * rather than on a copy of the zygote's (the copy costs a page fault that also copies). */
+static void init_buf_release(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) {
+        return;
+    }
+    uintptr_t lo = ((uintptr_t)init_buf + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    uintptr_t hi = ((uintptr_t)init_buf + sizeof(init_buf)) & ~((uintptr_t)page - 1);
+    if (hi > lo) {
+        (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
 }
 
 /* ---- the fork server (a pool's zygote, docs/ARCHITECTURE.md) ---- */
@@ -1311,11 +1365,18 @@ static void init_zygote_serve(struct init *in, int self_net)
     size_t got = 0;
     struct err e = ERR_INIT;
     int r = 0;
-    ssize_t n = init_recv(in, in->ctl, fds, MAX_FDS, &got);
+    /* On our stack, not in in->buf: every fork leaves in->buf's pages shared with the new
+     * sandbox, and a write to them would copy one (the stack's are copied anyway). One byte
+     * over, so that a longer packet shows as one of the wrong size. */
+    union {
+        struct ctl_spawn sp;
+        char bytes[sizeof(struct ctl_spawn) + 1];
+    } pkt;
+    ssize_t n = init_recv_sized(pkt.bytes, sizeof(pkt.bytes), in->ctl, fds, MAX_FDS, &got);
     if (n == 0) {
         _exit(0);
     }
-    const struct ctl_spawn *sp = (const struct ctl_spawn *)in->buf;
+    const struct ctl_spawn *sp = &pkt.sp;
     size_t first_attach = 0;
     if (n < 0) {
         r = err_set(&e, (int)n, "receive spawn");
@@ -1395,6 +1456,7 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
         init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_ZYGOTE, r, err_msg(&e));
         _exit(1);
     }
+    init_buf_release();
     init_ready(in, -1);
     for (;;) {
         init_zygote_serve(in, self_net);
@@ -1403,7 +1465,7 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
 
 int main(void)
 {
-    static struct init in;
+    static struct init in __attribute__((aligned(4096)));
     int type = 0;
     socklen_t tlen = sizeof(type);
 
@@ -1427,10 +1489,7 @@ int main(void)
     if (init_notif_buffers(&in) < 0) {
         return 2;
     }
-    in.buf = aligned_alloc(8, (INIT_BUF_SIZE + 7) & ~(size_t)7);
-    if (!in.buf) {
-        return 2;
-    }
+    in.buf = init_buf;
     size_t got = 0;
     ssize_t n = init_recv_setup(&in, &got);
     if (n >= (ssize_t)sizeof(struct ctl_setup) &&

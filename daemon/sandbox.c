@@ -358,6 +358,8 @@ static void sandbox_reaped(struct sandbox *sb)
     uv_close((uv_handle_t *)&sb->setup_timer, handle_closed);
 }
 
+static void ctl_cb(uv_poll_t *h, int status, int events);
+
 static void pid_cb(uv_poll_t *h, int status, int events)
 {
     struct sandbox *sb = h->data;
@@ -374,6 +376,14 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     }
     if (r == 0 && si.si_pid == 0 && status >= 0) {
         return; /* spurious: not exited yet */
+    }
+    /* init exits by itself after its last report (CTL_EXITED, CTL_EXEC_FAILED): read what
+     * it sent before its death, which this callback may see first. */
+    if (uv_is_active((uv_handle_t *)&sb->ctl_poll)) {
+        ctl_cb(&sb->ctl_poll, 0, UV_READABLE);
+        if (sb->reaped) {
+            return;
+        }
     }
     sb->reaped = true;
     sandbox_reaped(sb); /* closes both polls (a stop first would cost an epoll_ctl each) */

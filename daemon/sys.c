@@ -156,6 +156,15 @@ int sys_pidfd_wait(int pidfd, siginfo_t *info, int options)
     return (int)r;
 }
 
+pid_t sys_wait4(pid_t pid, int *status, int options, struct rusage *ru)
+{
+    long r;
+    do {
+        r = raw4(__NR_wait4, pid, status, options, ru);
+    } while (r == -EINTR);
+    return (pid_t)r;
+}
+
 ssize_t sys_read(int fd, void *buf, size_t len)
 {
     return raw3(__NR_read, fd, buf, len);

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 struct msghdr;
+struct rusage;
 struct sock_filter;
 struct seccomp_notif_sizes;
 struct __user_cap_header_struct;
@@ -84,6 +85,8 @@ int sys_pidfd_send_signal(int pidfd, int sig);
 /* waitid(P_PIDFD, pidfd, info, options), retrying EINTR. Returns 0 or -errno. */
 int sys_pidfd_wait(int pidfd, siginfo_t *info, int options);
 
+/* wait4, retrying EINTR. Returns the pid, 0 (WNOHANG) or -errno. */
+pid_t sys_wait4(pid_t pid, int *status, int options, struct rusage *ru);
 ssize_t sys_read(int fd, void *buf, size_t len);
 ssize_t sys_write(int fd, const void *buf, size_t len);
 int sys_close(int fd);
