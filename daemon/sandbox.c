@@ -377,9 +377,10 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     if (r == 0 && si.si_pid == 0 && status >= 0) {
         return; /* spurious: not exited yet */
     }
-    /* init exits by itself after its last report (CTL_EXITED, CTL_EXEC_FAILED): read what
-     * it sent before its death, which this callback may see first. */
-    if (uv_is_active((uv_handle_t *)&sb->ctl_poll)) {
+    /* init exits by itself after its task's last report (CTL_EXITED, CTL_EXEC_FAILED): read
+     * what it sent before its death, which this callback may see first. (Any other death is
+     * reported as before: a warm sandbox's, say, is logged by sandbox_reaped.) */
+    if (sb->task && uv_is_active((uv_handle_t *)&sb->ctl_poll)) {
         ctl_cb(&sb->ctl_poll, 0, UV_READABLE);
         if (sb->reaped) {
             return;
