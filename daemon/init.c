@@ -4,7 +4,8 @@
  * waits; on CTL_TASK hands it the one task, which it runs with no privileges left. Answers
  * and counts the task's seccomp denials (docs/SECCOMP.md, "Counting denials"), reaps every
  * process of the namespace and reports. It trusts nothing it reads from CTL_FD without
- * checking, and exits as soon as the control socket closes. */
+ * checking, and exits as soon as the control socket closes, or once it has reported how
+ * its task ended (its exit then ends every process left in the namespace). */
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
