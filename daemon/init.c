@@ -83,7 +83,7 @@ struct init_child_arg {
 
 /* One per process (main's, page-aligned): the zygote's, copied into each sandbox it forks,
  * which writes all of it but the end of the filter. The filter comes last, so that with a
- * filter of up to some 380 instructions (`default` has about 260) a sandbox writes one page
+ * filter of up to about 400 instructions (`default` has about 260) a sandbox writes one page
  * of it ("Address space" in docs/ARCHITECTURE.md). */
 struct init {
     int ctl;
