@@ -443,9 +443,9 @@ static char init_child_buf[INIT_BUF_SIZE + 8 + INIT_CHILD_PTRS_MAX * sizeof(char
 static struct sock_filter init_child_filter[CTL_SECCOMP_MAX_INSNS];
 
 /* Checks the CTL_TASK in buf (n bytes). The task child (CHILD-SAFE, e NULL) also points
- * argv/envp into it, in pointers after the packet; init only checks it (ret_argv NULL), allocating
- * nothing: a first malloc in a forked init costs page faults in musl's heap and its
- * metadata ("Address space" in docs/ARCHITECTURE.md). */
+ * argv/envp into it, in pointers after the packet; init only checks it (ret_argv NULL),
+ * allocating nothing: a first malloc in a forked init costs page faults in musl's heap and
+ * its metadata ("Address space" in docs/ARCHITECTURE.md). */
 static int init_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp, struct err *e)
 {
     const struct ctl_task *t = (const struct ctl_task *)buf;
@@ -508,9 +508,9 @@ static int init_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_en
  * Cloned with CLONE_VM (init_clone_task_child): it shares init's memory and TLS, errno
  * included, until its execve, while init goes on. So everything below is CHILD-SAFE
  * (sys.h): system calls only through sys.h, nothing allocated, no errno, no stdio; it
- * writes only its stack, init_child_buf and init_child_filter, and reads
- * of `in` only what init set before the clone and never changes after (setup, filter,
- * filter_len, filter_early, child_arg). No copy of init's address space is made or torn down per
+ * writes only its stack, init_child_buf and init_child_filter, and reads of `in` only what
+ * init set before the clone and never changes after (setup, filter, filter_len,
+ * filter_early, child_arg). No copy of init's address space is made or torn down per
  * sandbox: that was a tenth of init's CPU time. */
 
 /* Its stack, with a guard page below it, in the bss like every buffer of init's: a mapping
@@ -815,8 +815,8 @@ __attribute__((noreturn)) static void init_task_child(const struct init *in, int
             init_child_fail(sock, CTL_STAGE_SECCOMP, r);
         }
     }
-    /* The path buffer after the pointers: on the page they are on, for a small task. */
-    char *path = (char *)(argv + t->argc + t->envc + 2);
+    /* The path buffer after envp's NULL: on the page the pointers are on, for a small task. */
+    char *path = (char *)(envp + t->envc + 1);
     r = init_exec(argv, envp, path, (size_t)(init_child_buf + sizeof(init_child_buf) - path));
     init_child_fail(sock, CTL_STAGE_EXEC, r);
 }
