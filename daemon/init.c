@@ -524,7 +524,7 @@ static char init_child_stack_area[INIT_GUARD_ROOM + INIT_CHILD_STACK]
     __attribute__((aligned(INIT_GUARD_ROOM)));
 static char *init_child_stack;
 
-static int init_child_stack_map(void)
+static int init_child_stack_guard(void)
 {
     if (init_child_stack) {
         return 0;
@@ -845,9 +845,9 @@ static void init_clone_task_child(struct init *in, int proxy)
         init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, -errno, "task socket");
         _exit(1);
     }
-    int r = init_child_stack_map();
+    int r = init_child_stack_guard();
     if (r < 0) {
-        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, r, "map the task's stack");
+        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, r, "guard the task's stack");
         _exit(1);
     }
     in->filter_early =
@@ -1433,9 +1433,9 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
         r = init_mount(in, MOUNT_TEMPLATE, &e);
     }
     if (r == 0) {
-        r = init_child_stack_map();
+        r = init_child_stack_guard();
         if (r < 0) {
-            r = err_set(&e, r, "map the task child's stack");
+            r = err_set(&e, r, "guard the task child's stack");
         }
     }
     /* SECURITY: from here the zygote only joins network namespaces (CAP_SYS_ADMIN), takes
