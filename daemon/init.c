@@ -524,21 +524,26 @@ static char init_child_stack_area[INIT_GUARD_ROOM + INIT_CHILD_STACK]
     __attribute__((aligned(INIT_GUARD_ROOM)));
 static char *init_child_stack;
 
-static int init_child_stack_guard(void)
+/* Makes the page below stack's area (area + INIT_GUARD_ROOM) PROT_NONE, once. */
+static int init_stack_guard(char *area, char **stack)
 {
-    if (init_child_stack) {
+    if (*stack) {
         return 0;
     }
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0 || page > INIT_GUARD_ROOM) {
         return -EINVAL;
     }
-    char *stack = init_child_stack_area + INIT_GUARD_ROOM;
-    if (mprotect(stack - page, (size_t)page, PROT_NONE) < 0) {
+    if (mprotect(area + INIT_GUARD_ROOM - page, (size_t)page, PROT_NONE) < 0) {
         return -errno;
     }
-    init_child_stack = stack;
+    *stack = area + INIT_GUARD_ROOM;
     return 0;
+}
+
+static int init_child_stack_guard(void)
+{
+    return init_stack_guard(init_child_stack_area, &init_child_stack);
 }
 
 /* write(), not send(): after the filter is on, write is the call every profile allows. */
@@ -1414,6 +1419,86 @@ static void init_zygote_serve(struct init *in, int self_net)
     (void)fd_close(pidfd);
 }
 
+/* The zygote serves on a stack in the bss, and its children never get the stack it started
+ * on: that mapping sits at the top of the address space, far from the program, and in a
+ * copy it would cost every sandbox a set of page tables (one entry at each level) to make
+ * at the fork and free at the exit, page-table updates that trap to the hypervisor on a VM
+ * that shadows them ("Address space" in docs/ARCHITECTURE.md). With it gone, init's memory
+ * is the program, its bss and musl's heap, under one page of page tables. What stays on
+ * the old stack (argv, environ, the auxiliary vector) is nothing init reads. */
+#define INIT_ZYGOTE_STACK (256 * 1024)
+static char init_zygote_stack_area[INIT_GUARD_ROOM + INIT_ZYGOTE_STACK]
+    __attribute__((aligned(INIT_GUARD_ROOM)));
+static char *init_zygote_stack;
+
+struct init_zygote_loop {
+    struct init *in;
+    int self_net;
+    uintptr_t stack_lo, stack_hi; /* the mapping of the stack we started on, or 0, 0 */
+};
+
+/* Finds the mapping that holds addr in /proc/self/maps (before the zygote leaves the host's
+ * /proc). Returns 0 with [*lo, *hi), or -errno. */
+static int init_find_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -errno;
+    }
+    char buf[4096];
+    size_t len = 0;
+    int r = -ENOENT;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            r = -errno;
+            break;
+        }
+        len += (size_t)n;
+        buf[len] = '\0';
+        /* Whole lines only; a partial last one waits for the next read. */
+        char *line = buf, *nl;
+        while ((nl = strchr(line, '\n')) != NULL) {
+            *nl = '\0';
+            char *end;
+            unsigned long a = strtoul(line, &end, 16), b = 0;
+            if (*end == '-') {
+                b = strtoul(end + 1, NULL, 16);
+            }
+            if (a <= addr && addr < b) {
+                *lo = a;
+                *hi = b;
+                (void)close(fd);
+                return 0;
+            }
+            line = nl + 1;
+        }
+        len -= (size_t)(line - buf);
+        memmove(buf, line, len);
+        if (n == 0 || len == sizeof(buf) - 1) {
+            break;
+        }
+    }
+    (void)close(fd);
+    return r;
+}
+
+__attribute__((noreturn)) static void init_zygote_loop(void *arg)
+{
+    const struct init_zygote_loop *l = arg;
+    /* Only on the new stack: from here no frame of the old one is used again. A failure
+     * leaves the old stack in every child, as it was. */
+    if (l->stack_hi > l->stack_lo) {
+        (void)madvise((void *)l->stack_lo, l->stack_hi - l->stack_lo, MADV_DONTFORK);
+    }
+    for (;;) {
+        init_zygote_serve(l->in, l->self_net);
+    }
+}
+
 /* The zygote: builds the pool's template as its own root, reports READY, then forks a
  * sandbox per CTL_SPAWN. It runs as the host's root in mount and network namespaces of its
  * own, and never runs anything of a task. */
@@ -1429,6 +1514,18 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
             r = err_set(&e, -errno, "open own network namespace");
         }
     }
+    static struct init_zygote_loop loop;
+    loop.in = in;
+    if (r == 0 && sys_clone_vm_supported()) {
+        /* The mapping of the stack we run on (which holds a local, and not the bss), read
+         * while the host's /proc is still ours; not found, the children keep it. */
+        char local = 0;
+        uintptr_t bss = (uintptr_t)&loop;
+        if (init_find_mapping((uintptr_t)&local, &loop.stack_lo, &loop.stack_hi) < 0 ||
+            (loop.stack_lo <= bss && bss < loop.stack_hi)) {
+            loop.stack_lo = loop.stack_hi = 0;
+        }
+    }
     if (r == 0) {
         r = init_mount(in, MOUNT_TEMPLATE, &e);
     }
@@ -1436,6 +1533,12 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
         r = init_child_stack_guard();
         if (r < 0) {
             r = err_set(&e, r, "guard the task child's stack");
+        }
+    }
+    if (r == 0) {
+        r = init_stack_guard(init_zygote_stack_area, &init_zygote_stack);
+        if (r < 0) {
+            r = err_set(&e, r, "guard the zygote's stack");
         }
     }
     /* SECURITY: from here the zygote only joins network namespaces (CAP_SYS_ADMIN), takes
@@ -1459,9 +1562,8 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
     }
     init_buf_release();
     init_ready(in, -1);
-    for (;;) {
-        init_zygote_serve(in, self_net);
-    }
+    loop.self_net = self_net;
+    sys_run_on_stack(init_zygote_stack, INIT_ZYGOTE_STACK, init_zygote_loop, &loop);
 }
 
 int main(void)

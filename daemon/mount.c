@@ -17,6 +17,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -146,10 +147,48 @@ static int mount_replicate(int src, const char *what, const char *dst, struct er
     return mount_attach(src, dst, ATTR_IMAGE, e);
 }
 
-static void mount_closedirp(DIR **d)
+/* A directory read with getdents64 into the caller's buffer, not a DIR: opendir mallocs,
+ * and the zygote and init allocate nothing, so that no heap joins their address space
+ * ("Address space" in docs/ARCHITECTURE.md). */
+struct mount_dir {
+    int fd; /* owned */
+    size_t pos, len;
+    char buf[2048] __attribute__((aligned(8)));
+};
+
+struct mount_dirent64 {
+    uint64_t ino;
+    int64_t off;
+    unsigned short reclen;
+    unsigned char type;
+    char name[];
+};
+
+static void mount_dir_close(struct mount_dir *d)
 {
-    if (*d) {
-        (void)closedir(*d);
+    d->fd = fd_close(d->fd);
+}
+
+/* The next entry but "." and "..", or NULL at the end (*err 0) or on an error (*err
+ * -errno). */
+static const struct mount_dirent64 *mount_dir_next(struct mount_dir *d, int *err)
+{
+    *err = 0;
+    for (;;) {
+        if (d->pos >= d->len) {
+            long n = syscall(SYS_getdents64, d->fd, d->buf, sizeof(d->buf));
+            if (n <= 0) {
+                *err = n < 0 ? -errno : 0;
+                return NULL;
+            }
+            d->pos = 0;
+            d->len = (size_t)n;
+        }
+        const struct mount_dirent64 *de = (const void *)(d->buf + d->pos);
+        d->pos += de->reclen;
+        if (strcmp(de->name, ".") != 0 && strcmp(de->name, "..") != 0) {
+            return de;
+        }
     }
 }
 
@@ -216,28 +255,24 @@ static int mount_copy(int parent, const char *name, const char *dst, int depth, 
     if (mkdir(dst, st.st_mode & 0755) < 0) {
         return err_set(e, -errno, "mkdir %s", dst);
     }
-    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    scoped(mount_closedirp) DIR *dir = fd < 0 ? NULL : fdopendir(fd);
-    if (!dir) {
-        int r = -errno;
-        (void)fd_close(fd);
-        return err_set(e, r, "open %s", dst);
+    scoped(mount_dir_close) struct mount_dir dir = {
+        .fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)};
+    if (dir.fd < 0) {
+        return err_set(e, -errno, "open %s", dst);
     }
-    struct dirent *de;
-    while ((de = readdir(dir))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
-            continue;
-        }
+    const struct mount_dirent64 *de;
+    int r = 0;
+    while ((de = mount_dir_next(&dir, &r))) {
         char sub[512];
-        if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", dst, de->d_name) >= sizeof(sub)) {
-            return err_setx(e, -ENAMETOOLONG, "%s/%.32s...: name too long", dst, de->d_name);
+        if ((size_t)snprintf(sub, sizeof(sub), "%s/%s", dst, de->name) >= sizeof(sub)) {
+            return err_setx(e, -ENAMETOOLONG, "%s/%.32s...: name too long", dst, de->name);
         }
-        int r = mount_copy(dirfd(dir), de->d_name, sub, depth + 1, budget, e);
+        r = mount_copy(dir.fd, de->name, sub, depth + 1, budget, e);
         if (r < 0) {
             return r;
         }
     }
-    return 0;
+    return r < 0 ? err_set(e, r, "read %s", dst) : 0;
 }
 
 /* Imports image path rel (resolved inside the image: no symlink or ".." can leave it) at
@@ -306,31 +341,27 @@ static int mount_image_etc(int imgfd, uint64_t *budget, struct err *e)
     if (fd < 0) {
         return err_set(e, fd, "image etc");
     }
-    scoped(mount_closedirp) DIR *dir = fdopendir(fd);
-    if (!dir) {
-        int r = -errno;
-        (void)fd_close(fd);
-        return err_set(e, r, "image etc");
-    }
-    struct dirent *de;
-    while ((de = readdir(dir))) {
+    scoped(mount_dir_close) struct mount_dir dir = {.fd = fd};
+    const struct mount_dirent64 *de;
+    int r = 0;
+    while ((de = mount_dir_next(&dir, &r))) {
         char rel[128];
-        bool skip = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0;
+        bool skip = false;
         for (size_t i = 0; i < ARRAY_SIZE(mount_etc_generated) && !skip; i++) {
-            skip = strcmp(de->d_name, mount_etc_generated[i]) == 0;
+            skip = strcmp(de->name, mount_etc_generated[i]) == 0;
         }
         if (skip) {
             continue;
         }
-        if ((size_t)snprintf(rel, sizeof(rel), "etc/%s", de->d_name) >= sizeof(rel)) {
-            return err_setx(e, -ENAMETOOLONG, "image etc/%.32s...: name too long", de->d_name);
+        if ((size_t)snprintf(rel, sizeof(rel), "etc/%s", de->name) >= sizeof(rel)) {
+            return err_setx(e, -ENAMETOOLONG, "image etc/%.32s...: name too long", de->name);
         }
-        int r = mount_import(imgfd, rel, rel, true, budget, e);
+        r = mount_import(imgfd, rel, rel, true, budget, e);
         if (r < 0) {
             return r;
         }
     }
-    return 0;
+    return r < 0 ? err_set(e, r, "read image etc") : 0;
 }
 
 /* /etc/hosts and /etc/hostname name the sandbox (its pool's sandboxes share the name, so
@@ -804,36 +835,31 @@ static int mount_rebase(struct err *e)
     if (root < 0) {
         return err_set(e, -errno, "open /");
     }
-    int dfd = dup(root);
-    scoped(mount_closedirp) DIR *dir = dfd < 0 ? NULL : fdopendir(dfd);
-    if (!dir) {
-        r = -errno;
-        (void)fd_close(dfd);
-        return err_set(e, r, "read /");
+    scoped(mount_dir_close) struct mount_dir dir = {.fd = dup(root)};
+    if (dir.fd < 0) {
+        return err_set(e, -errno, "read /");
     }
     /* Everything is cloned before /run is covered (a clone of /run after would hold the
      * new root itself). */
-    struct dirent *de;
-    while (r == 0 && (de = readdir(dir))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
-            continue;
-        }
-        if (n == MOUNT_REBASE_MAX || strlen(de->d_name) >= sizeof(ents[n].name)) {
+    const struct mount_dirent64 *de;
+    int rd = 0;
+    while (r == 0 && (de = mount_dir_next(&dir, &rd))) {
+        if (n == MOUNT_REBASE_MAX || strlen(de->name) >= sizeof(ents[n].name)) {
             r = err_setx(e, -E2BIG, "too many or too long entries in /");
             break;
         }
         struct mount_rebase_entry *en = &ents[n];
-        (void)str_copy(en->name, de->d_name, sizeof(en->name));
+        (void)str_copy(en->name, de->name, sizeof(en->name));
         en->fd = -1;
         en->target[0] = '\0';
-        if (de->d_type == DT_LNK) {
+        if (de->type == DT_LNK) {
             ssize_t k = readlinkat(root, en->name, en->target, sizeof(en->target));
             if (k < 0 || (size_t)k >= sizeof(en->target)) {
                 r = err_set(e, k < 0 ? -errno : -ENAMETOOLONG, "readlink /%s", en->name);
                 break;
             }
             en->target[k] = '\0';
-        } else if (de->d_type == DT_DIR) {
+        } else if (de->type == DT_DIR) {
             en->fd = sys_open_tree(root, en->name,
                                    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE |
                                        AT_SYMLINK_NOFOLLOW);
@@ -847,6 +873,9 @@ static int mount_rebase(struct err *e)
             break;
         }
         n++;
+    }
+    if (r == 0 && rd < 0) {
+        r = err_set(e, rd, "read /");
     }
     if (r == 0) {
         r = mount_tmpfs("/run", MS_NOSUID | MS_NODEV | MS_NOEXEC, "0755", 1024 * 1024, e);

@@ -88,6 +88,23 @@ __asm__(".text\n"
 
 long sys_clone3_tramp(struct sys_clone_args *args, size_t size, int (*fn)(void *), void *arg);
 
+/* void sys_stack_switch(top, fn, arg): rdi, rsi, rdx. Moves rsp to top (16-aligned, as at a
+ * call) and calls fn(arg), which never returns; no frame of the old stack is used again. */
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl sys_stack_switch\n"
+        ".hidden sys_stack_switch\n"
+        ".type sys_stack_switch,@function\n"
+        "sys_stack_switch:\n"
+        "    mov %rdi, %rsp\n"
+        "    xor %ebp, %ebp\n"
+        "    mov %rdx, %rdi\n"
+        "    call *%rsi\n"
+        "    hlt\n"
+        ".size sys_stack_switch, .-sys_stack_switch\n");
+
+__attribute__((noreturn)) void sys_stack_switch(void *top, void (*fn)(void *), void *arg);
+
 #else
 
 /* Without the trampoline no child ever shares our memory, so errno is private and the
@@ -126,6 +143,21 @@ pid_t sys_clone3_run(struct sys_clone_args *args, int (*fn)(void *), void *arg)
         sys_exit(fn(arg));
     }
     return (pid_t)r;
+}
+
+void sys_run_on_stack(void *stack, size_t size, void (*fn)(void *), void *arg)
+{
+#ifdef SYS_VM_TRAMPOLINE
+    if (stack && size >= 4096) {
+        uintptr_t top = ((uintptr_t)stack + size) & ~(uintptr_t)15;
+        sys_stack_switch((void *)top, fn, arg);
+    }
+#else
+    (void)stack;
+    (void)size;
+#endif
+    fn(arg);
+    sys_exit(127);
 }
 
 int sys_clone_vm_supported(void)

@@ -79,6 +79,11 @@ struct sys_clone_args {
 pid_t sys_clone3_run(struct sys_clone_args *args, int (*fn)(void *), void *arg);
 /* Whether sys_clone3_run honours CLONE_VM on this build. */
 int sys_clone_vm_supported(void);
+/* Runs fn(arg), which must not return, on stack (size bytes) instead of the caller's, whose
+ * frames are never used again; on the caller's stack where the build has no CLONE_VM
+ * trampoline (sys_clone_vm_supported() is 0 exactly then). */
+__attribute__((noreturn)) void sys_run_on_stack(void *stack, size_t size, void (*fn)(void *),
+                                                void *arg);
 
 int sys_pidfd_open(pid_t pid, unsigned flags);
 int sys_pidfd_send_signal(int pidfd, int sig);
