@@ -1268,10 +1268,32 @@ static void init_buf_release(void)
 
 /* ---- the fork server (a pool's zygote, docs/ARCHITECTURE.md) ---- */
 
-struct init_zygote_arg {
-    struct init *in;
-    int ctl; /* the new sandbox's control socket */
-};
+/* Stacks in the bss, for the zygote's loop and for each sandbox's init, and neither is the
+ * stack the zygote was started on: that mapping sits at the top of the address space, far
+ * from the program, and in a copy it would cost every sandbox a set of page tables (an
+ * entry at each level) to make at the fork and free at the exit, updates that trap to the
+ * hypervisor on a VM that shadows page tables ("Address space" in docs/ARCHITECTURE.md).
+ * The zygote's children get neither that stack nor the loop's (MADV_DONTFORK): a sandbox
+ * starts on a stack of its own that the zygote never touched, so no page of a stack is
+ * shared, and neither side copies one or flushes a TLB for it when it writes. init's memory
+ * is then the program and its bss, under one page of page-table entries; what stays on the
+ * old stack (argv, environ, the auxiliary vector) is nothing init reads. Both stacks and
+ * the rest of the bss end below the program's first 2 MiB (one page-table page). */
+#define INIT_ZYGOTE_STACK (64 * 1024)
+#define INIT_SANDBOX_STACK (256 * 1024)
+/* Above a sandbox's stack, the last page of its area, present (the zygote wrote it once)
+ * and never written again: mount(2) copies a page from its options, which init keeps on
+ * its stack, and past the top of the stack that copy would fault twice per mount. */
+#define INIT_SANDBOX_PAD 4096
+static char init_zygote_stack_area[INIT_GUARD_ROOM + INIT_ZYGOTE_STACK]
+    __attribute__((aligned(INIT_GUARD_ROOM)));
+static char init_sandbox_stack_area[INIT_GUARD_ROOM + INIT_SANDBOX_STACK]
+    __attribute__((aligned(INIT_GUARD_ROOM)));
+static char *init_zygote_stack, *init_sandbox_stack;
+
+/* The zygote's struct init, set once before the first fork: a child reads it from there,
+ * and the zygote writes no memory a child shares (a write would copy the page). */
+static struct init *init_zygote_in;
 
 /* The new sandbox, a copy of the zygote in its new namespaces: its control socket becomes
  * CTL_FD and every other fd of the zygote goes (the zygote's own control socket, the
@@ -1280,9 +1302,9 @@ struct init_zygote_arg {
  * abort, stdio's locks, fork), and neither does its task child. */
 static int init_zygote_child(void *arg)
 {
-    const struct init_zygote_arg *a = arg;
-    struct init *in = a->in;
-    if (dup3(a->ctl, CTL_FD, O_CLOEXEC) < 0 || sys_close_range(CTL_FD + 1, ~0U, 0) < 0) {
+    int ctl = (int)(intptr_t)arg; /* the new sandbox's control socket */
+    struct init *in = init_zygote_in;
+    if (dup3(ctl, CTL_FD, O_CLOEXEC) < 0 || sys_close_range(CTL_FD + 1, ~0U, 0) < 0) {
         _exit(2);
     }
     in->ctl = CTL_FD;
@@ -1303,10 +1325,9 @@ static int init_zygote_child(void *arg)
 /* Forks one sandbox: joins its network namespace for the clone (and returns to its own),
  * and the child is sbxd's (CLONE_PARENT), placed in its cgroup by the kernel when the
  * cgroup's fd came (v2). Returns the pid, with its pidfd in *pidfd, or -errno with e. */
-static pid_t init_zygote_fork(struct init *in, int self_net, const int *fds, uint32_t flags,
-                              uid_t owner, int *pidfd, struct err *e)
+static pid_t init_zygote_fork(int self_net, const int *fds, uint32_t flags, uid_t owner, int *pidfd,
+                              struct err *e)
 {
-    struct init_zygote_arg arg = {in, fds[0]};
     int netns = (flags & CTL_SPAWN_NETNS) ? fds[1] : -1;
     int cgroup = (flags & CTL_SPAWN_CGROUP) ? fds[netns >= 0 ? 2 : 1] : -1;
     struct sys_clone_args args;
@@ -1315,6 +1336,10 @@ static pid_t init_zygote_fork(struct init *in, int self_net, const int *fds, uin
     args.flags = CLONE_PARENT | CLONE_PIDFD | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS |
                  CLONE_NEWIPC | CLONE_NEWUTS;
     args.pidfd = (uint64_t)(uintptr_t)pidfd;
+    if (init_sandbox_stack) {
+        args.stack = (uint64_t)(uintptr_t)init_sandbox_stack;
+        args.stack_size = INIT_SANDBOX_STACK - INIT_SANDBOX_PAD;
+    }
     if (cgroup >= 0) {
         args.flags |= CLONE_INTO_CGROUP;
         args.cgroup = (uint64_t)cgroup;
@@ -1327,7 +1352,7 @@ static pid_t init_zygote_fork(struct init *in, int self_net, const int *fds, uin
     /* The sandbox's own root owns its user namespace, not the host's (sys.h). */
     struct sys_owner saved;
     int r = sys_owner_begin(owner, &saved);
-    pid_t pid = r < 0 ? r : sys_clone3_run(&args, init_zygote_child, &arg);
+    pid_t pid = r < 0 ? r : sys_clone3_run(&args, init_zygote_child, (void *)(intptr_t)fds[0]);
     /* SECURITY: the zygote never goes on as another euid, nor in a sandbox's network
      * namespace (setns needs the capabilities that euid 0 brings back). */
     if ((r == 0 && sys_owner_end(&saved) < 0) ||
@@ -1397,7 +1422,7 @@ static void init_zygote_serve(struct init *in, int self_net)
         }
     }
     int pidfd = -1;
-    pid_t pid = r < 0 ? r : init_zygote_fork(in, self_net, fds, sp->flags, sp->owner, &pidfd, &e);
+    pid_t pid = r < 0 ? r : init_zygote_fork(self_net, fds, sp->flags, sp->owner, &pidfd, &e);
     struct ctl_event ev;
     memset(&ev, 0, sizeof(ev));
     if (pid > 0 && init_zygote_attach(pid, fds + first_attach, sp->n_attach, &e) < 0) {
@@ -1418,18 +1443,6 @@ static void init_zygote_serve(struct init *in, int self_net)
     init_send_with_fd(in, &ev, pidfd);
     (void)fd_close(pidfd);
 }
-
-/* The zygote serves on a stack in the bss, and its children never get the stack it started
- * on: that mapping sits at the top of the address space, far from the program, and in a
- * copy it would cost every sandbox a set of page tables (one entry at each level) to make
- * at the fork and free at the exit, page-table updates that trap to the hypervisor on a VM
- * that shadows them ("Address space" in docs/ARCHITECTURE.md). With it gone, init's memory
- * is the program, its bss and musl's heap, under one page of page tables. What stays on
- * the old stack (argv, environ, the auxiliary vector) is nothing init reads. */
-#define INIT_ZYGOTE_STACK (256 * 1024)
-static char init_zygote_stack_area[INIT_GUARD_ROOM + INIT_ZYGOTE_STACK]
-    __attribute__((aligned(INIT_GUARD_ROOM)));
-static char *init_zygote_stack;
 
 struct init_zygote_loop {
     struct init *in;
@@ -1489,10 +1502,12 @@ static int init_find_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
 __attribute__((noreturn)) static void init_zygote_loop(void *arg)
 {
     const struct init_zygote_loop *l = arg;
-    /* Only on the new stack: from here no frame of the old one is used again. A failure
-     * leaves the old stack in every child, as it was. */
+    /* On the loop's stack now (where the build has the trampoline, the only case with a
+     * mapping found): no frame of the old one is used again, and each child starts on its
+     * own. A failure leaves a stack in every child, as before. */
     if (l->stack_hi > l->stack_lo) {
         (void)madvise((void *)l->stack_lo, l->stack_hi - l->stack_lo, MADV_DONTFORK);
+        (void)madvise(init_zygote_stack_area, sizeof(init_zygote_stack_area), MADV_DONTFORK);
     }
     for (;;) {
         init_zygote_serve(l->in, l->self_net);
@@ -1516,6 +1531,7 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
     }
     static struct init_zygote_loop loop;
     loop.in = in;
+    init_zygote_in = in;
     if (r == 0 && sys_clone_vm_supported()) {
         /* The mapping of the stack we run on (which holds a local, and not the bss), read
          * while the host's /proc is still ours; not found, the children keep it. */
@@ -1537,8 +1553,13 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
     }
     if (r == 0) {
         r = init_stack_guard(init_zygote_stack_area, &init_zygote_stack);
+        if (r == 0 && sys_clone_vm_supported()) {
+            r = init_stack_guard(init_sandbox_stack_area, &init_sandbox_stack);
+            ((volatile char *)
+                 init_sandbox_stack_area)[sizeof(init_sandbox_stack_area) - INIT_SANDBOX_PAD] = 0;
+        }
         if (r < 0) {
-            r = err_set(&e, r, "guard the zygote's stack");
+            r = err_set(&e, r, "guard the zygote's and the sandboxes' stacks");
         }
     }
     /* SECURITY: from here the zygote only joins network namespaces (CAP_SYS_ADMIN), takes

@@ -133,6 +133,13 @@ pid_t sys_clone3_run(struct sys_clone_args *args, int (*fn)(void *), void *arg)
         }
         return (pid_t)sys_clone3_tramp(args, sizeof(*args), fn, arg);
     }
+    if (args->stack != 0) {
+        /* A copy of our memory, on another of its stacks: no frame of ours is used. */
+        if (args->stack_size < 4096) {
+            return -EINVAL;
+        }
+        return (pid_t)sys_clone3_tramp(args, sizeof(*args), fn, arg);
+    }
 #else
     args->flags &= ~(uint64_t)CLONE_VM;
     args->stack = 0;

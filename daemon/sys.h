@@ -75,7 +75,9 @@ struct sys_clone_args {
  * only its stack and memory the caller keeps alive (and mapped) until the child has exec'd
  * or been reaped, and make syscalls only through this header. Where no CLONE_VM trampoline
  * exists for the architecture (anything but x86_64), CLONE_VM and the stack are dropped
- * and the child is a copy of the caller (fork semantics): slower, same behaviour. */
+ * and the child is a copy of the caller (fork semantics): slower, same behaviour. Without
+ * CLONE_VM but with a stack, the child is a copy of the caller that runs fn on that stack
+ * (memory it has, and writes to no other stack). */
 pid_t sys_clone3_run(struct sys_clone_args *args, int (*fn)(void *), void *arg);
 /* Whether sys_clone3_run honours CLONE_VM on this build. */
 int sys_clone_vm_supported(void);
