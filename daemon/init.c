@@ -18,6 +18,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,10 +82,11 @@ struct init_child_arg {
     int drop[4]; /* init's fds it must not hold, -1 for none */
 };
 
-/* One per process (main's, page-aligned): the zygote's, copied into each sandbox it forks,
- * which writes all of it but the end of the filter. The filter comes last, so that with a
- * filter of up to about 400 instructions (`default` has about 260) a sandbox writes one page
- * of it ("Address space" in docs/ARCHITECTURE.md). */
+/* One per process, page-aligned: main's, and in a sandbox forked by the zygote a fresh one
+ * (init_zygote_child) that starts as a copy of the zygote's up to the filter, and writes
+ * all of it but the end of the filter. The filter comes last, so that with a filter of up
+ * to about 400 instructions (`default` has about 260) a sandbox writes one page of it
+ * ("Address space" in docs/ARCHITECTURE.md). */
 struct init {
     int ctl;
     /* Forked by the pool's zygote (init_zygote): the root comes from its template, and our ids
@@ -1303,7 +1305,13 @@ static struct init *init_zygote_in;
 static int init_zygote_child(void *arg)
 {
     int ctl = (int)(intptr_t)arg; /* the new sandbox's control socket */
-    struct init *in = init_zygote_in;
+    /* Ours, in pages the zygote never touched: a write to its struct would copy the page
+     * and flush the TLB, a first write here only fills a fresh page. Everything before the
+     * filter is the zygote's state that we keep (buffers, fds); the rest comes with
+     * CTL_SETUP. */
+    static struct init own __attribute__((aligned(4096)));
+    struct init *in = &own;
+    memcpy(in, init_zygote_in, offsetof(struct init, filter));
     if (dup3(ctl, CTL_FD, O_CLOEXEC) < 0 || sys_close_range(CTL_FD + 1, ~0U, 0) < 0) {
         _exit(2);
     }
