@@ -112,6 +112,29 @@ class ForkServer(DaemonTest):
         # Sandboxes are sbxd's children (CLONE_PARENT): the zygote has none.
         self.assertEqual(children_of(z), [])
 
+    def test_init_lives_in_the_programs_first_2_mib(self):
+        """A warm sandbox's init has no stack or heap mapping of its own: the zygote's
+        stacks are MADV_DONTFORK, init starts on a stack in the bss, and nothing of it
+        allocates (ARCHITECTURE.md, "Address space"). All it can write lies in one 2 MiB
+        block with the program, under one page-table page."""
+        if os.uname().machine != "x86_64":
+            self.skipTest("the stacks in the bss need sys.c's x86-64 trampoline")
+        pid = self.warm_init()
+        maps = open("/proc/%d/maps" % pid).read().splitlines()
+        names = [l.split()[5] for l in maps if len(l.split()) > 5]
+        self.assertNotIn("[stack]", names, maps)
+        self.assertNotIn("[heap]", names, maps)
+        blocks = set()
+        for l in maps:
+            span, perms = l.split()[:2]
+            if "w" in perms:
+                lo, hi = (int(x, 16) for x in span.split("-"))
+                blocks |= {lo >> 21, (hi - 1) >> 21}
+        self.assertEqual(len(blocks), 1, maps)
+        # The zygote keeps the stack it was started on, which no sandbox gets.
+        z = self.fork_server()["pid"]
+        self.assertIn("[stack]", open("/proc/%d/maps" % z).read())
+
     def test_sandboxes_share_their_pools_names(self):
         # The names are the template's: no mount of a sandbox's own for them.
         script = ("hostname; cat /etc/hostname; getent hosts $(hostname) | cut -f1 -d' ';"
