@@ -3,7 +3,8 @@
 """build/sbx against tests/helpers/fake_sbxd.py: flags, exit statuses, streaming, --json.
 
 Run from the repository root: /usr/bin/python3 -m unittest tests/e2e/test_cli_fake.py
-(or directly). SBX overrides the binary under test.
+(or directly). The binary under test is SBX, else sbx in SBX_BUILD (what tests/run.sh
+passes: build-san under SAN=1), else build/sbx.
 """
 
 import json
@@ -17,7 +18,7 @@ import time
 import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SBX = os.environ.get("SBX", os.path.join(ROOT, "build", "sbx"))
+SBX = os.environ.get("SBX", os.path.join(ROOT, os.environ.get("SBX_BUILD", "build"), "sbx"))
 FAKE = os.path.join(ROOT, "tests", "helpers", "fake_sbxd.py")
 PYTHON = "/usr/bin/python3"
 
