@@ -1405,8 +1405,8 @@ static void init_zygote_serve(struct init *in, int self_net)
     struct err e = ERR_INIT;
     int r = 0;
     /* On our stack, not in in->buf: every fork leaves in->buf's pages shared with the new
-     * sandbox, and a write to them would copy one (the stack's are copied anyway). One byte
-     * over, so that a longer packet shows as one of the wrong size. */
+     * sandbox, and a write to them would copy one; no sandbox gets our stack (init_zygote_loop).
+     * One byte over, so that a longer packet shows as one of the wrong size. */
     union {
         struct ctl_spawn sp;
         char bytes[sizeof(struct ctl_spawn) + 1];
