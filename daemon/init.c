@@ -1452,73 +1452,41 @@ static void init_zygote_serve(struct init *in, int self_net)
     (void)fd_close(pidfd);
 }
 
-struct init_zygote_loop {
-    struct init *in;
-    int self_net;
-    uintptr_t stack_lo, stack_hi; /* the mapping of the stack we started on, or 0, 0 */
-};
-
-/* Finds the mapping that holds addr in /proc/self/maps (before the zygote leaves the host's
- * /proc). Returns 0 with [*lo, *hi), or -errno. */
+/* Finds the mapping that holds addr in /proc/self/maps (read before the zygote leaves the
+ * host's /proc; a static program's maps fit the buffer, and a mapping past it is not
+ * found). Returns 0 with [*lo, *hi), or -errno. */
 static int init_find_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
 {
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return -errno;
-    }
     char buf[4096];
-    size_t len = 0;
-    int r = -ENOENT;
-    for (;;) {
-        ssize_t n = read(fd, buf + len, sizeof(buf) - 1 - len);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0) {
-            r = -errno;
-            break;
-        }
-        len += (size_t)n;
-        buf[len] = '\0';
-        /* Whole lines only; a partial last one waits for the next read. */
-        char *line = buf, *nl;
-        while ((nl = strchr(line, '\n')) != NULL) {
-            *nl = '\0';
-            char *end;
-            unsigned long a = strtoul(line, &end, 16), b = 0;
-            if (*end == '-') {
-                b = strtoul(end + 1, NULL, 16);
-            }
-            if (a <= addr && addr < b) {
-                *lo = a;
-                *hi = b;
-                (void)close(fd);
-                return 0;
-            }
-            line = nl + 1;
-        }
-        len -= (size_t)(line - buf);
-        memmove(buf, line, len);
-        if (n == 0 || len == sizeof(buf) - 1) {
-            break;
-        }
+    ssize_t n = file_read_small(AT_FDCWD, "/proc/self/maps", buf, sizeof(buf));
+    if (n < 0) {
+        return (int)n;
     }
-    (void)close(fd);
-    return r;
+    for (char *line = buf; *line;) {
+        char *end;
+        unsigned long a = strtoul(line, &end, 16), b = 0;
+        if (*end == '-') {
+            b = strtoul(end + 1, NULL, 16);
+        }
+        if (a <= addr && addr < b) {
+            *lo = a;
+            *hi = b;
+            return 0;
+        }
+        char *nl = strchr(line, '\n');
+        if (!nl) {
+            break;
+        }
+        line = nl + 1;
+    }
+    return -ENOENT;
 }
 
+/* The loop, on its own stack (arg: our network namespace's fd). */
 __attribute__((noreturn)) static void init_zygote_loop(void *arg)
 {
-    const struct init_zygote_loop *l = arg;
-    /* On the loop's stack now (where the build has the trampoline, the only case with a
-     * mapping found): no frame of the old one is used again, and each child starts on its
-     * own. A failure leaves a stack in every child, as before. */
-    if (l->stack_hi > l->stack_lo) {
-        (void)madvise((void *)l->stack_lo, l->stack_hi - l->stack_lo, MADV_DONTFORK);
-        (void)madvise(init_zygote_stack_area, sizeof(init_zygote_stack_area), MADV_DONTFORK);
-    }
     for (;;) {
-        init_zygote_serve(l->in, l->self_net);
+        init_zygote_serve(init_zygote_in, (int)(intptr_t)arg);
     }
 }
 
@@ -1537,18 +1505,13 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
             r = err_set(&e, -errno, "open own network namespace");
         }
     }
-    static struct init_zygote_loop loop;
-    loop.in = in;
     init_zygote_in = in;
+    /* The mapping of the stack we run on, read while the host's /proc is still ours; not
+     * found, the children keep it. Only a build with the trampoline leaves it. */
+    uintptr_t stack_lo = 0, stack_hi = 0;
+    char local = 0;
     if (r == 0 && sys_clone_vm_supported()) {
-        /* The mapping of the stack we run on (which holds a local, and not the bss), read
-         * while the host's /proc is still ours; not found, the children keep it. */
-        char local = 0;
-        uintptr_t bss = (uintptr_t)&loop;
-        if (init_find_mapping((uintptr_t)&local, &loop.stack_lo, &loop.stack_hi) < 0 ||
-            (loop.stack_lo <= bss && bss < loop.stack_hi)) {
-            loop.stack_lo = loop.stack_hi = 0;
-        }
+        (void)init_find_mapping((uintptr_t)&local, &stack_lo, &stack_hi);
     }
     if (r == 0) {
         r = init_mount(in, MOUNT_TEMPLATE, &e);
@@ -1591,8 +1554,15 @@ __attribute__((noreturn)) static void init_zygote(struct init *in, ssize_t n, si
     }
     init_buf_release();
     init_ready(in, -1);
-    loop.self_net = self_net;
-    sys_run_on_stack(init_zygote_stack, INIT_ZYGOTE_STACK, init_zygote_loop, &loop);
+    /* No fork comes before the loop runs on its own stack: from here no child gets the
+     * stack we started on nor the loop's, and each starts on its own (init_zygote_fork).
+     * A failure leaves a stack in every child, as before. */
+    if (stack_hi > stack_lo) {
+        (void)madvise((void *)stack_lo, stack_hi - stack_lo, MADV_DONTFORK);
+        (void)madvise(init_zygote_stack_area, sizeof(init_zygote_stack_area), MADV_DONTFORK);
+    }
+    sys_run_on_stack(init_zygote_stack, INIT_ZYGOTE_STACK, init_zygote_loop,
+                     (void *)(intptr_t)self_net);
 }
 
 int main(void)
