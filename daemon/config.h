@@ -105,6 +105,7 @@ struct config {
     bool netns_recycle;             /* reuse clean network namespaces (netns.c); default true */
     bool fork_server;               /* fork sandboxes from a zygote per pool (zygote.c); default
                                        true; needs userns */
+    bool sched_batch;               /* sbxd and its sandboxes under SCHED_BATCH; default true */
 
     int cgroup_version;         /* 0 auto, 1, 2; default 0 */
     char *cgroup_parent;        /* NULL: the cgroup sbxd starts in */

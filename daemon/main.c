@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,6 +427,25 @@ static int tokens_open(struct daemon *d, struct err *e)
 
 /* The cgroup subtree name: the configured name plus a hash of the state dir, so daemons
  * with different state dirs never share a subtree, and a restarted one finds its own. */
+/* Our threads, the fork servers and the sandboxes inherit the policy (threads, clone, exec).
+ * SCHED_BATCH keeps SCHED_OTHER's weights and nice values and takes away only wake-up
+ * preemption: the loop wakes several times per task, and under load each wake-up cut the
+ * running sandbox's slice short (a context switch each way, dear where page tables are
+ * shadowed): 1.03x tasks/s at c=8, c=1 unchanged (docs/BENCHMARKS.md, session 16). A
+ * policy an operator chose (idle, real-time) stays. */
+static void sched_batch(void)
+{
+    int policy = sched_getscheduler(0);
+    if (policy != SCHED_OTHER) {
+        log_info("msg=\"scheduling policy kept\" policy=%d", policy);
+        return;
+    }
+    struct sched_param sp = {.sched_priority = 0};
+    if (sched_setscheduler(0, SCHED_BATCH, &sp) < 0) {
+        log_warn_errno(-errno, "msg=\"cannot switch to SCHED_BATCH, going on\"");
+    }
+}
+
 static char *subtree_name(const struct config *c)
 {
     char real[PATH_MAX];
@@ -699,6 +719,9 @@ int main(int argc, char **argv)
         log_warn("msg=\"cgroup limits NOT enforced: sandboxes run without memory, cpu or pids"
                  " limits (cgroup.require_limits: false)\" cgroups=\"%s\"",
                  cgroup_root_describe(d->cg_root));
+    }
+    if (cfg->sched_batch) {
+        sched_batch(); /* before any thread or child */
     }
     /* Network namespaces are recycled (netns.c): enough to cover every pool at its max. */
     uint32_t netns_keep = cfg->refill_parallelism;

@@ -236,5 +236,54 @@ class SetupTimeout(unittest.TestCase):
             d.stop()
 
 
+SCHED_OTHER, SCHED_BATCH, SCHED_IDLE = 0, 3, 5
+
+
+def policy_of(path):
+    """The scheduling policy in a /proc/.../stat: field 41, the 39th after the comm."""
+    with open(path) as f:
+        s = f.read()
+    return int(s[s.rindex(")") + 2:].split()[38])
+
+
+class Scheduling(DaemonTest):
+    """sbxd, its threads, its fork servers and its sandboxes' tasks run under SCHED_BATCH
+    (sched_batch: true, the default)."""
+    pools = [pool_yaml("python", warm=1, max=2)]
+    expect = SCHED_BATCH
+
+    def task_policy(self):
+        with self.d.client() as c:
+            res, out, err = c.exec(["cat", "/proc/self/stat"])
+        self.assertEqual(res["status"], "exited", (res, err))
+        s = out.decode()
+        return int(s[s.rindex(")") + 2:].split()[38])
+
+    def test_policy_of_sbxd_its_threads_fork_server_and_tasks(self):
+        self.assertEqual(self.task_policy(), self.expect)
+        pid = self.d.proc.pid
+        tids = os.listdir("/proc/%d/task" % pid)
+        self.assertGreater(len(tids), 1)  # the audit writer and the workers at least
+        for tid in tids:
+            self.assertEqual(policy_of("/proc/%d/task/%s/stat" % (pid, tid)), self.expect, tid)
+        with self.d.client() as c:
+            zygote = [p for p in c.call("pools") if p["name"] == "python"][0]["fork_server"]["pid"]
+        self.assertGreater(zygote, 0)
+        self.assertEqual(policy_of("/proc/%d/stat" % zygote), self.expect)
+
+
+class SchedulingOff(Scheduling):
+    """sched_batch: false keeps the policy sbxd was started with (the test's own)."""
+    config_extra = "sched_batch: false\n"
+    expect = os.sched_getscheduler(0)
+
+
+class SchedulingChosen(Scheduling):
+    """A policy other than SCHED_OTHER is the operator's choice: kept, even with
+    sched_batch: true."""
+    wrap = ["chrt", "--idle", "0"]
+    expect = SCHED_IDLE
+
+
 if __name__ == "__main__":
     unittest.main()

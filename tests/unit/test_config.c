@@ -114,6 +114,7 @@ static void config_parse__empty_gives_defaults(void **state)
     assert_int_equal(c->drain_grace_ns, 10 * SEC);
     assert_int_equal(c->refill_parallelism, 2);
     assert_int_equal(c->topup_idle_ns, 20 * 1000000ULL);
+    assert_true(c->sched_batch);
     assert_int_equal(c->cgroup_version, 0);
     assert_null(c->cgroup_parent);
     assert_string_equal(c->cgroup_name, "sbxd");
@@ -192,6 +193,7 @@ static void config_parse__every_key(void **state)
                        "drain_grace: 1500ms\n"
                        "refill_parallelism: 64\n"
                        "topup_idle: 0\n"
+                       "sched_batch: false\n"
                        "limits:\n"
                        "  max_connections: 10\n"
                        "  max_requests_per_connection: 3\n"
@@ -219,6 +221,7 @@ static void config_parse__every_key(void **state)
     assert_int_equal(c->drain_grace_ns, 1500000000ULL);
     assert_int_equal(c->refill_parallelism, 64);
     assert_int_equal(c->topup_idle_ns, 0);
+    assert_false(c->sched_batch);
     assert_int_equal(c->max_connections, 10);
     assert_int_equal(c->max_requests_per_conn, 3);
     assert_int_equal(c->max_message_bytes, 64 * MIB);
