@@ -425,8 +425,6 @@ static int tokens_open(struct daemon *d, struct err *e)
     return r;
 }
 
-/* The cgroup subtree name: the configured name plus a hash of the state dir, so daemons
- * with different state dirs never share a subtree, and a restarted one finds its own. */
 /* Our threads, the fork servers and the sandboxes inherit the policy (threads, clone, exec).
  * SCHED_BATCH keeps SCHED_OTHER's weights and nice values and takes away only wake-up
  * preemption: the loop wakes several times per task, and under load each wake-up cut the
@@ -446,6 +444,8 @@ static void sched_batch(void)
     }
 }
 
+/* The cgroup subtree name: the configured name plus a hash of the state dir, so daemons
+ * with different state dirs never share a subtree, and a restarted one finds its own. */
 static char *subtree_name(const struct config *c)
 {
     char real[PATH_MAX];
