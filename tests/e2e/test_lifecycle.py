@@ -251,6 +251,7 @@ class Scheduling(DaemonTest):
     (sched_batch: true, the default)."""
     pools = [pool_yaml("python", warm=1, max=2)]
     expect = SCHED_BATCH
+    from_scratch = False
 
     def task_policy(self):
         with self.d.client() as c:
@@ -267,9 +268,18 @@ class Scheduling(DaemonTest):
         for tid in tids:
             self.assertEqual(policy_of("/proc/%d/task/%s/stat" % (pid, tid)), self.expect, tid)
         with self.d.client() as c:
-            zygote = [p for p in c.call("pools") if p["name"] == "python"][0]["fork_server"]["pid"]
-        self.assertGreater(zygote, 0)
-        self.assertEqual(policy_of("/proc/%d/stat" % zygote), self.expect)
+            server = [p for p in c.call("pools") if p["name"] == "python"][0]["fork_server"]
+        if self.from_scratch:
+            self.assertIsNone(server)
+            return
+        self.assertGreater(server["pid"], 0)
+        self.assertEqual(policy_of("/proc/%d/stat" % server["pid"]), self.expect)
+
+
+class SchedulingFromScratch(Scheduling):
+    """Sandboxes made without a fork server (exec'd by a worker thread's child) too."""
+    config_extra = "fork_server: false\n"
+    from_scratch = True
 
 
 class SchedulingOff(Scheduling):
