@@ -126,16 +126,10 @@ static long raw6(long n, long a1, long a2, long a3, long a4, long a5, long a6)
 pid_t sys_clone3_run(struct sys_clone_args *args, int (*fn)(void *), void *arg)
 {
 #ifdef SYS_VM_TRAMPOLINE
-    if (args->flags & CLONE_VM) {
-        /* SECURITY: a CLONE_VM child on the parent's stack would corrupt it. */
+    /* SECURITY: a CLONE_VM child on the parent's stack would corrupt it. A copy of our
+     * memory given a stack runs on that one: no frame of ours is used. */
+    if ((args->flags & CLONE_VM) || args->stack != 0) {
         if (args->stack == 0 || args->stack_size < 4096) {
-            return -EINVAL;
-        }
-        return (pid_t)sys_clone3_tramp(args, sizeof(*args), fn, arg);
-    }
-    if (args->stack != 0) {
-        /* A copy of our memory, on another of its stacks: no frame of ours is used. */
-        if (args->stack_size < 4096) {
             return -EINVAL;
         }
         return (pid_t)sys_clone3_tramp(args, sizeof(*args), fn, arg);

@@ -236,29 +236,29 @@ class SetupTimeout(unittest.TestCase):
             d.stop()
 
 
-SCHED_OTHER, SCHED_BATCH, SCHED_IDLE = 0, 3, 5
+def policy_in(stat):
+    """The scheduling policy in the text of a /proc/.../stat: field 41, the 39th after the
+    comm."""
+    return int(stat[stat.rindex(")") + 2:].split()[38])
 
 
 def policy_of(path):
-    """The scheduling policy in a /proc/.../stat: field 41, the 39th after the comm."""
     with open(path) as f:
-        s = f.read()
-    return int(s[s.rindex(")") + 2:].split()[38])
+        return policy_in(f.read())
 
 
 class Scheduling(DaemonTest):
     """sbxd, its threads, its fork servers and its sandboxes' tasks run under SCHED_BATCH
     (sched_batch: true, the default)."""
     pools = [pool_yaml("python", warm=1, max=2)]
-    expect = SCHED_BATCH
+    expect = os.SCHED_BATCH
     from_scratch = False
 
     def task_policy(self):
         with self.d.client() as c:
             res, out, err = c.exec(["cat", "/proc/self/stat"])
         self.assertEqual(res["status"], "exited", (res, err))
-        s = out.decode()
-        return int(s[s.rindex(")") + 2:].split()[38])
+        return policy_in(out.decode())
 
     def test_policy_of_sbxd_its_threads_fork_server_and_tasks(self):
         self.assertEqual(self.task_policy(), self.expect)
@@ -292,7 +292,7 @@ class SchedulingChosen(Scheduling):
     """A policy other than SCHED_OTHER is the operator's choice: kept, even with
     sched_batch: true."""
     wrap = ["chrt", "--idle", "0"]
-    expect = SCHED_IDLE
+    expect = os.SCHED_IDLE
 
 
 if __name__ == "__main__":
