@@ -112,6 +112,7 @@ struct init {
         int32_t err;   /* -errno */
     } failure;
     int listener;                /* the task's seccomp listener, or -1 */
+    bool listener_hup;           /* no process uses the filter: kept, no longer polled */
     bool counting;               /* a listener came, and answering never failed */
     uint32_t denials;            /* notifications answered */
     struct seccomp_notif *notif; /* notif_size bytes (the kernel's size, maybe > ours) */
@@ -1060,9 +1061,16 @@ static void init_serve_listener(struct init *in, short revents)
             }
         }
     }
-    /* POLLHUP: no process uses the filter any more, so nothing can be pending. */
-    if (revents & (POLLHUP | POLLERR | POLLNVAL)) {
-        init_close_listener(in, (revents & (POLLERR | POLLNVAL)) == 0);
+    /* POLLERR, POLLNVAL: the listener failed, and the count is unknown. POLLHUP: no process
+     * uses the filter any more, so nothing can be pending; the count is final. We keep the
+     * listener open without polling it, to close it with our exit: its close drops the last
+     * hold on the program, and the kernel queues the program's free (the unmapping of its JIT
+     * image) to a worker of this CPU, which would otherwise run before our report reaches
+     * sbxd (BENCHMARKS.md, session 17). */
+    if (revents & (POLLERR | POLLNVAL)) {
+        init_close_listener(in, false);
+    } else if (revents & POLLHUP) {
+        in->listener_hup = true;
     }
 }
 
@@ -1161,7 +1169,7 @@ static void init_loop(struct init *in)
         struct pollfd pfd[4] = {{in->ctl, POLLIN, 0},
                                 {in->sigfd, POLLIN, 0},
                                 {in->state == TASK_RUNNING ? in->report : -1, POLLIN, 0},
-                                {in->listener, POLLIN, 0}};
+                                {in->listener_hup ? -1 : in->listener, POLLIN, 0}};
         if (poll(pfd, 4, -1) < 0) {
             if (errno == EINTR) {
                 continue;
