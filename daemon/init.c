@@ -995,12 +995,13 @@ static void init_read_reports(struct init *in)
     }
 }
 
-/* Closes the listener: the kernel then fails whatever is still waiting, and every later
- * counted call, with ENOSYS. */
-static void init_close_listener(struct init *in, bool still_counting)
+/* Closes a failed listener: the kernel then fails whatever is still waiting, and every
+ * later counted call, with ENOSYS, so the count is unknown. (One whose filter has no user
+ * left stays open: init_serve_listener.) */
+static void init_close_listener(struct init *in)
 {
     in->listener = fd_close(in->listener);
-    in->counting = in->counting && still_counting;
+    in->counting = false;
 }
 
 /* Answers the oldest pending notification, if there is one, with the errno the program
@@ -1053,7 +1054,7 @@ static void init_serve_listener(struct init *in, short revents)
         for (int i = 0; i < INIT_NOTIF_BATCH; i++) {
             int r = init_answer_one(in);
             if (r < 0) {
-                init_close_listener(in, false);
+                init_close_listener(in);
                 return;
             }
             if (r == 0) {
@@ -1068,7 +1069,7 @@ static void init_serve_listener(struct init *in, short revents)
      * image) to a worker of this CPU, which would otherwise run before our report reaches
      * sbxd (BENCHMARKS.md, session 17). */
     if (revents & (POLLERR | POLLNVAL)) {
-        init_close_listener(in, false);
+        init_close_listener(in);
     } else if (revents & POLLHUP) {
         in->listener_hup = true;
     }

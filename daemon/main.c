@@ -429,8 +429,8 @@ static int tokens_open(struct daemon *d, struct err *e)
  * SCHED_BATCH keeps SCHED_OTHER's weights and nice values and takes away only wake-up
  * preemption: the loop wakes several times per task, and under load each wake-up cut the
  * running sandbox's slice short (a context switch each way, dear where page tables are
- * shadowed): 1.03x tasks/s at c=8, c=1 unchanged (docs/BENCHMARKS.md, session 16). A
- * policy an operator chose (idle, real-time) stays. */
+ * shadowed): 1.03x tasks/s at c=8 in session 16, 1.07x in session 17, c=1 unchanged
+ * (docs/BENCHMARKS.md). A policy an operator chose (idle, real-time) stays. */
 static void sched_batch(void)
 {
     int policy = sched_getscheduler(0);
