@@ -373,10 +373,11 @@ void exec_sandbox_event(struct task *t, const struct ctl_event *ev)
         t->exec_failed = true;
         t->fail_stage = ev->stage;
         t->t_exit_ns = now_ns();
-        err_setx(&t->error, ev->err, "%s%s%s: %s",
+        /* init's message ends with the error's name already; an empty one gets it here. */
+        err_setx(&t->error, ev->err, "%s: %s",
                  ev->stage == CTL_STAGE_EXEC ? "cannot execute the command"
                                              : "the task could not start",
-                 ev->msg[0] ? ": " : "", ev->msg, err_name(ev->err));
+                 ev->msg[0] ? ev->msg : err_name(ev->err));
         uv_timer_stop(&t->timer);
         if (t->sb) {
             sandbox_kill(t->sb);

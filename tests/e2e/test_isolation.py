@@ -207,9 +207,12 @@ class Isolation(DaemonTest):
             res, out, err = c.exec(["pwd"], cwd="/nonexistent")
             self.assertEqual(res["status"], "error")
             self.assertEqual(res["error_stage"], "cwd")
+            self.assertEqual(res["error"], "the task could not start: chdir '/nonexistent': ENOENT")
             res, out, err = c.exec(["no-such-command"])
             self.assertEqual((res["status"], res["error_stage"]), ("error", "exec"))
-            self.assertIn("ENOENT", res["error"])
+            # The error's name once: init's message carries it.
+            self.assertEqual(res["error"],
+                             "cannot execute the command: execve 'no-such-command': ENOENT")
 
     def test_each_task_gets_a_fresh_sandbox(self):
         with self.d.client() as c:
