@@ -373,11 +373,14 @@ void exec_sandbox_event(struct task *t, const struct ctl_event *ev)
         t->exec_failed = true;
         t->fail_stage = ev->stage;
         t->t_exit_ns = now_ns();
-        /* init's message ends with the error's name already; an empty one gets it here. */
-        err_setx(&t->error, ev->err, "%s: %s",
+        /* init's messages mostly end with the error's name already: named once. */
+        const char *name = err_name(ev->err);
+        size_t ml = strlen(ev->msg), nl = strlen(name);
+        bool named = ml >= nl && strcmp(ev->msg + ml - nl, name) == 0;
+        err_setx(&t->error, ev->err, "%s%s%s%s%s",
                  ev->stage == CTL_STAGE_EXEC ? "cannot execute the command"
                                              : "the task could not start",
-                 ev->msg[0] ? ev->msg : err_name(ev->err));
+                 ml ? ": " : "", ev->msg, named ? "" : ": ", named ? "" : name);
         uv_timer_stop(&t->timer);
         if (t->sb) {
             sandbox_kill(t->sb);
