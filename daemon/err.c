@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -131,6 +132,27 @@ int err_prefix(struct err *e, int r, const char *fmt, ...)
     } else if (r != 0) {
         o = append(e->msg, o, ": ");
         (void)append(e->msg, o, err_name(r));
+    }
+    e->code = r;
+    return r;
+}
+
+int err_set_reported(struct err *e, int r, const char *what, const char *msg)
+{
+    if (!e) {
+        return r;
+    }
+    const char *name = err_name(r);
+    size_t ml = strlen(msg), nl = strlen(name);
+    bool named = ml >= nl && strcmp(msg + ml - nl, name) == 0;
+    size_t o = append(e->msg, 0, what);
+    if (ml > 0) {
+        o = append(e->msg, o, ": ");
+        o = append(e->msg, o, msg);
+    }
+    if (!named) {
+        o = append(e->msg, o, ": ");
+        (void)append(e->msg, o, name);
     }
     e->code = r;
     return r;

@@ -25,6 +25,10 @@ int err_set(struct err *e, int r, const char *fmt, ...) __attribute__((format(pr
 int err_setx(struct err *e, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Prepends "<fmt>: " to e's message (or sets it when empty) and returns r. */
 int err_prefix(struct err *e, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Sets e to "<what>: <msg>: <ERRNAME>" for a failure another process reported as a message
+ * with its code r beside it, and returns r. The name is left out when msg ends with it
+ * already (err_set's messages do), so that it appears once; an empty msg is left out. */
+int err_set_reported(struct err *e, int r, const char *what, const char *msg);
 /* The symbolic name of a negative or positive errno ("EINVAL"), or "E?" for unknown. */
 const char *err_name(int r);
 /* e's message, or a generic one when e is NULL or empty. */

@@ -373,14 +373,10 @@ void exec_sandbox_event(struct task *t, const struct ctl_event *ev)
         t->exec_failed = true;
         t->fail_stage = ev->stage;
         t->t_exit_ns = now_ns();
-        /* init's messages mostly end with the error's name already: named once. */
-        const char *name = err_name(ev->err);
-        size_t ml = strlen(ev->msg), nl = strlen(name);
-        bool named = ml >= nl && strcmp(ev->msg + ml - nl, name) == 0;
-        err_setx(&t->error, ev->err, "%s%s%s%s%s",
-                 ev->stage == CTL_STAGE_EXEC ? "cannot execute the command"
-                                             : "the task could not start",
-                 ml ? ": " : "", ev->msg, named ? "" : ": ", named ? "" : name);
+        err_set_reported(&t->error, ev->err,
+                         ev->stage == CTL_STAGE_EXEC ? "cannot execute the command"
+                                                     : "the task could not start",
+                         ev->msg);
         uv_timer_stop(&t->timer);
         if (t->sb) {
             sandbox_kill(t->sb);

@@ -429,8 +429,9 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         break;
     case CTL_SETUP_FAILED: {
         struct err e = ERR_INIT;
-        err_setx(&e, ev->err < 0 ? ev->err : -EIO, "sandbox setup failed at stage %u: %.100s: %s",
-                 ev->stage, ev->msg, err_name(ev->err));
+        char what[48];
+        (void)snprintf(what, sizeof(what), "sandbox setup failed at stage %u", ev->stage);
+        err_set_reported(&e, ev->err < 0 ? ev->err : -EIO, what, ev->msg);
         pool_sandbox_failed(sb->pool, sb, &e);
         sb->failure_reported = true;
         sandbox_kill(sb);
