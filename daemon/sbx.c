@@ -271,6 +271,13 @@ static int sbx_rpc_error(const msgpack_object *error)
         strcmp(code, "shutting_down") == 0) {
         return EX_UNAVAILABLE;
     }
+    /* The request was built from the caller's arguments alone, so a request the daemon
+     * refuses as wrong (a pool it lacks, a timeout above the pool's maximum, too many
+     * bytes of argv) is the caller's usage error. */
+    if (strcmp(code, "bad_request") == 0 || strcmp(code, "unknown_pool") == 0 ||
+        strcmp(code, "too_large") == 0) {
+        return EX_USAGE;
+    }
     return EX_SOFTWARE;
 }
 
@@ -371,7 +378,8 @@ static const struct sbx_cmd sbx_cmds[] = {
      "                     which keeps it out of the process list)\n"
      "  --json             print one JSON object with the result and output at the end\n"
      "exit status: the command's; 128+N if killed by signal N; 124 on timeout; 137 when\n"
-     "killed for output or memory; 127 if it could not be executed; 64 usage; 69 sbxd\n"
+     "killed for output or memory; 127 if it could not be executed; 64 usage (also a\n"
+     "request sbxd refuses: an unknown pool, a timeout above its maximum); 69 sbxd\n"
      "unreachable or busy; 70 other errors; 77 denied, or killed because its token\n"
      "expired or was revoked\n",
      sbx_cmd_exec},

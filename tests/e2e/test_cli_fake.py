@@ -321,8 +321,9 @@ class CliFakeTest(unittest.TestCase):
 
     def test_rpc_errors(self):
         cases = {"denied": EX_NOPERM, "busy": EX_UNAVAILABLE, "limit": EX_UNAVAILABLE,
-                 "shutting_down": EX_UNAVAILABLE, "unknown_pool": EX_SOFTWARE,
-                 "bad_request": EX_SOFTWARE, "too_large": EX_SOFTWARE, "internal": EX_SOFTWARE}
+                 "shutting_down": EX_UNAVAILABLE, "unknown_pool": EX_USAGE,
+                 "bad_request": EX_USAGE, "too_large": EX_USAGE, "internal": EX_SOFTWARE,
+                 "no_such_code": EX_SOFTWARE}
         for code, status in cases.items():
             r = self.sbx("exec", "rpcerror", code, "it went \x1b[31mwrong")
             self.assertEqual(r.returncode, status, code)
