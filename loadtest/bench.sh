@@ -6,8 +6,9 @@
 #     and 64; the floor (posix_spawn, no isolation) and bubblewrap per task at concurrency
 #     8; crun where it runs. Ratios pair by pair from the same run.
 #     Then the two speed targets again in short interleaved slices (BENCH_PAIRS, default 6:
-#     sbx c=8 and bwrap c=8 in alternating order, then sbx c=1), so that the machine's
-#     swings between runs fall on both sides of each ratio.
+#     sbx c=8 and bwrap c=8 in alternating order, then sbx c=1 and the floor c=1 in
+#     alternating order), so that the machine's swings between runs fall on both sides of
+#     each ratio.
 #  2. Soak: open loop at 80% of the peak measured in 1, BENCH_SOAK_S seconds (default 60),
 #     p50/p99 of the first and last 10 s, sbxd's RSS at start and end.
 #  3. Scaling: a fresh sbxd per warm pool size (1, 8, 32; max 64) at concurrency 1, 8, 64
@@ -213,12 +214,13 @@ busy_mark() { busy0=$(busy_jiffies); }
 busy_save() {
     echo "{\"busy_ms\": $(( ($(busy_jiffies) - busy0) * 1000 / CLK_TCK ))}" >"$tmp/$1.busy.json"
 }
-run_spawn() { # name tasks spawnbench-args... -- command...
+run_spawn() { # name tasks concurrency spawnbench-args... -- command...
     name=$1
     tasks=$2
-    shift 2
+    conc=$3
+    shift 3
     busy_mark
-    timeout -k 5 "$RUN_LIMIT" "$B/spawnbench" --tasks "$tasks" --concurrency 8 "$@" \
+    timeout -k 5 "$RUN_LIMIT" "$B/spawnbench" --tasks "$tasks" --concurrency "$conc" "$@" \
         >"$tmp/$name.json" || true
     busy_save "$name"
     grep -q '"tasks"' "$tmp/$name.json" || die "spawnbench did not finish ($name)"
@@ -335,20 +337,20 @@ comparison() {
         [ "$w" = true ] && nf=$T_FLOOR
         echo "  $w round $r/$ROUNDS: floor c=8 ($nf tasks)"
         # shellcheck disable=SC2086
-        run_spawn "$w.floor.$r" "$nf" $sp_stdin -- "$@"
+        run_spawn "$w.floor.$r" "$nf" 8 $sp_stdin -- "$@"
         settle 0.5
         if [ $bwrap_ok = 1 ]; then
             nb=$n
             [ "$w" = true ] && nb=$T_BWRAP
             echo "  $w round $r/$ROUNDS: bwrap c=8 ($nb sandboxes)"
             # shellcheck disable=SC2086
-            run_spawn "$w.bwrap.$r" "$nb" $sp_stdin -- bwrap $BWRAP_ARGS "$@"
+            run_spawn "$w.bwrap.$r" "$nb" 8 $sp_stdin -- bwrap $BWRAP_ARGS "$@"
             settle 0.5
         fi
         if [ $bwrapl_ok = 1 ]; then
             echo "  $w round $r/$ROUNDS: bwrap with limits and seccomp c=8 ($nb sandboxes)"
             # shellcheck disable=SC2086
-            run_spawn "$w.bwrapl.$r" "$nb" $sp_stdin $BWRAPL_ARGS -- \
+            run_spawn "$w.bwrapl.$r" "$nb" 8 $sp_stdin $BWRAPL_ARGS -- \
                 bwrap --seccomp 9 $BWRAP_ARGS "$@"
             settle 0.5
         fi
@@ -390,20 +392,28 @@ comparison parse "$T_PY" "$T_PY1" "$PARSE_BYTES" /usr/bin/python3 -c "$PARSE_COD
 pair_bwrap() { # pair: bwrap's slices (plain, then with limits), when the pair's parity is $2
     if [ $(($1 % 2)) = "$2" ] && [ $bwrap_ok = 1 ]; then
         # shellcheck disable=SC2086
-        run_spawn "pair.bwrap.$1" "$P_BWRAP" -- bwrap $BWRAP_ARGS /bin/true
+        run_spawn "pair.bwrap.$1" "$P_BWRAP" 8 -- bwrap $BWRAP_ARGS /bin/true
         settle 0.5
     fi
     if [ $(($1 % 2)) = "$2" ] && [ $bwrapl_ok = 1 ]; then
         # shellcheck disable=SC2086
-        run_spawn "pair.bwrapl.$1" "$P_BWRAP" $BWRAPL_ARGS -- \
+        run_spawn "pair.bwrapl.$1" "$P_BWRAP" 8 $BWRAPL_ARGS -- \
             bwrap --seccomp 9 $BWRAP_ARGS /bin/true
+        settle 0.5
+    fi
+}
+# The floor at c=1 beside sbx c=1 (before it in odd slices, after it in even ones): what no
+# sandbox can beat, since each task is at least a spawn of its command.
+pair_floor1() { # pair parity
+    if [ $(($1 % 2)) = "$2" ]; then
+        run_spawn "pair.floor1.$1" "$P_SBX1" 1 -- /bin/true
         settle 0.5
     fi
 }
 pair=1
 while [ $pair -le "$PAIRS" ]; do
     echo "  pair $pair/$PAIRS: sbx c=8 ($P_SBX tasks), bwrap c=8 ($P_BWRAP, plain and with" \
-        "limits), sbx c=1 ($P_SBX1)"
+        "limits), sbx c=1 and the floor c=1 ($P_SBX1 each)"
     pair_bwrap $pair 0
     busy_mark
     run_load "pair.sbx8.$pair" --tasks "$P_SBX" --concurrency 8 -- /bin/true
@@ -412,9 +422,11 @@ while [ $pair -le "$PAIRS" ]; do
     busy_save "pair.sbx8.$pair"
     sleep 1
     pair_bwrap $pair 1
+    pair_floor1 $pair 0
     run_load "pair.sbx1.$pair" --tasks "$P_SBX1" --concurrency 1 -- /bin/true
     sbxd_alive
     settle
+    pair_floor1 $pair 1
     pair=$((pair + 1))
 done
 mem_after_kib=$(mem_available)

@@ -116,6 +116,7 @@ for w, desc in WORKLOADS:
 pairs = int(os.environ.get("BENCH_PAIRS", "0"))
 p8 = [read("pair.sbx8.%d" % i) for i in range(1, pairs + 1)]
 p1 = [read("pair.sbx1.%d" % i) for i in range(1, pairs + 1)]
+pf1 = [read("pair.floor1.%d" % i) for i in range(1, pairs + 1)]
 pb = [read("pair.bwrap.%d" % i) for i in range(1, pairs + 1)]
 pbl = [read("pair.bwrapl.%d" % i) for i in range(1, pairs + 1)]
 pair_lines = []
@@ -155,8 +156,13 @@ if p8 and any(p8):
     pair_lines.append(line)
     c1 = [x["p50_ms"] for x in p1 if x]
     if c1:
-        pair_lines.append("true, sbx c=1: p50 of the slices: median %.2f ms (%.2f-%.2f ms)" % (
-            statistics.median(c1), min(c1), max(c1)))
+        line = "true, sbx c=1: p50 of the slices: median %.2f ms (%.2f-%.2f ms)" % (
+            statistics.median(c1), min(c1), max(c1))
+        f1 = [x["p50_ms"] for x in pf1 if x]
+        if f1:
+            line += "; floor: posix_spawn c=1, no isolation: median %.2f ms (%.2f-%.2f ms)" % (
+                statistics.median(f1), min(f1), max(f1))
+        pair_lines.append(line)
     for line in pair_lines:
         print(line)
     print()
