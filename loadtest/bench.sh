@@ -402,7 +402,7 @@ pair_bwrap() { # pair: bwrap's slices (plain, then with limits), when the pair's
         settle 0.5
     fi
 }
-# The floor at c=1 beside sbx c=1 (before it in odd slices, after it in even ones): what no
+# The floor at c=1 beside sbx c=1 (before it in even slices, after it in odd ones): what no
 # sandbox can beat, since each task is at least a spawn of its command.
 pair_floor1() { # pair parity
     if [ $(($1 % 2)) = "$2" ]; then
