@@ -29,6 +29,9 @@ import sbx_client
 
 SEED = int(os.environ.get("SBX_FUZZ_SEED", "20261130"))
 SECONDS = float(os.environ.get("SBX_FUZZ_SECONDS", "20"))
+# How long each egress fuzz task runs: half of SECONDS, at most 90 s, so that it ends well
+# within its exec timeout (30 s more) and the harness's pools' max_timeout (120 s).
+EGRESS_TASK_S = min(SECONDS / 2, 90.0)
 KEYS = ["argv", "pool", "timeout", "env", "cwd", "stdin", "token", "x", "", "ARGV"]
 METHODS = ["exec", "ping", "pools", "exec.stdin", "audit.query", "audit.verify", "token.issue",
            "token.list", "token.revoke", "stats", "nope", ""]
@@ -436,17 +439,18 @@ class EgressFuzz(unittest.TestCase):
                 def run(i=i, tok=tok):
                     with d.client() as c:
                         args = {"argv": ["python3", "-c", EGRESS_TASK, str(SEED + i), str(ep),
-                                         str(gp), str(SECONDS / 2)], "token": tok}
-                        results.append(c.wait(c.start("exec", args), 120))
+                                         str(gp), str(EGRESS_TASK_S)], "token": tok,
+                                "timeout": int(EGRESS_TASK_S) + 30}
+                        results.append(c.wait(c.start("exec", args), EGRESS_TASK_S + 90))
                 threads.append(threading.Thread(target=run))
             for t in threads[:2]:
                 t.start()
             for t in threads[:2]:
-                t.join(180)
+                t.join(EGRESS_TASK_S + 150)
             for t in threads[2:]:
                 t.start()
             for t in threads[2:]:
-                t.join(180)
+                t.join(EGRESS_TASK_S + 150)
             self.assertIsNone(d.proc.poll(), "sbxd died (seed %d)" % SEED)
             self.assertEqual(len(results), 4, results)
             for res in results:
