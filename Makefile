@@ -34,12 +34,17 @@ HTTP_PARSER_LIBS := -lhttp_parser
 CFLAGS   := $(CFLAGS_BASE) -fPIE
 LDFLAGS  := -pie -Wl,-z,relro,-z,now $(SANLD)
 
-COMMON_SRCS := daemon/util.c daemon/sys.c daemon/err.c daemon/log.c daemon/alloc.c
-CLIENT_SRCS := $(COMMON_SRCS) daemon/proto.c
-# Sources that belong to other binaries than sbxd.
-NOT_SBXD    := daemon/sbx.c daemon/sbx_json.c daemon/init.c daemon/mount.c
-SBXD_SRCS   := $(filter-out $(NOT_SBXD),$(wildcard daemon/*.c)) $(BUILD)/embedded.c
-INIT_SRCS   := daemon/init.c daemon/mount.c daemon/sys.c daemon/util.c daemon/err.c
+# Each binary is built from folders (docs/ARCHITECTURE.md): sbxd from the composition root
+# and its layers, sbxd-init from init/, sbx from cli/; lib/ and wire/ are shared.
+L := daemon/lib
+COMMON_SRCS := $(L)/util.c $(L)/sys.c $(L)/err.c $(L)/log.c $(L)/alloc.c
+CLIENT_SRCS := $(COMMON_SRCS) daemon/wire/proto.c
+SBXD_DIRS   := daemon daemon/api daemon/core daemon/egress daemon/sandbox daemon/token \
+               daemon/audit daemon/metrics daemon/config daemon/wire daemon/lib
+SBXD_SRCS   := $(foreach d,$(SBXD_DIRS),$(wildcard $(d)/*.c)) $(BUILD)/embedded.c
+CLI_SRCS    := $(wildcard daemon/cli/*.c) $(CLIENT_SRCS)
+# sbxd-init links only what is CHILD-SAFE of lib/.
+INIT_SRCS   := $(wildcard daemon/init/*.c) $(L)/sys.c $(L)/util.c $(L)/err.c
 LOAD_SRCS   := $(wildcard loadtest/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -85,9 +90,9 @@ $(BUILD)/obj/%.o: %.c
 	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) -c $< -o $@
 
 # Embedded default configuration: deploy/sbxd.yaml and pools/*.yaml compiled in.
-$(BUILD)/embedded.c: daemon/gen_embedded.sh deploy/sbxd.yaml $(wildcard pools/*.yaml) $(wildcard seccomp/*.yaml)
+$(BUILD)/embedded.c: daemon/config/gen_embedded.sh deploy/sbxd.yaml $(wildcard pools/*.yaml) $(wildcard seccomp/*.yaml)
 	@mkdir -p $(BUILD)
-	$(Q)sh daemon/gen_embedded.sh deploy/sbxd.yaml pools seccomp > $@.tmp && mv $@.tmp $@
+	$(Q)sh daemon/config/gen_embedded.sh deploy/sbxd.yaml pools seccomp > $@.tmp && mv $@.tmp $@
 
 $(BUILD)/obj/$(BUILD)/embedded.o: $(BUILD)/embedded.c
 	@mkdir -p $(dir $@)
@@ -97,7 +102,7 @@ $(BUILD)/sbxd: $(call obj,$(SBXD_SRCS))
 	@[ -n "$(Q)" ] && echo "  LD   $@" || true
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(PKG_LIBS) $(HTTP_PARSER_LIBS) -lpthread -lm
 
-$(BUILD)/sbx: $(call obj,daemon/sbx.c daemon/sbx_json.c $(CLIENT_SRCS))
+$(BUILD)/sbx: $(call obj,$(CLI_SRCS))
 	@[ -n "$(Q)" ] && echo "  LD   $@" || true
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(shell pkg-config --libs msgpack) -lm
 
@@ -149,40 +154,42 @@ $(BUILD)/probe: tests/helpers/probe.c
 	@[ -n "$(Q)" ] && echo "  LD   $@" || true
 	$(Q)$(CC) $(INIT_CFLAGS) -static $< -o $@
 
-# Unit tests: tests/unit/test_<module>.c links daemon/<module>.c and the common sources;
+# Unit tests: tests/unit/test_<module>.c links daemon/<folder>/<module>.c and the common sources;
 # TEST_<module>_EXTRA names more sources (proto.c when a test needs it).
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 # What reading YAML (the embedded files, a file from disk, the node tree) takes.
-YAML_SRCS := $(BUILD)/embedded.c daemon/textfile.c daemon/yamlnode.c
+YAML_SRCS := $(BUILD)/embedded.c $(L)/textfile.c $(L)/yamlnode.c
 TEST_config_EXTRA := $(YAML_SRCS)
 TEST_seccomp_EXTRA := $(YAML_SRCS)
 TEST_hist_EXTRA := loadtest/hist.c
-TEST_cgroup_EXTRA := daemon/cgroup_v1.c daemon/cgroup_v2.c
+TEST_cgroup_EXTRA := daemon/sandbox/cgroup_v1.c daemon/sandbox/cgroup_v2.c
 TEST_outcap_EXTRA :=
 TEST_idslot_EXTRA :=
-TEST_workq_EXTRA := daemon/loopwake.c
-TEST_audit_EXTRA := daemon/audit_writer.c daemon/scrub.c daemon/audit_query.c daemon/proto.c daemon/loopwake.c
+TEST_workq_EXTRA := $(L)/loopwake.c
+TEST_audit_EXTRA := daemon/audit/audit_writer.c $(L)/scrub.c daemon/audit/audit_query.c \
+                    daemon/wire/proto.c $(L)/loopwake.c
 TEST_scrub_EXTRA :=
 TEST_image_EXTRA :=
-TEST_token_EXTRA := daemon/token_db.c daemon/scrub.c
-TEST_spawn_EXTRA := daemon/child.c daemon/cgroup.c daemon/cgroup_v1.c daemon/cgroup_v2.c
+TEST_token_EXTRA := daemon/token/token_db.c $(L)/scrub.c
+TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c daemon/sandbox/cgroup_v1.c \
+                    daemon/sandbox/cgroup_v2.c
 # Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
 # apart. make test links each with replay.c and runs it over its committed corpus
 # (tests/fuzz/corpus/<name>/); `make fuzz` links them with libFuzzer and searches for more.
 FUZZ_NAMES := proto egress config seccomp
-FUZZ_proto_SRCS := daemon/proto.c
-FUZZ_egress_SRCS := daemon/egress_parse.c daemon/egress_inspect.c
+FUZZ_proto_SRCS := daemon/wire/proto.c
+FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_inspect.c
 FUZZ_egress_LIBS := $(HTTP_PARSER_LIBS)
-FUZZ_config_SRCS := daemon/config.c $(YAML_SRCS)
-FUZZ_seccomp_SRCS := daemon/seccomp.c $(YAML_SRCS)
+FUZZ_config_SRCS := daemon/config/config.c $(YAML_SRCS)
+FUZZ_seccomp_SRCS := daemon/sandbox/seccomp.c $(YAML_SRCS)
 FUZZ_REPLAYS := $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZ_NAMES))
 FUZZ_LIBS = $(shell pkg-config --libs msgpack yaml-0.1 libseccomp)
 unit-bins: $(UNIT_BINS) $(FUZZ_REPLAYS)
 $(UNIT_BINS): $(BUILD)/sbxd-init $(BUILD)/probe
 
 .SECONDEXPANSION:
-$(BUILD)/tests/test_%: tests/unit/test_%.c $$(call obj,$$(wildcard daemon/$$*.c) $$(TEST_$$*_EXTRA) $(COMMON_SRCS))
+$(BUILD)/tests/test_%: tests/unit/test_%.c $$(call obj,$$(wildcard daemon/*/$$*.c) $$(TEST_$$*_EXTRA) $(COMMON_SRCS))
 	@mkdir -p $(dir $@)
 	@[ -n "$(Q)" ] && echo "  TEST $@" || true
 	$(Q)$(CC) $(CFLAGS) $(PKG_CFLAGS) $(LDFLAGS) $(filter %.c %.o,$^) -o $@ $(PKG_LIBS) -lcmocka -lpthread -lm
@@ -227,18 +234,21 @@ e2e: all
 bench: all
 	$(Q)sh loadtest/bench.sh
 
-C_SOURCES = daemon/*.c daemon/*.h tests/unit/*.c tests/helpers/*.c tests/fuzz/*.c tests/fuzz/*.h \
+C_SOURCES = daemon/*.[ch] daemon/*/*.[ch] tests/unit/*.c tests/helpers/*.c tests/fuzz/*.c tests/fuzz/*.h \
 	loadtest/*.c loadtest/*.h \
 	loadtest/spawnbench/*.c
 
 fmt:
 	clang-format -i $(C_SOURCES)
 
-# clang-format for the C, shellcheck (warnings and errors) for the shell scripts; installs
-# shellcheck when it is missing, as deps does its packages.
+# clang-format for the C, shellcheck (warnings and errors) for the shell scripts, and the
+# layer check (every include points down, in docs/ARCHITECTURE.md's order; make test runs it
+# too, as tests/e2e/test_layers.py); installs shellcheck when it is missing, as deps does its
+# packages.
 LINT_PKGS := shellcheck clang-format
 lint:
 	@$(call apt_install,lint,$(LINT_PKGS))
+	python3 tests/lint/layers.py
 	clang-format --dry-run -Werror $(C_SOURCES)
 	shellcheck -s sh -S warning -x loadtest/*.sh tests/*.sh tests/fuzz/*.sh .ci/run
 

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "idslot.h"
+#include "sandbox/idslot.h"
 
 struct config;
 struct cgroup_root;
@@ -60,7 +60,7 @@ struct daemon {
     uv_signal_t sig_hup;
     uv_timer_t drain_timer;
     /* Topping pools up to their warm target waits while tasks keep starting (daemon_refill):
-     * the last start (exec_start sets it), and the timer that tops up once none has started
+     * the last start (task_start sets it), and the timer that tops up once none has started
      * for topup_idle. */
     uint64_t last_task_start_ns;
     uv_timer_t topup_timer;

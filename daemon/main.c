@@ -14,27 +14,27 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "alloc.h"
-#include "audit.h"
-#include "cgroup.h"
-#include "config.h"
+#include "lib/alloc.h"
+#include "audit/audit.h"
+#include "sandbox/cgroup.h"
+#include "config/config.h"
 #include "daemon.h"
-#include "egress.h"
-#include "exec.h"
-#include "http.h"
-#include "image.h"
-#include "log.h"
-#include "netns.h"
-#include "metrics.h"
-#include "pool.h"
+#include "egress/egress.h"
+#include "core/task.h"
+#include "metrics/http.h"
+#include "sandbox/image.h"
+#include "lib/log.h"
+#include "sandbox/netns.h"
+#include "metrics/metrics.h"
+#include "core/pool.h"
 #include "reaper.h"
-#include "scrub.h"
-#include "seccomp.h"
-#include "server.h"
+#include "lib/scrub.h"
+#include "sandbox/seccomp.h"
+#include "api/server.h"
 #include "signals.h"
-#include "token.h"
-#include "util.h"
-#include "workq.h"
+#include "token/token.h"
+#include "lib/util.h"
+#include "lib/workq.h"
 
 struct pool *daemon_find_pool(struct daemon *d, const char *name)
 {
@@ -412,7 +412,7 @@ static int tokens_open(struct daemon *d, struct err *e)
             .default_ttl_ns = cfg->token_default_ttl_ns,
             .max_tokens = cfg->token_max_tokens,
         };
-        struct token_hooks hooks = {.kill = exec_token_kill, .expired = token_expired, .arg = d};
+        struct token_hooks hooks = {.kill = task_token_kill, .expired = token_expired, .arg = d};
         r = token_store_open(d->loop, cfg->state_dir, &pol, &hooks, d->scrub, &d->tokens, e);
     }
     if (r == 0) {

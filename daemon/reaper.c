@@ -15,15 +15,15 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "alloc.h"
-#include "audit.h"
-#include "audit_query.h"
-#include "cgroup.h"
-#include "config.h"
+#include "lib/alloc.h"
+#include "audit/audit.h"
+#include "audit/audit_query.h"
+#include "sandbox/cgroup.h"
+#include "config/config.h"
 #include "daemon.h"
-#include "log.h"
-#include "metrics.h"
-#include "util.h"
+#include "lib/log.h"
+#include "metrics/metrics.h"
+#include "lib/util.h"
 
 /* How long one cgroup may take to empty after SIGKILL before it is given up on. */
 #define EMPTY_WAIT_MS 5000

@@ -18,7 +18,7 @@
  * Loop thread only, except the start-up functions (main, before the loop). */
 #include <stdint.h>
 
-#include "err.h"
+#include "lib/err.h"
 
 #define REAPER_SWEEP_MS 30000
 #define REAPER_LOCK_NAME "sbxd.lock"

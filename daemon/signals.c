@@ -8,7 +8,7 @@
 #include <signal.h>
 
 #include "daemon.h"
-#include "log.h"
+#include "lib/log.h"
 
 static void on_term(uv_signal_t *h, int signum)
 {

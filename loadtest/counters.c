@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 void counters_add(struct counters *c, const char *prefix, const char *name, size_t len)
 {

@@ -10,7 +10,7 @@
 #include <sys/un.h>
 #include <sysexits.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 void load_errorf(const char *fmt, ...)
 {

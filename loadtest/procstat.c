@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "lib/util.h"
 
 int procstat_read(long pid, struct procstat *ret)
 {

@@ -20,15 +20,15 @@
 #include <msgpack.h>
 #include <uv.h>
 
-#include "alloc.h"
+#include "lib/alloc.h"
 #include "counters.h"
-#include "err.h"
+#include "lib/err.h"
 #include "hist.h"
 #include "load_opts.h"
 #include "procstat.h"
-#include "proto.h"
+#include "wire/proto.h"
 #include "scenario.h"
-#include "util.h"
+#include "lib/util.h"
 
 #define LOAD_DAEMON_PER_CONN_LIMIT 64 /* sbxd's default max_requests_per_connection */
 #define LOAD_MAX_SLOTS 65535u         /* per connection: the slot index is msgid's low 16 bits */

@@ -11,8 +11,8 @@
 
 #include <yaml.h>
 
-#include "alloc.h"
-#include "util.h"
+#include "lib/alloc.h"
+#include "lib/util.h"
 
 static const char *const scenario_statuses[] = {
     "exited", "signaled",      "timeout",       "output_limit",

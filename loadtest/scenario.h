@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "lib/err.h"
 
 #define SCENARIO_MAX_ENTRIES 64
 #define SCENARIO_MAX_ARGV 64

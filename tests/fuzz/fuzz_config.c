@@ -5,8 +5,8 @@
  * first input byte chooses the whole config or one pool file. */
 #include <errno.h>
 
-#include "config.h"
-#include "err.h"
+#include "config/config.h"
+#include "lib/err.h"
 #include "fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

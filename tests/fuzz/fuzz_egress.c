@@ -22,10 +22,10 @@
 #include <http_parser.h>
 #include <limits.h>
 
-#include "ctl.h"
-#include "egress_inspect.h"
-#include "err.h"
-#include "egress_parse.h"
+#include "wire/ctl.h"
+#include "wire/egress_inspect.h"
+#include "lib/err.h"
+#include "wire/egress_parse.h"
 #include "fuzz.h"
 
 static void within(const char *base, size_t n, const char *p, size_t len)

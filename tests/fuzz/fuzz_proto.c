@@ -10,9 +10,9 @@
 #include <errno.h>
 #include <msgpack.h>
 
-#include "err.h"
+#include "lib/err.h"
 #include "fuzz.h"
-#include "proto.h"
+#include "wire/proto.h"
 
 static void touch(const char *p, size_t n)
 {

@@ -10,9 +10,9 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 
-#include "err.h"
+#include "lib/err.h"
 #include "fuzz.h"
-#include "seccomp.h"
+#include "sandbox/seccomp.h"
 
 /* A syscall made of input bytes (or zeroes past the end). */
 static void fill_data(struct seccomp_data *d, const uint8_t *p, size_t n)

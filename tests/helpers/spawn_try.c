@@ -26,11 +26,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "ctl.h"
-#include "spawn.h"
-#include "sys.h"
-#include "util.h"
+#include "sandbox/cgroup.h"
+#include "wire/ctl.h"
+#include "sandbox/spawn.h"
+#include "lib/sys.h"
+#include "lib/util.h"
 
 struct try_opts {
     bool cgroup;

@@ -17,11 +17,11 @@
 #include <msgpack.h>
 #include <sqlite3.h>
 
-#include "alloc.h"
-#include "audit.h"
-#include "audit_query.h"
-#include "scrub.h"
-#include "util.h"
+#include "lib/alloc.h"
+#include "audit/audit.h"
+#include "audit/audit_query.h"
+#include "lib/scrub.h"
+#include "lib/util.h"
 
 struct fx {
     char dir[64];

@@ -24,9 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cgroup.h"
-#include "cgroup_impl.h"
-#include "util.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/cgroup_impl.h"
+#include "lib/util.h"
 
 #ifndef CLONE_INTO_CGROUP
 #define CLONE_INTO_CGROUP 0x200000000ULL /* linux >= 5.7 */

@@ -16,10 +16,10 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
-#include "config.h"
-#include "embedded.h"
-#include "util.h"
+#include "lib/alloc.h"
+#include "config/config.h"
+#include "config/embedded.h"
+#include "lib/util.h"
 #include "rnd.h"
 
 #define MIB (1024ULL * 1024)

@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "egress_inspect.h"
-#include "util.h"
+#include "wire/egress_inspect.h"
+#include "lib/util.h"
 #include "rnd.h"
 
 /* A ClientHello as Python 3.11's ssl module sends it for server_hostname="API.Example.com". */

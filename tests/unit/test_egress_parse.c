@@ -15,12 +15,12 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
-#include "config.h"
-#include "ctl.h"
-#include "egress_parse.h"
-#include "err.h"
-#include "util.h"
+#include "lib/alloc.h"
+#include "config/config.h"
+#include "wire/ctl.h"
+#include "wire/egress_parse.h"
+#include "lib/err.h"
+#include "lib/util.h"
 #include "rnd.h"
 
 /* ---- hosts and the allowlist ---- */

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "err.h"
+#include "lib/err.h"
 
 static void err_set_reported__names_the_error_once(void **state)
 {

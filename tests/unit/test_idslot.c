@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "idslot.h"
+#include "sandbox/idslot.h"
 
 static void idslots__blocks_are_disjoint_and_all_are_handed_out(void **state)
 {

@@ -18,10 +18,10 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
+#include "lib/alloc.h"
 #include "daemon.h"
-#include "image.h"
-#include "util.h"
+#include "sandbox/image.h"
+#include "lib/util.h"
 
 /* image.c calls back into the daemon after a verification; not reached here. */
 void daemon_refill(struct daemon *d)

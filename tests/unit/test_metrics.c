@@ -16,17 +16,17 @@
 
 #include <cmocka.h>
 
-#include "metrics.h"
+#include "metrics/metrics.h"
 
-#include "config.h"
-#include "ctl.h"
+#include "config/config.h"
+#include "wire/ctl.h"
 #include "daemon.h"
-#include "exec.h"
-#include "http.h"
-#include "pool.h"
-#include "sandbox.h"
-#include "server.h"
-#include "zygote.h"
+#include "core/task.h"
+#include "metrics/http.h"
+#include "core/pool.h"
+#include "sandbox/sandbox.h"
+#include "api/server.h"
+#include "sandbox/forkserver.h"
 
 /* Link seam: the fake daemon's two servers each have two connections. */
 uint32_t server_connections(const struct server *s)
@@ -35,11 +35,11 @@ uint32_t server_connections(const struct server *s)
     return 2;
 }
 
-/* Link seam: zygote.c is not linked; the pool with a fork server reports these. */
-void zygote_get_stats(struct zygote *z, struct zygote_stats *ret)
+/* Link seam: forkserver.c is not linked; the pool with a fork server reports these. */
+void forkserver_get_stats(struct forkserver *z, struct forkserver_stats *ret)
 {
     (void)z;
-    *ret = (struct zygote_stats){.starts = 2, .spawned = 40, .failures = 1, .pid = 1234};
+    *ret = (struct forkserver_stats){.starts = 2, .spawned = 40, .failures = 1, .pid = 1234};
 }
 
 static char *render(struct metric_registry *r)
@@ -381,7 +381,8 @@ static int fake_setup(void **state)
     f->pools[0].n_queued = 5;
     f->pools[0].failed = 7;
     f->pools[0].cold_starts = 6;
-    f->pools[0].zygote = (struct zygote *)&f->cfg; /* any non-NULL: zygote_get_stats is faked */
+    f->pools[0].forkserver =
+        (struct forkserver *)&f->cfg; /* any non-NULL: forkserver_get_stats is faked */
     f->d.cfg = &f->cfg;
     f->d.pools = f->pool_ptrs;
     f->d.n_pools = 2;

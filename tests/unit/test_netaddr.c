@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "netaddr.h"
-#include "util.h"
+#include "wire/netaddr.h"
+#include "lib/util.h"
 
 static struct netaddr addr(const char *s)
 {

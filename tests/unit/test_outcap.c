@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "outcap.h"
+#include "core/outcap.h"
 
 static void outcap_take__below_cap_passes_everything(void **state)
 {

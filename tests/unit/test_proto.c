@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
+#include "wire/proto.h"
 #include "rnd.h"
 
 #define SLACK 16 /* proto.c's allowance for a partial header past the cap */

@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "scrub.h"
-#include "util.h"
+#include "lib/scrub.h"
+#include "lib/util.h"
 
 static char *scrub(const struct scrub *s, const char *text)
 {

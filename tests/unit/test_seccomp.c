@@ -34,9 +34,9 @@
 
 #include <cmocka.h>
 
-#include "err.h"
-#include "seccomp.h"
-#include "util.h"
+#include "lib/err.h"
+#include "sandbox/seccomp.h"
+#include "lib/util.h"
 
 #ifndef __X32_SYSCALL_BIT
 #define __X32_SYSCALL_BIT 0x40000000

@@ -29,12 +29,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ctl.h"
-#include "err.h"
-#include "seccomp.h"
-#include "spawn.h"
-#include "sys.h"
-#include "util.h"
+#include "wire/ctl.h"
+#include "lib/err.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/spawn.h"
+#include "lib/sys.h"
+#include "lib/util.h"
 
 #define TASK_UID 10001
 #define WAIT_MS 10000

@@ -24,10 +24,10 @@
 #include <sodium.h>
 #include <uv.h>
 
-#include "ctl.h"
-#include "scrub.h"
-#include "token.h"
-#include "util.h"
+#include "wire/ctl.h"
+#include "lib/scrub.h"
+#include "token/token.h"
+#include "lib/util.h"
 
 static uint64_t fake_now = 1700000000000ULL;
 

@@ -13,8 +13,8 @@
 
 #include <cmocka.h>
 
-#include "util.h"
-#include "workq.h"
+#include "lib/util.h"
+#include "lib/workq.h"
 
 #define JOBS 200
 

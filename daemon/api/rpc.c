@@ -1,0 +1,901 @@
+/* SPDX-License-Identifier: MIT */
+/* Method tables for the agents' and the admin socket. Every request is validated here in
+ * full (types, sizes, names) before anything else sees it; nothing on the agents' socket
+ * can reach an admin method. */
+#define LOG_MOD "rpc"
+#include "api/rpc.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "lib/alloc.h"
+#include "audit/audit.h"
+#include "api/rpc_audit.h"
+#include "core/task_audit.h"
+#include "config/config.h"
+#include "wire/ctl.h"
+#include "daemon.h"
+#include "core/task.h"
+#include "sandbox/image.h"
+#include "lib/log.h"
+#include "sandbox/netns.h"
+#include "metrics/metrics.h"
+#include "core/pool.h"
+#include "wire/proto.h"
+#include "api/server.h"
+#include "token/token.h"
+#include "lib/util.h"
+#include "sandbox/forkserver.h"
+#include "wire/version.h"
+
+#define EXEC_MAX_ENV 256
+
+typedef void (*method_cb)(struct conn *c, uint32_t msgid, const msgpack_object *args);
+
+struct method {
+    const char *name;
+    method_cb fn;
+};
+
+void rpc_note_error(struct daemon *d, const char *kind)
+{
+    metrics_rpc_error(d, kind);
+}
+
+void rpc_refused(struct conn *c, const char *kind, const char *code, const char *method,
+                 size_t method_len, const char *reason)
+{
+    rpc_note_error(c->d, kind);
+    if (!audit_suppress(c->d->audit)) {
+        task_audit_refused(c->d, c, code, method, method_len, reason);
+    }
+}
+
+static void begin_ok(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+    proto_pack_response_ok(pk, msgid);
+}
+
+static void finish(struct conn *c, msgpack_sbuffer *sb)
+{
+    conn_send(c, sb);
+    msgpack_sbuffer_destroy(sb);
+}
+
+static void m_ping(struct conn *c, uint32_t msgid, const msgpack_object *args)
+{
+    (void)args;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    begin_ok(&sb, &pk, msgid);
+    msgpack_pack_map(&pk, 2);
+    proto_pack_kv_bool(&pk, "pong", true);
+    proto_pack_kv_str(&pk, "version", SBX_VERSION);
+    finish(c, &sb);
+}
+
+/* "fork_server": nil when the pool makes its sandboxes from scratch (fork_server: false,
+ * or no user namespaces), else the fork server's counters. */
+static void pack_fork_server(msgpack_packer *pk, struct forkserver *z)
+{
+    proto_pack_cstr(pk, "fork_server");
+    if (!z) {
+        msgpack_pack_nil(pk);
+        return;
+    }
+    struct forkserver_stats st;
+    forkserver_get_stats(z, &st);
+    msgpack_pack_map(pk, 5);
+    proto_pack_kv_u64(pk, "pid", (uint64_t)st.pid);
+    proto_pack_kv_u64(pk, "starts", st.starts);
+    proto_pack_kv_u64(pk, "spawned", st.spawned);
+    proto_pack_kv_u64(pk, "failures", st.failures);
+    proto_pack_kv_bool(pk, "disabled", st.disabled);
+}
+
+static void m_pools(struct conn *c, uint32_t msgid, const msgpack_object *args)
+{
+    (void)args;
+    struct daemon *d = c->d;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    begin_ok(&sb, &pk, msgid);
+    msgpack_pack_array(&pk, d->n_pools);
+    for (size_t i = 0; i < d->n_pools; i++) {
+        const struct pool *p = d->pools[i];
+        msgpack_pack_map(&pk, 18);
+        proto_pack_kv_str(&pk, "name", p->pc->name);
+        proto_pack_kv_u64(&pk, "warm", p->n_state[SB_WARM]);
+        proto_pack_kv_u64(&pk, "target", p->pc->warm);
+        proto_pack_kv_u64(&pk, "creating", p->n_state[SB_CREATING]);
+        proto_pack_kv_u64(&pk, "running", p->n_state[SB_BUSY]);
+        proto_pack_kv_u64(&pk, "dying", p->n_state[SB_DYING] + p->n_state[SB_DEAD]);
+        proto_pack_kv_u64(&pk, "max", p->pc->max);
+        proto_pack_kv_u64(&pk, "queued", p->n_queued);
+        proto_pack_kv_u64(&pk, "queue_max", p->pc->queue);
+        proto_pack_kv_u64(&pk, "created", p->created);
+        proto_pack_kv_u64(&pk, "failed", p->failed);
+        proto_pack_kv_u64(&pk, "tasks", p->tasks);
+        proto_pack_kv_u64(&pk, "cold_starts", p->cold_starts);
+        proto_pack_kv_str(&pk, "image", p->pc->image);
+        proto_pack_kv_str(&pk, "image_state", image_state_name(p->image));
+        proto_pack_kv_str(&pk, "seccomp", p->pc->seccomp);
+        proto_pack_kv_bool(&pk, "default", strcmp(p->pc->name, d->cfg->default_pool) == 0);
+        pack_fork_server(&pk, p->forkserver);
+    }
+    finish(c, &sb);
+}
+
+/* Appends a NUL-terminated string to the CTL_TASK data. */
+static int data_add(char *buf, size_t cap, size_t *off, const char *s, size_t len)
+{
+    if (memchr(s, '\0', len)) {
+        return -EINVAL;
+    }
+    if (*off + len + 1 > cap) {
+        return -E2BIG;
+    }
+    memcpy(buf + *off, s, len);
+    buf[*off + len] = '\0';
+    *off += len + 1;
+    return 0;
+}
+
+static bool env_name_ok(const char *s, uint32_t len)
+{
+    if (len == 0 || len > 255) {
+        return false;
+    }
+    for (uint32_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (ch == '=' || ch == '\0') {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The daemon's own environment for tasks; the request's env may override any of it. */
+static const char *const base_env[][2] = {
+    {"PATH", "/usr/local/bin:/usr/bin:/bin"},
+    {"HOME", "/tmp"},
+    {"LANG", "C.UTF-8"},
+    {"TMPDIR", "/tmp"},
+};
+
+static bool env_overridden(const msgpack_object *env, const char *name)
+{
+    if (!env) {
+        return false;
+    }
+    for (uint32_t i = 0; i < env->via.map.size; i++) {
+        const msgpack_object *k = &env->via.map.ptr[i].key;
+        if (k->type == MSGPACK_OBJECT_STR && proto_str_eq(k->via.str.ptr, k->via.str.size, name)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char *const exec_keys[] = {"argv", "pool", "timeout", "env", "cwd", "stdin", "token"};
+
+/* Validates exec arguments into a CTL_TASK header and its data. Returns 0 or -errno with
+ * e holding the message for the client. */
+static int parse_exec(struct daemon *d, const msgpack_object *a, struct pool **ret_pool,
+                      struct ctl_task *hdr, char **ret_data, uint64_t *ret_timeout, bool *ret_stdin,
+                      struct err *e)
+{
+    if (!a || a->type != MSGPACK_OBJECT_MAP) {
+        return err_setx(e, -EINVAL, "exec takes a map of arguments");
+    }
+    for (uint32_t i = 0; i < a->via.map.size; i++) {
+        const msgpack_object *k = &a->via.map.ptr[i].key;
+        bool known = false;
+        for (size_t j = 0; j < ARRAY_SIZE(exec_keys) && k->type == MSGPACK_OBJECT_STR; j++) {
+            known = known || proto_str_eq(k->via.str.ptr, k->via.str.size, exec_keys[j]);
+        }
+        if (!known) {
+            char name[64];
+            if (proto_obj_cstr(k, name, sizeof(name)) < 0) {
+                str_copy(name, "?", sizeof(name));
+            }
+            return err_setx(e, -EINVAL, "unknown exec argument '%s'", name);
+        }
+    }
+    /* pool */
+    const char *pname = d->cfg->default_pool;
+    char pbuf[64];
+    const msgpack_object *po = proto_map_get(a, "pool");
+    if (po && po->type != MSGPACK_OBJECT_NIL) {
+        if (proto_obj_cstr(po, pbuf, sizeof(pbuf)) < 0 || po->type != MSGPACK_OBJECT_STR) {
+            return err_setx(e, -EINVAL, "'pool' must be a short string");
+        }
+        pname = pbuf;
+    }
+    struct pool *p = daemon_find_pool(d, pname);
+    if (!p) {
+        return err_setx(e, -ENOENT, "unknown pool '%.60s'", pname);
+    }
+    /* timeout */
+    uint64_t timeout = p->pc->timeout_ns;
+    const msgpack_object *to = proto_map_get(a, "timeout");
+    if (to && to->type != MSGPACK_OBJECT_NIL) {
+        double secs;
+        int r = proto_get_f64(a, "timeout", &secs, e);
+        if (r < 0) {
+            return r;
+        }
+        if (!(secs > 0) || secs * 1e9 > (double)p->pc->max_timeout_ns) {
+            return err_setx(e, -EINVAL, "'timeout' must be > 0 and <= %.3f seconds in pool '%s'",
+                            (double)p->pc->max_timeout_ns / 1e9, p->pc->name);
+        }
+        timeout = (uint64_t)(secs * 1e9);
+    }
+    /* stdin */
+    bool want_stdin = false;
+    const msgpack_object *so = proto_map_get(a, "stdin");
+    if (so && so->type != MSGPACK_OBJECT_NIL) {
+        int r = proto_get_bool(a, "stdin", &want_stdin, e);
+        if (r < 0) {
+            return r;
+        }
+    }
+    /* cwd */
+    memset(hdr, 0, sizeof(*hdr));
+    str_copy(hdr->cwd, "/tmp", sizeof(hdr->cwd));
+    const msgpack_object *co = proto_map_get(a, "cwd");
+    if (co && co->type != MSGPACK_OBJECT_NIL) {
+        if (co->type != MSGPACK_OBJECT_STR || proto_obj_cstr(co, hdr->cwd, sizeof(hdr->cwd)) < 0 ||
+            hdr->cwd[0] != '/') {
+            return err_setx(e, -EINVAL, "'cwd' must be an absolute path shorter than %d bytes",
+                            CTL_PATH_MAX);
+        }
+    }
+    /* argv */
+    const msgpack_object *av = proto_map_get(a, "argv");
+    if (!av || av->type != MSGPACK_OBJECT_ARRAY || av->via.array.size == 0) {
+        return err_setx(e, -EINVAL, "'argv' must be a non-empty array of strings");
+    }
+    const msgpack_object *env = proto_map_get(a, "env");
+    if (env && env->type == MSGPACK_OBJECT_NIL) {
+        env = NULL;
+    }
+    if (env && (env->type != MSGPACK_OBJECT_MAP || env->via.map.size > EXEC_MAX_ENV)) {
+        return err_setx(e, -EINVAL, "'env' must be a map of at most %d strings", EXEC_MAX_ENV);
+    }
+    size_t cap = d->cfg->max_argv_bytes;
+    scoped_free char *data = xmalloc(cap);
+    size_t off = 0;
+    for (uint32_t i = 0; i < av->via.array.size; i++) {
+        const msgpack_object *s = &av->via.array.ptr[i];
+        if (s->type != MSGPACK_OBJECT_STR || (i == 0 && s->via.str.size == 0)) {
+            return err_setx(e, -EINVAL, "'argv' must be a non-empty array of strings");
+        }
+        int r = data_add(data, cap, &off, s->via.str.ptr, s->via.str.size);
+        if (r == -EINVAL) {
+            return err_setx(e, r, "argv[%u] contains a NUL byte", i);
+        }
+        if (r < 0) {
+            return err_setx(e, -E2BIG, "argv and env exceed %zu bytes", cap);
+        }
+    }
+    uint32_t envc = 0;
+    char kv[512];
+    for (size_t i = 0; i < ARRAY_SIZE(base_env); i++) {
+        if (env_overridden(env, base_env[i][0])) {
+            continue;
+        }
+        int n = snprintf(kv, sizeof(kv), "%s=%s", base_env[i][0], base_env[i][1]);
+        if (data_add(data, cap, &off, kv, (size_t)n) < 0) {
+            return err_setx(e, -E2BIG, "argv and env exceed %zu bytes", cap);
+        }
+        envc++;
+    }
+    for (uint32_t i = 0; env && i < env->via.map.size; i++) {
+        const msgpack_object *k = &env->via.map.ptr[i].key;
+        const msgpack_object *v = &env->via.map.ptr[i].val;
+        if (k->type != MSGPACK_OBJECT_STR || v->type != MSGPACK_OBJECT_STR ||
+            !env_name_ok(k->via.str.ptr, k->via.str.size) ||
+            memchr(v->via.str.ptr, '\0', v->via.str.size)) {
+            return err_setx(e, -EINVAL,
+                            "'env' entries must be NAME: value strings (no '=' in names, no NUL)");
+        }
+        size_t need = k->via.str.size + 1 + v->via.str.size + 1;
+        if (off + need > cap) {
+            return err_setx(e, -E2BIG, "argv and env exceed %zu bytes", cap);
+        }
+        memcpy(data + off, k->via.str.ptr, k->via.str.size);
+        off += k->via.str.size;
+        data[off++] = '=';
+        memcpy(data + off, v->via.str.ptr, v->via.str.size);
+        off += v->via.str.size;
+        data[off++] = '\0';
+        envc++;
+    }
+    hdr->magic = CTL_MAGIC;
+    hdr->type = CTL_TASK;
+    hdr->argc = av->via.array.size;
+    hdr->envc = envc;
+    hdr->nofile = p->pc->nofile;
+    hdr->data_len = (uint32_t)off;
+    *ret_pool = p;
+    *ret_data = take_ptr(&data);
+    *ret_timeout = timeout;
+    *ret_stdin = want_stdin;
+    return 0;
+}
+
+/* Refuses an exec request that never became a task: its chain (request, denied decision,
+ * result) goes to the audit trail, or is only counted while the trail is behind. */
+static void deny_exec(struct conn *c, uint32_t msgid, const msgpack_object *args, const char *code,
+                      const char *message)
+{
+    if (!audit_suppress(c->d->audit)) {
+        char id[24];
+        task_make_id(c->d, id, sizeof(id));
+        task_audit_request(c->d, id, c, args, NULL);
+        task_audit_denied(c->d, id, code, message);
+    }
+    conn_send_error(c, msgid, code, message);
+}
+
+/* The exec's token, verified for pool p: *ret NULL without one (allowed unless
+ * tokens.required). Returns 0, -EINVAL (malformed argument) or -EACCES with e. */
+static int exec_authorize(struct daemon *d, const msgpack_object *a, const struct pool *p,
+                          const struct token **ret, struct err *e)
+{
+    const msgpack_object *to = proto_map_get(a, "token");
+    *ret = NULL;
+    if (!to || to->type == MSGPACK_OBJECT_NIL) {
+        if (d->cfg->token_required) {
+            return err_setx(e, -EACCES, "a capability token is required (tokens.required)");
+        }
+        return 0;
+    }
+    if (to->type != MSGPACK_OBJECT_STR) {
+        return err_setx(e, -EINVAL, "'token' must be a string");
+    }
+    /* SECURITY: the token string goes nowhere but token_authorize. */
+    return token_authorize(d->tokens, to->via.str.ptr, to->via.str.size, p->pc->name, ret, e);
+}
+
+/* Answers an exec that authorization refused (the reason never holds the token). */
+static void exec_refuse(struct conn *c, uint32_t msgid, const msgpack_object *args, int r,
+                        const struct err *e)
+{
+    const char *code = r == -EACCES ? "denied" : "bad_request";
+    char q[192];
+    rpc_note_error(c->d, code);
+    /* Debug only: an agent may knock at exec rate; the audit trail has every refusal. */
+    log_debug("conn=%llu msg=\"exec %s\" detail=%s", (unsigned long long)c->id,
+              r == -EACCES ? "denied" : "refused", log_quote(err_msg(e), q, sizeof(q)));
+    deny_exec(c, msgid, args, code, err_msg(e));
+}
+
+/* Gives the task what its token grants: its id, network profile and mounts (detached,
+ * read-only mount trees sent with CTL_TASK). Returns 0 or -errno with e. */
+static int exec_grant(struct daemon *d, struct task *t, const struct token *tok, struct err *e)
+{
+    struct token_info ti;
+    int fds[TOKEN_MAX_MOUNTS];
+    uint32_t files = 0;
+    token_get_info(d->tokens, tok, &ti);
+    t->token_id = xstrdup(ti.id);
+    t->net_profile = ti.net ? xstrdup(ti.net) : NULL;
+    if (ti.n_mounts == 0) {
+        return 0;
+    }
+    int r = token_open_mounts(d->tokens, tok, fds, &files, e);
+    if (r < 0) {
+        return r;
+    }
+    t->mount_fds = xcalloc(ti.n_mounts, sizeof(*t->mount_fds));
+    t->mount_dst = xcalloc(ti.n_mounts, sizeof(*t->mount_dst));
+    for (size_t i = 0; i < ti.n_mounts; i++) {
+        t->mount_fds[i] = fds[i];
+        t->mount_dst[i] = xstrdup(ti.mounts[i].dst);
+        str_copy(t->hdr.mount_dst[i], ti.mounts[i].dst, sizeof(t->hdr.mount_dst[i]));
+    }
+    t->n_mounts = ti.n_mounts;
+    t->hdr.n_mounts = (uint32_t)ti.n_mounts;
+    t->hdr.mount_files = files;
+    return 0;
+}
+
+static void m_exec(struct conn *c, uint32_t msgid, const msgpack_object *args)
+{
+    struct daemon *d = c->d;
+    struct err e = ERR_INIT;
+    if (d->draining) {
+        deny_exec(c, msgid, args, "shutting_down", "sbxd is shutting down");
+        return;
+    }
+    if (audit_backlogged(d->audit)) {
+        rpc_note_error(d, "busy");
+        deny_exec(c, msgid, args, "busy", "the audit trail is behind; retry later");
+        return;
+    }
+    if (c->inflight >= d->cfg->max_requests_per_conn) {
+        char msg[96];
+        (void)snprintf(msg, sizeof(msg),
+                       "too many requests in flight on this connection (limit %u)",
+                       d->cfg->max_requests_per_conn);
+        rpc_note_error(d, "limit");
+        deny_exec(c, msgid, args, "limit", msg);
+        return;
+    }
+    struct pool *p = NULL;
+    struct ctl_task hdr;
+    char *data = NULL;
+    uint64_t timeout = 0;
+    bool want_stdin = false;
+    int r = parse_exec(d, args, &p, &hdr, &data, &timeout, &want_stdin, &e);
+    if (r < 0) {
+        rpc_note_error(d, r == -ENOENT ? "unknown_pool" : "bad_request");
+        const char *code =
+            r == -ENOENT ? "unknown_pool" : (r == -E2BIG ? "too_large" : "bad_request");
+        deny_exec(c, msgid, args, code, err_msg(&e));
+        return;
+    }
+    /* Authorization, from memory only, before anything is created. */
+    const struct token *tok = NULL;
+    r = exec_authorize(d, args, p, &tok, &e);
+    if (r < 0) {
+        free(data);
+        exec_refuse(c, msgid, args, r, &e);
+        return;
+    }
+    struct task *t = NULL;
+    r = task_new(d, c, msgid, p, &hdr, data, timeout, want_stdin, &t, &e);
+    if (r < 0) {
+        free(data);
+        log_error_errno(r, "msg=\"cannot create task\" detail=\"%s\"", err_msg(&e));
+        deny_exec(c, msgid, args, "internal", err_msg(&e));
+        return;
+    }
+    /* Before the request is audited, so that it names its token. */
+    int granted = tok ? exec_grant(d, t, tok, &e) : 0;
+    task_audit_request(d, t->id, c, args, t->token_id);
+    c->inflight++;
+    conn_add_task(c, t);
+    if (granted < 0) {
+        rpc_note_error(d, "denied");
+        log_info("task=%s token=%s msg=\"token grant cannot be applied, denied\" detail=\"%s\"",
+                 t->id, t->token_id ? t->token_id : "-", err_msg(&e));
+        task_fail(t, "denied", err_msg(&e));
+        return;
+    }
+    r = pool_submit(p, t);
+    if (r == 0 && tok) {
+        token_attach(d->tokens, tok, &t->tlink); /* one use taken; expiry now reaches it */
+    }
+    if (r == 0) {
+        task_admit(t); /* queued: started ones were admitted by task_start */
+    } else if (r == -EBUSY) {
+        char msg[128];
+        (void)snprintf(msg, sizeof(msg), "pool '%s' is full: %u tasks already waiting", p->pc->name,
+                       p->n_queued);
+        rpc_note_error(d, "busy");
+        task_fail(t, "busy", msg);
+    } else if (r < 0) {
+        task_fail(t, "shutting_down", "sbxd is shutting down");
+    }
+}
+
+/* ---- Capability tokens: admin socket only (docs/TOKENS.md) ---- */
+
+static const char *const token_issue_keys[] = {"mounts", "net", "pools", "ttl", "uses"};
+
+/* Whether every key of map a is one of keys; else e names the first stranger. */
+static int keys_check(const msgpack_object *a, const char *const *keys, size_t n,
+                      const char *method, struct err *e)
+{
+    if (!a || a->type != MSGPACK_OBJECT_MAP) {
+        return err_setx(e, -EINVAL, "%s takes a map of arguments", method);
+    }
+    for (uint32_t i = 0; i < a->via.map.size; i++) {
+        const msgpack_object *k = &a->via.map.ptr[i].key;
+        bool known = false;
+        for (size_t j = 0; j < n && k->type == MSGPACK_OBJECT_STR; j++) {
+            known = known || proto_str_eq(k->via.str.ptr, k->via.str.size, keys[j]);
+        }
+        if (!known) {
+            char name[64];
+            if (proto_obj_cstr(k, name, sizeof(name)) < 0) {
+                str_copy(name, "?", sizeof(name));
+            }
+            return err_setx(e, -EINVAL, "unknown %s argument '%s'", method, name);
+        }
+    }
+    return 0;
+}
+
+/* token.issue's arguments as C strings, owned here. */
+struct issue_args {
+    struct token_mount mounts[TOKEN_MAX_MOUNTS];
+    char *pools[TOKEN_MAX_POOLS];
+    char net[TOKEN_NAME_MAX + 1];
+    struct token_request rq;
+};
+
+static void issue_args_done(struct issue_args *ia)
+{
+    for (size_t i = 0; i < TOKEN_MAX_MOUNTS; i++) {
+        free(ia->mounts[i].src);
+        free(ia->mounts[i].dst);
+    }
+    for (size_t i = 0; i < TOKEN_MAX_POOLS; i++) {
+        free(ia->pools[i]);
+    }
+}
+
+/* A msgpack str as a malloc'ed C string of at most max bytes, or NULL. */
+static char *obj_strdup(const msgpack_object *o, size_t max)
+{
+    if (!o || o->type != MSGPACK_OBJECT_STR || o->via.str.size > max ||
+        memchr(o->via.str.ptr, '\0', o->via.str.size)) {
+        return NULL;
+    }
+    return xstrndup(o->via.str.ptr, o->via.str.size);
+}
+
+/* Parses token.issue. -EINVAL bad_request, -ENOENT unknown_pool; e says why. */
+static int parse_issue(struct daemon *d, const msgpack_object *a, struct issue_args *ia,
+                       struct err *e)
+{
+    int r = keys_check(a, token_issue_keys, ARRAY_SIZE(token_issue_keys), "token.issue", e);
+    if (r < 0) {
+        return r;
+    }
+    const msgpack_object *mo = proto_map_get(a, "mounts");
+    if (mo && mo->type != MSGPACK_OBJECT_NIL) {
+        if (mo->type != MSGPACK_OBJECT_ARRAY || mo->via.array.size > TOKEN_MAX_MOUNTS) {
+            return err_setx(e, -EINVAL, "'mounts' must be an array of at most %d {src, dst} maps",
+                            TOKEN_MAX_MOUNTS);
+        }
+        for (uint32_t i = 0; i < mo->via.array.size; i++) {
+            const msgpack_object *m = &mo->via.array.ptr[i];
+            static const char *const mkeys[] = {"src", "dst"};
+            if (keys_check(m, mkeys, ARRAY_SIZE(mkeys), "mount", e) < 0) {
+                return -EINVAL;
+            }
+            ia->mounts[i].src = obj_strdup(proto_map_get(m, "src"), PATH_MAX - 1);
+            ia->mounts[i].dst = obj_strdup(proto_map_get(m, "dst"), CTL_PATH_MAX - 1);
+            if (!ia->mounts[i].src || !ia->mounts[i].dst) {
+                return err_setx(e, -EINVAL, "mounts[%u] needs 'src' and 'dst' path strings", i);
+            }
+        }
+        ia->rq.mounts = ia->mounts;
+        ia->rq.n_mounts = mo->via.array.size;
+    }
+    const msgpack_object *po = proto_map_get(a, "pools");
+    if (po && po->type != MSGPACK_OBJECT_NIL) {
+        if (po->type != MSGPACK_OBJECT_ARRAY || po->via.array.size > TOKEN_MAX_POOLS) {
+            return err_setx(e, -EINVAL, "'pools' must be an array of at most %d pool names",
+                            TOKEN_MAX_POOLS);
+        }
+        for (uint32_t i = 0; i < po->via.array.size; i++) {
+            ia->pools[i] = obj_strdup(&po->via.array.ptr[i], 64);
+            if (!ia->pools[i]) {
+                return err_setx(e, -EINVAL, "'pools' must be an array of pool names");
+            }
+            if (!daemon_find_pool(d, ia->pools[i])) {
+                return err_setx(e, -ENOENT, "unknown pool '%.64s'", ia->pools[i]);
+            }
+        }
+        ia->rq.pools = (const char *const *)ia->pools;
+        ia->rq.n_pools = po->via.array.size;
+    }
+    const msgpack_object *no = proto_map_get(a, "net");
+    if (no && no->type != MSGPACK_OBJECT_NIL) {
+        if (no->type != MSGPACK_OBJECT_STR || proto_obj_cstr(no, ia->net, sizeof(ia->net)) < 0) {
+            return err_setx(e, -EINVAL, "'net' must be \"none\" or a network profile name");
+        }
+        ia->rq.net = ia->net;
+    }
+    const msgpack_object *to = proto_map_get(a, "ttl");
+    if (to && to->type != MSGPACK_OBJECT_NIL) {
+        double secs;
+        r = proto_get_f64(a, "ttl", &secs, e);
+        if (r < 0) {
+            return -EINVAL;
+        }
+        if (!(secs > 0) || secs > 1e9) {
+            return err_setx(e, -EINVAL, "'ttl' must be a positive number of seconds");
+        }
+        ia->rq.ttl_ns = (uint64_t)(secs * 1e9);
+    }
+    const msgpack_object *uo = proto_map_get(a, "uses");
+    if (uo && uo->type != MSGPACK_OBJECT_NIL) {
+        uint64_t uses;
+        if (proto_get_u64(a, "uses", &uses, e) < 0 || uses > UINT32_MAX) {
+            return err_setx(e, -EINVAL, "'uses' must be a whole number (0: unlimited)");
+        }
+        ia->rq.uses = (uint32_t)uses;
+    }
+    return 0;
+}
+
+/* Packs what a token grants and where it stands. */
+static void pack_token(msgpack_packer *pk, const struct token_info *ti)
+{
+    msgpack_pack_map(pk, 11);
+    proto_pack_kv_str(pk, "id", ti->id);
+    proto_pack_kv_str(pk, "state", token_state_name(ti->state));
+    proto_pack_kv_u64(pk, "created_at_ms", ti->created_ms);
+    proto_pack_kv_u64(pk, "expires_at_ms", ti->expires_ms);
+    if (ti->revoked_ms) {
+        proto_pack_kv_u64(pk, "revoked_at_ms", ti->revoked_ms);
+    } else {
+        proto_pack_kv_nil(pk, "revoked_at_ms");
+    }
+    if (ti->uses) {
+        proto_pack_kv_u64(pk, "uses", ti->uses);
+        proto_pack_kv_u64(pk, "uses_left", ti->uses_left);
+    } else {
+        proto_pack_kv_nil(pk, "uses");
+        proto_pack_kv_nil(pk, "uses_left");
+    }
+    proto_pack_kv_u64(pk, "running", ti->running);
+    proto_pack_kv_str(pk, "net", ti->net ? ti->net : "none");
+    proto_pack_cstr(pk, "pools");
+    msgpack_pack_array(pk, (uint32_t)ti->n_pools);
+    for (size_t i = 0; i < ti->n_pools; i++) {
+        proto_pack_cstr(pk, ti->pools[i]);
+    }
+    proto_pack_cstr(pk, "mounts");
+    msgpack_pack_array(pk, (uint32_t)ti->n_mounts);
+    for (size_t i = 0; i < ti->n_mounts; i++) {
+        msgpack_pack_map(pk, 2);
+        proto_pack_kv_text(pk, "src", ti->mounts[i].src);
+        proto_pack_kv_text(pk, "dst", ti->mounts[i].dst);
+    }
+}
+
+/* token.issue in the audit trail: what was granted, by whom; never the token. */
+static void audit_token_issue(struct conn *c, const struct token_info *ti)
+{
+    struct audit_ev *ev = audit_begin(c->d->audit, "token.issue", NULL);
+    audit_id(ev, "token_id", ti->id);
+    audit_u64(ev, "expires_at_ms", ti->expires_ms);
+    audit_u64(ev, "uses", ti->uses);
+    audit_id(ev, "net", ti->net ? ti->net : "none");
+    audit_array_begin(ev, "pools");
+    for (size_t i = 0; i < ti->n_pools; i++) {
+        audit_array_id(ev, ti->pools[i]);
+    }
+    audit_array_end(ev);
+    audit_array_begin(ev, "mounts");
+    for (size_t i = 0; i < ti->n_mounts; i++) {
+        scoped_free char *m = xasprintf("%s:%s", ti->mounts[i].src, ti->mounts[i].dst);
+        audit_array_str(ev, m, strlen(m));
+    }
+    audit_array_end(ev);
+    audit_u64(ev, "peer_uid", c->peer_uid);
+    (void)audit_end(ev);
+}
+
+static void m_token_issue(struct conn *c, uint32_t msgid, const msgpack_object *args)
+{
+    struct daemon *d = c->d;
+    struct err e = ERR_INIT;
+    scoped(issue_args_done) struct issue_args ia;
+    memset(&ia, 0, sizeof(ia));
+    int r = parse_issue(d, args, &ia, &e);
+    if (r < 0) {
+        const char *code = r == -ENOENT ? "unknown_pool" : "bad_request";
+        rpc_refused(c, code, code, RPC_METHOD("token.issue"), err_msg(&e));
+        conn_send_error(c, msgid, code, err_msg(&e));
+        return;
+    }
+    char token[TOKEN_STR_LEN + 1];
+    const struct token *tok = NULL;
+    r = token_issue(d->tokens, &ia.rq, token, &tok, &e);
+    if (r < 0) {
+        const char *code = r == -EACCES   ? "denied"
+                           : r == -EINVAL ? "bad_request"
+                           : r == -ENOSPC ? "limit"
+                                          : "internal";
+        char q[192];
+        rpc_refused(c, code, code, RPC_METHOD("token.issue"), err_msg(&e));
+        log_info("conn=%llu msg=\"token not issued\" code=%s detail=%s", (unsigned long long)c->id,
+                 code, log_quote(err_msg(&e), q, sizeof(q)));
+        conn_send_error(c, msgid, code, err_msg(&e));
+        return;
+    }
+    struct token_info ti;
+    token_get_info(d->tokens, tok, &ti);
+    audit_token_issue(c, &ti);
+    log_info("token=%s mounts=%zu pools=%zu net=%s uses=%u ttl_s=%llu msg=\"token issued\"", ti.id,
+             ti.n_mounts, ti.n_pools, ti.net ? ti.net : "none", ti.uses,
+             (unsigned long long)((ti.expires_ms - ti.created_ms) / 1000));
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    begin_ok(&sb, &pk, msgid);
+    msgpack_pack_map(&pk, 2);
+    /* The one place the token string ever leaves sbxd. */
+    proto_pack_kv_str(&pk, "token", token);
+    proto_pack_cstr(&pk, "info");
+    pack_token(&pk, &ti);
+    sodium_memzero(token, sizeof(token));
+    finish(c, &sb);
+}
+
+static void m_token_revoke(struct conn *c, uint32_t msgid, const msgpack_object *args)
+{
+    static const char *const keys[] = {"token", "id"};
+    struct daemon *d = c->d;
+    struct err e = ERR_INIT;
+    int r = keys_check(args, keys, ARRAY_SIZE(keys), "token.revoke", &e);
+    const msgpack_object *to = r == 0 ? proto_map_get(args, "token") : NULL;
+    const msgpack_object *io = r == 0 ? proto_map_get(args, "id") : NULL;
+    to = to && to->type != MSGPACK_OBJECT_NIL ? to : NULL;
+    io = io && io->type != MSGPACK_OBJECT_NIL ? io : NULL;
+    const msgpack_object *which = to ? to : io;
+    if (r == 0 && ((to && io) || !which || which->type != MSGPACK_OBJECT_STR)) {
+        r = err_setx(&e, -EINVAL, "token.revoke takes either 'token' or 'id' (a string)");
+    }
+    const struct token *tok = NULL;
+    size_t killed = 0;
+    if (r == 0) {
+        r = token_revoke(d->tokens, which->via.str.ptr, which->via.str.size, &tok, &killed, &e);
+    }
+    if (r < 0) {
+        const char *code = r == -EIO ? "internal" : "bad_request";
+        rpc_refused(c, code, code, RPC_METHOD("token.revoke"), err_msg(&e));
+        conn_send_error(c, msgid, code, err_msg(&e));
+        return;
+    }
+    struct token_info ti;
+    token_get_info(d->tokens, tok, &ti);
+    (void)audit_event(d->audit, "token.revoke", NULL, "token_id", AUDIT_ID, ti.id, "killed",
+                      AUDIT_U64, (uint64_t)killed, "peer_uid", AUDIT_U64, (uint64_t)c->peer_uid,
+                      NULL);
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    begin_ok(&sb, &pk, msgid);
+    msgpack_pack_map(&pk, 3);
+    proto_pack_kv_str(&pk, "id", ti.id);
+    proto_pack_kv_bool(&pk, "revoked", true);
+    proto_pack_kv_u64(&pk, "killed", killed);
+    finish(c, &sb);
+}
+
+static void m_token_list(struct conn *c, uint32_t msgid, const msgpack_object *args)
+{
+    struct daemon *d = c->d;
+    struct err e = ERR_INIT;
+    if (args && !(args->type == MSGPACK_OBJECT_ARRAY && args->via.array.size == 0) &&
+        keys_check(args, NULL, 0, "token.list", &e) < 0) {
+        rpc_refused(c, "bad_request", "bad_request", RPC_METHOD("token.list"), err_msg(&e));
+        conn_send_error(c, msgid, "bad_request", err_msg(&e));
+        return;
+    }
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    begin_ok(&sb, &pk, msgid);
+    msgpack_pack_array(&pk, (uint32_t)token_count(d->tokens));
+    for (const struct token *t = token_next(d->tokens, NULL); t; t = token_next(d->tokens, t)) {
+        struct token_info ti;
+        token_get_info(d->tokens, t, &ti);
+        pack_token(&pk, &ti);
+    }
+    finish(c, &sb);
+}
+
+/* Daemon-wide counters that belong to no pool. */
+static void m_stats(struct conn *c, uint32_t msgid, const msgpack_object *args)
+{
+    (void)args;
+    struct daemon *d = c->d;
+    struct netns_stats ns = {0, 0, 0};
+    if (d->netns) {
+        netns_get_stats(d->netns, &ns);
+    }
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    begin_ok(&sb, &pk, msgid);
+    msgpack_pack_map(&pk, 5);
+    proto_pack_kv_u64(&pk, "sandboxes_live", d->live_sandboxes);
+    proto_pack_kv_u64(&pk, "tasks_running", d->running_tasks);
+    proto_pack_kv_bool(&pk, "netns_recycling", d->netns != NULL);
+    proto_pack_cstr(&pk, "netns");
+    msgpack_pack_map(&pk, 3);
+    proto_pack_kv_u64(&pk, "created", ns.created);
+    proto_pack_kv_u64(&pk, "reused", ns.reused);
+    proto_pack_kv_u64(&pk, "dropped", ns.dropped);
+    /* Blocks of host ids (idslot.h): 0 of 0 without user namespaces. */
+    proto_pack_cstr(&pk, "host_id_blocks");
+    msgpack_pack_map(&pk, 2);
+    proto_pack_kv_u64(&pk, "held", d->ids.used);
+    proto_pack_kv_u64(&pk, "total", d->ids.slots);
+    finish(c, &sb);
+}
+
+static const struct method agent_methods[] = {
+    {"ping", m_ping},
+    {"pools", m_pools},
+    {"stats", m_stats},
+    {"exec", m_exec},
+};
+
+static const struct method admin_methods[] = {
+    {"ping", m_ping},
+    {"pools", m_pools},
+    {"stats", m_stats},
+    {"audit.query", rpc_audit_query},
+    {"token.issue", m_token_issue},
+    {"token.revoke", m_token_revoke},
+    {"token.list", m_token_list},
+    {"audit.verify", rpc_audit_verify},
+};
+
+static struct task *find_task(struct conn *c, uint32_t msgid)
+{
+    for (struct task *t = c->tasks; t; t = t->cnext) {
+        if (t->msgid == msgid) {
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static void handle_notify(struct conn *c, const struct proto_msg *m)
+{
+    if (!proto_str_eq(m->method, m->method_len, "exec.stdin")) {
+        log_debug("conn=%llu msg=\"ignoring unknown notification\"", (unsigned long long)c->id);
+        return;
+    }
+    const msgpack_object *p = m->params;
+    if (!p || p->type != MSGPACK_OBJECT_ARRAY || p->via.array.size != 2 ||
+        p->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
+        (p->via.array.ptr[1].type != MSGPACK_OBJECT_BIN &&
+         p->via.array.ptr[1].type != MSGPACK_OBJECT_STR)) {
+        rpc_refused(c, "bad_request", "bad_request", m->method, m->method_len,
+                    "exec.stdin takes [msgid, bin]");
+        return;
+    }
+    uint64_t id = p->via.array.ptr[0].via.u64;
+    struct task *t = id <= UINT32_MAX ? find_task(c, (uint32_t)id) : NULL;
+    if (!t) {
+        return; /* the task may have finished already: late stdin is dropped */
+    }
+    const msgpack_object *b = &p->via.array.ptr[1];
+    task_stdin(t, b->via.bin.ptr, b->via.bin.size);
+}
+
+void rpc_handle(struct conn *c, const struct proto_msg *m)
+{
+    if (m->type == PROTO_NOTIFY) {
+        handle_notify(c, m);
+        return;
+    }
+    if (m->type != PROTO_REQUEST) {
+        return; /* clients have no business sending responses; ignored */
+    }
+    bool admin = server_kind(c->srv) == SERVER_ADMIN;
+    const struct method *tab = admin ? admin_methods : agent_methods;
+    size_t n = admin ? ARRAY_SIZE(admin_methods) : ARRAY_SIZE(agent_methods);
+    for (size_t i = 0; i < n; i++) {
+        if (proto_str_eq(m->method, m->method_len, tab[i].name)) {
+            metrics_rpc_request(c->d, tab[i].name);
+            tab[i].fn(c, m->msgid, proto_params_arg0(m->params));
+            return;
+        }
+    }
+    char name[64];
+    size_t len = m->method_len < 48 ? m->method_len : 48;
+    memcpy(name, m->method, len);
+    name[len] = '\0';
+    char msg[128];
+    char q[64];
+    (void)snprintf(msg, sizeof(msg), "unknown method %s", log_quote(name, q, sizeof(q)));
+    metrics_rpc_request(c->d, NULL);
+    rpc_refused(c, "unknown_method", "unknown_method", m->method, m->method_len, msg);
+    conn_send_error(c, m->msgid, "unknown_method", msg);
+}

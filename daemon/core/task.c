@@ -1,0 +1,715 @@
+/* SPDX-License-Identifier: MIT */
+/* One task from request to result: stdio pipes streamed to the client as notifications
+ * under the combined output cap, stdin streamed in, the deadline, and the result map.
+ * Task output is never logged; only byte counts leave this file. */
+#define LOG_MOD "exec"
+#include "core/task.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lib/alloc.h"
+#include "audit/audit.h"
+#include "core/task_audit.h"
+#include "sandbox/cgroup.h"
+#include "config/config.h"
+#include "daemon.h"
+#include "egress/egress.h"
+#include "lib/log.h"
+#include "metrics/metrics.h"
+#include "core/pool.h"
+#include "wire/proto.h"
+#include "sandbox/sandbox.h"
+#include "api/server.h"
+#include "lib/util.h"
+
+/* One read buffer for every pipe: the loop is single-threaded and each chunk is packed
+ * into a message before the next read. */
+static char read_buf[64 * 1024];
+
+struct stdin_req {
+    uv_write_t req;
+    struct task *t;
+    size_t len;
+    char data[];
+};
+
+static void maybe_finish(struct task *t);
+
+static void task_unref(struct task *t)
+{
+    if (--t->open_handles > 0) {
+        return;
+    }
+    for (size_t i = 0; i < t->n_mounts; i++) {
+        t->mount_fds[i] = fd_close(t->mount_fds[i]);
+        free(t->mount_dst[i]);
+    }
+    free(t->mount_fds);
+    free(t->mount_dst);
+    free(t->token_id);
+    free(t->net_profile);
+    free(t->data);
+    free(t);
+}
+
+static void handle_closed(uv_handle_t *h)
+{
+    task_unref(h->data);
+}
+
+static void close_handle(struct task *t, uv_handle_t *h)
+{
+    (void)t;
+    if (!uv_is_closing(h)) {
+        uv_close(h, handle_closed);
+    }
+}
+
+static void task_release(struct task *t)
+{
+    token_detach(&t->tlink); /* done: neither expiry nor revocation concerns it any more */
+    for (int i = 0; i < 3; i++) {
+        t->child_fds[i] = fd_close(t->child_fds[i]);
+    }
+    uv_timer_stop(&t->timer);
+    close_handle(t, (uv_handle_t *)&t->in);
+    close_handle(t, (uv_handle_t *)&t->out);
+    close_handle(t, (uv_handle_t *)&t->err);
+    close_handle(t, (uv_handle_t *)&t->timer);
+}
+
+void task_make_id(struct daemon *d, char *buf, size_t size)
+{
+    (void)snprintf(buf, size, "%08x%08llx", d->instance,
+                   (unsigned long long)(++d->next_task & 0xffffffff));
+}
+
+void task_admit(struct task *t)
+{
+    if (!t->admitted) {
+        t->admitted = true;
+        task_audit_decision(t->d, t->id, true, NULL, NULL);
+    }
+}
+
+int task_new(struct daemon *d, struct conn *c, uint32_t msgid, struct pool *p,
+             const struct ctl_task *hdr, char *data, uint64_t timeout_ns, bool want_stdin,
+             struct task **ret, struct err *e)
+{
+    int pin[2], pout[2], perr[2];
+    if (pipe2(pin, O_CLOEXEC) < 0) {
+        return err_set(e, -errno, "pipe");
+    }
+    if (pipe2(pout, O_CLOEXEC) < 0) {
+        int r = -errno;
+        fd_close(pin[0]);
+        fd_close(pin[1]);
+        return err_set(e, r, "pipe");
+    }
+    if (pipe2(perr, O_CLOEXEC) < 0) {
+        int r = -errno;
+        fd_close(pin[0]);
+        fd_close(pin[1]);
+        fd_close(pout[0]);
+        fd_close(pout[1]);
+        return err_set(e, r, "pipe");
+    }
+    struct task *t = xcalloc(1, sizeof(*t));
+    t->d = d;
+    t->conn = c;
+    t->msgid = msgid;
+    t->pool = p;
+    t->hdr = *hdr;
+    t->data = data;
+    t->timeout_ns = timeout_ns;
+    t->t_request_ns = now_ns();
+    t->child_fds[0] = pin[0];
+    t->child_fds[1] = pout[1];
+    t->child_fds[2] = perr[1];
+    task_make_id(d, t->id, sizeof(t->id));
+    outcap_init(&t->cap, p->pc->output_cap);
+    uv_pipe_init(d->loop, &t->in, 0);
+    uv_pipe_init(d->loop, &t->out, 0);
+    uv_pipe_init(d->loop, &t->err, 0);
+    uv_timer_init(d->loop, &t->timer);
+    t->in.data = t->out.data = t->err.data = t->timer.data = t;
+    t->open_handles = 4;
+    uv_pipe_open(&t->out, pout[0]);
+    uv_pipe_open(&t->err, perr[0]);
+    if (want_stdin) {
+        uv_pipe_open(&t->in, pin[1]);
+        t->in_open = true;
+    } else {
+        /* The task reads EOF at once; the handle never held the fd. */
+        fd_close(pin[1]);
+        close_handle(t, (uv_handle_t *)&t->in);
+    }
+    *ret = t;
+    return 0;
+}
+
+static void pack_bin(msgpack_packer *pk, const char *buf, size_t len)
+{
+    msgpack_pack_bin(pk, len);
+    msgpack_pack_bin_body(pk, buf, len);
+}
+
+/* Starts the task's notification `method` in sb: [2, method, [msgid, <the caller's>]]. */
+static void notify_begin(const struct task *t, const char *method, msgpack_sbuffer *sb,
+                         msgpack_packer *pk)
+{
+    msgpack_sbuffer_init(sb);
+    msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
+    proto_pack_notify(pk, method);
+    msgpack_pack_array(pk, 2);
+    msgpack_pack_uint32(pk, t->msgid);
+}
+
+static void send_output(struct task *t, const char *method, const char *buf, size_t len)
+{
+    if (!t->conn) {
+        return;
+    }
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    notify_begin(t, method, &sb, &pk);
+    pack_bin(&pk, buf, len);
+    conn_send(t->conn, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+static void stop_reading(struct task *t)
+{
+    if (!t->out_eof) {
+        uv_read_stop((uv_stream_t *)&t->out);
+    }
+    if (!t->err_eof) {
+        uv_read_stop((uv_stream_t *)&t->err);
+    }
+    t->reading = false;
+}
+
+static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)h;
+    (void)suggested;
+    buf->base = read_buf;
+    buf->len = sizeof(read_buf);
+}
+
+static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct task *t = s->data;
+    bool is_out = s == (uv_stream_t *)&t->out;
+    if (nread == 0) {
+        return;
+    }
+    if (nread < 0) {
+        /* Closed at once, not only stopped: libuv would take the pipe out of epoll when it
+         * next reported the hang-up (a wake-up and a system call), and again at the close. */
+        close_handle(t, (uv_handle_t *)s);
+        if (is_out) {
+            t->out_eof = true;
+        } else {
+            t->err_eof = true;
+        }
+        maybe_finish(t);
+        return;
+    }
+    size_t pass = outcap_take(&t->cap, (size_t)nread);
+    if (pass > 0) {
+        if (is_out) {
+            t->out_bytes += pass;
+        } else {
+            t->err_bytes += pass;
+        }
+        send_output(t, is_out ? "exec.stdout" : "exec.stderr", buf->base, pass);
+    }
+    if (t->cap.tripped) {
+        /* The client has exactly `cap` bytes; nothing more is read, and the sandbox dies. */
+        stop_reading(t);
+        t->out_eof = t->err_eof = true;
+        task_kill(t, KILL_OUTPUT);
+        maybe_finish(t);
+        return;
+    }
+    if (t->conn && conn_write_queue(t->conn) > CONN_WQ_HIGH) {
+        stop_reading(t); /* backpressure: resumed by task_resume */
+    }
+}
+
+static void start_reading(struct task *t)
+{
+    if (t->state != TASK_RUNNING && t->state != TASK_FINISHING) {
+        return;
+    }
+    if (!t->out_eof) {
+        uv_read_start((uv_stream_t *)&t->out, alloc_cb, read_cb);
+    }
+    if (!t->err_eof) {
+        uv_read_start((uv_stream_t *)&t->err, alloc_cb, read_cb);
+    }
+    t->reading = true;
+}
+
+void task_resume(struct task *t)
+{
+    if (!t->reading && !t->cap.tripped) {
+        start_reading(t);
+    }
+}
+
+static void timeout_cb(uv_timer_t *h)
+{
+    struct task *t = h->data;
+    task_kill(t, KILL_TIMEOUT);
+}
+
+static void send_started(struct task *t)
+{
+    if (!t->conn) {
+        return;
+    }
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    notify_begin(t, "exec.started", &sb, &pk);
+    msgpack_pack_map(&pk, 3);
+    proto_pack_kv_str(&pk, "task", t->id);
+    proto_pack_kv_str(&pk, "sandbox", t->sb ? t->sb->id : "");
+    proto_pack_kv_str(&pk, "pool", t->pool->pc->name);
+    conn_send(t->conn, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+void task_start(struct task *t, struct sandbox *sb)
+{
+    struct err e = ERR_INIT;
+    t->sb = sb;
+    str_copy(t->sb_id, sb->id, sizeof(t->sb_id));
+    t->state = TASK_RUNNING;
+    t->t_start_ns = now_ns();
+    metrics_task_start(t);
+    t->d->running_tasks++;
+    t->d->last_task_start_ns = t->t_start_ns; /* pushes the pools' top-up back */
+    task_admit(t);
+    task_audit_assigned(t);
+    /* The proxy serves the task's network profile, or its listener closes (egress.c). */
+    int r = egress_task_start(t, sb, &e);
+    if (r == 0) {
+        r = sandbox_start_task(sb, t, &t->hdr, t->data, t->child_fds, &e);
+    }
+    /* Our copies of the child's ends must go, or EOF never comes. */
+    for (int i = 0; i < 3; i++) {
+        t->child_fds[i] = fd_close(t->child_fds[i]);
+    }
+    /* The token's mounts are the sandbox's now (or never will be). */
+    for (size_t i = 0; i < t->n_mounts; i++) {
+        t->mount_fds[i] = fd_close(t->mount_fds[i]);
+    }
+    free(t->data);
+    t->data = NULL;
+    if (r < 0) {
+        log_error("task=%s sb=%s msg=\"cannot start task, destroying sandbox\" detail=\"%s\"",
+                  t->id, sb->id, err_msg(&e));
+        t->exec_failed = true;
+        t->error = e;
+        t->exited = true;
+        t->sb = NULL;
+        sandbox_kill(sb);
+        start_reading(t); /* the child's ends are closed: both pipes reach EOF at once */
+        maybe_finish(t);
+        return;
+    }
+    /* Started: the task is init's, in the child cloned at setup (its pid came with READY).
+     * init sends nothing more until it exits. */
+    task_audit_started(t, sb->task_pid);
+    metrics_task_running(t);
+    send_started(t);
+    start_reading(t);
+    uv_timer_start(&t->timer, timeout_cb, (t->timeout_ns + 999999) / 1000000, 0);
+}
+
+/* Reads the sandbox's cgroup counters while the sandbox still exists. */
+static void snapshot_usage(struct task *t)
+{
+    struct cgroup_usage u;
+    if (t->sb && sandbox_usage(t->sb, &u) == 0) {
+        t->usage = u;
+        t->have_usage = true;
+    }
+}
+
+void task_sandbox_event(struct task *t, const struct ctl_event *ev)
+{
+    switch (ev->type) {
+    case CTL_EXITED:
+        if (t->exited) {
+            break;
+        }
+        t->exited = true;
+        t->wstatus = ev->wstatus;
+        t->rusage_cpu_us = ev->utime_us + ev->stime_us;
+        t->seccomp_denials = ev->seccomp_denials;
+        t->t_exit_ns = now_ns();
+        uv_timer_stop(&t->timer);
+        /* Whatever the task left running dies with its sandbox. Usage is read once, when
+         * the task finishes (or when the sandbox is reaped first): the counters keep their
+         * peak and totals after the kill. */
+        if (t->sb) {
+            sandbox_kill(t->sb);
+        }
+        maybe_finish(t);
+        break;
+    case CTL_EXEC_FAILED:
+        if (t->exited) {
+            break;
+        }
+        t->exited = true;
+        t->exec_failed = true;
+        t->fail_stage = ev->stage;
+        t->t_exit_ns = now_ns();
+        err_set_reported(&t->error, ev->err,
+                         ev->stage == CTL_STAGE_EXEC ? "cannot execute the command"
+                                                     : "the task could not start",
+                         ev->msg);
+        uv_timer_stop(&t->timer);
+        if (t->sb) {
+            sandbox_kill(t->sb);
+        }
+        maybe_finish(t);
+        break;
+    default:
+        break;
+    }
+}
+
+void task_sandbox_died(struct task *t)
+{
+    snapshot_usage(t);
+    t->sb = NULL;
+    if (!t->exited) {
+        t->exited = true;
+        t->t_exit_ns = now_ns();
+        t->wstatus = SIGKILL; /* as waitpid reports a SIGKILL death */
+        uv_timer_stop(&t->timer);
+    }
+    maybe_finish(t);
+}
+
+static const char *task_status(const struct task *t)
+{
+    switch (t->kill) {
+    case KILL_TIMEOUT:
+        return "timeout";
+    case KILL_OUTPUT:
+        return "output_limit";
+    case KILL_SHUTDOWN:
+    case KILL_CLIENT:
+        return "error";
+    case KILL_TOKEN_EXPIRED:
+        return "token_expired";
+    case KILL_TOKEN_REVOKED:
+        return "token_revoked";
+    case KILL_NONE:
+        break;
+    }
+    if (t->exec_failed) {
+        return "error";
+    }
+    if (WIFEXITED(t->wstatus)) {
+        return "exited";
+    }
+    if (t->have_usage && t->usage.oom && WIFSIGNALED(t->wstatus) &&
+        WTERMSIG(t->wstatus) == SIGKILL) {
+        return "oom";
+    }
+    return "signaled";
+}
+
+static void outcome_of(struct task *t, struct task_outcome *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->status = task_status(t);
+    bool is_error = strcmp(o->status, "error") == 0;
+    if (is_error && t->error.msg[0] == '\0') {
+        if (t->kill == KILL_SHUTDOWN) {
+            err_setx(&t->error, -ESHUTDOWN, "sbxd shut down before the task finished");
+        } else {
+            err_setx(&t->error, -EIO, "the sandbox died before the task finished");
+        }
+    }
+    uint64_t end = t->t_exit_ns ? t->t_exit_ns : now_ns();
+    o->wall_ms = t->t_start_ns && end > t->t_start_ns ? (end - t->t_start_ns) / 1000000 : 0;
+    o->cpu_ms =
+        t->have_usage && t->usage.cpu_ns ? t->usage.cpu_ns / 1000000 : t->rusage_cpu_us / 1000;
+    o->mem_peak_bytes = t->have_usage ? t->usage.mem_peak_bytes : 0;
+    o->has_exit_code = !t->exec_failed && t->kill == KILL_NONE && WIFEXITED(t->wstatus);
+    o->exit_code = o->has_exit_code ? WEXITSTATUS(t->wstatus) : 0;
+    o->has_signal = !t->exec_failed && t->exited && WIFSIGNALED(t->wstatus);
+    o->signal = o->has_signal ? WTERMSIG(t->wstatus) : 0;
+    o->error = is_error ? err_msg(&t->error) : NULL;
+}
+
+/* Where a task that never ran its command failed, for clients to tell "the command could
+ * not be executed" (exit 127 in sbx) from a sandbox-side failure. NULL when not known. */
+static const char *fail_stage_name(const struct task *t)
+{
+    if (!t->exec_failed) {
+        return NULL;
+    }
+    switch (t->fail_stage) {
+    case CTL_STAGE_EXEC:
+        return "exec";
+    case CTL_STAGE_CHDIR:
+        return "cwd";
+    case CTL_STAGE_TASK_MOUNT:
+        return "mounts";
+    default:
+        return "setup";
+    }
+}
+
+static void send_result(struct task *t, const struct task_outcome *o)
+{
+    bool is_error = o->error != NULL;
+    const char *stage = is_error ? fail_stage_name(t) : NULL;
+
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_response_ok(&pk, t->msgid);
+    msgpack_pack_map(&pk, 15 + (is_error ? 1 : 0) + (stage ? 1 : 0));
+    proto_pack_kv_str(&pk, "status", o->status);
+    if (o->has_exit_code) {
+        proto_pack_kv_i64(&pk, "exit_code", o->exit_code);
+    } else {
+        proto_pack_kv_nil(&pk, "exit_code");
+    }
+    if (o->has_signal) {
+        proto_pack_kv_i64(&pk, "signal", o->signal);
+    } else {
+        proto_pack_kv_nil(&pk, "signal");
+    }
+    proto_pack_kv_u64(&pk, "wall_ms", o->wall_ms);
+    proto_pack_kv_u64(&pk, "cpu_ms", o->cpu_ms);
+    proto_pack_kv_u64(&pk, "mem_peak_bytes", o->mem_peak_bytes);
+    proto_pack_kv_u64(&pk, "stdout_bytes", t->out_bytes);
+    proto_pack_kv_u64(&pk, "stderr_bytes", t->err_bytes);
+    proto_pack_kv_bool(&pk, "truncated", t->cap.tripped);
+    proto_pack_kv_str(&pk, "sandbox", t->sb_id);
+    proto_pack_kv_str(&pk, "task", t->id);
+    proto_pack_kv_str(&pk, "pool", t->pool->pc->name);
+    proto_pack_kv_bool(&pk, "cold", t->cold);
+    if (t->seccomp_denials == CTL_DENIALS_UNKNOWN) {
+        proto_pack_kv_nil(&pk, "seccomp_denials");
+    } else {
+        proto_pack_kv_u64(&pk, "seccomp_denials", t->seccomp_denials);
+    }
+    egress_pack_result(&pk, t);
+    if (is_error) {
+        proto_pack_kv_text(&pk, "error", o->error);
+    }
+    if (stage) {
+        proto_pack_kv_str(&pk, "error_stage", stage);
+    }
+    conn_send(t->conn, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
+/* The task no longer answers to its connection: give back its request slot and the stdin
+ * bytes it still had queued, so the connection's accounting stays exact. */
+static void detach_conn(struct task *t)
+{
+    struct conn *c = t->conn;
+    if (!c) {
+        return;
+    }
+    conn_stdin_written(c, t->in_pending);
+    conn_remove_task(c, t);
+    conn_request_done(c);
+    t->conn = NULL;
+}
+
+/* The task's chain is committed (or the trail cannot be written): answer, then let go. */
+static void task_committed(void *arg, bool committed)
+{
+    struct task *t = arg;
+    struct daemon *d = t->d;
+    if (t->conn) {
+        if (committed) {
+            struct task_outcome o;
+            outcome_of(t, &o);
+            send_result(t, &o);
+        } else {
+            conn_send_error(t->conn, t->msgid, "internal",
+                            "the audit trail cannot be written: the result is withheld");
+        }
+        detach_conn(t);
+    }
+    d->running_tasks--;
+    task_unref(t);
+    daemon_drain_progress(d);
+}
+
+static void maybe_finish(struct task *t)
+{
+    if (t->exited) {
+        egress_task_end(t); /* the proxy stops with the task, not with its output */
+    }
+    if (t->state == TASK_DONE || !t->exited || !t->out_eof || !t->err_eof) {
+        if (t->exited && t->state == TASK_RUNNING) {
+            t->state = TASK_FINISHING;
+        }
+        return;
+    }
+    bool reaped = t->sb == NULL;
+    if (t->sb) {
+        snapshot_usage(t);
+        sandbox_kill(t->sb);
+        t->sb->task = NULL;
+        t->sb = NULL;
+    }
+    t->state = TASK_DONE;
+    uv_timer_stop(&t->timer);
+    if (!t->t_exit_ns) {
+        t->t_exit_ns = now_ns();
+    }
+    metrics_task_done(t, task_status(t));
+    log_debug("task=%s pool=%s status=%s out=%llu err=%llu", t->id, t->pool->pc->name,
+              task_status(t), (unsigned long long)t->out_bytes, (unsigned long long)t->err_bytes);
+    /* The result is sent only once its chain is committed (task_committed), so a result a
+     * client saw is in the trail even if sbxd is killed right after. The sandbox is dead
+     * already (SIGKILL reached its init): that is recorded before the result. */
+    struct task_outcome o;
+    outcome_of(t, &o);
+    task_audit_finished(t, &o);
+    if (t->sb_id[0]) {
+        task_audit_destroyed(t, reaped);
+    }
+    uint64_t ticket = task_audit_result(t, o.status, NULL, NULL, &o);
+    t->open_handles++; /* the wait holds the task */
+    task_release(t);
+    audit_when_committed(t->d->audit, ticket, task_committed, t);
+}
+
+void task_fail(struct task *t, const char *code, const char *message)
+{
+    if (!t->admitted) {
+        task_audit_decision(t->d, t->id, false, code, message);
+    }
+    (void)task_audit_result(t, t->admitted ? "error" : "denied", code, message, NULL);
+    if (t->conn) {
+        conn_send_error(t->conn, t->msgid, code, message);
+        detach_conn(t);
+    }
+    t->state = TASK_DONE;
+    task_release(t);
+}
+
+void task_kill(struct task *t, enum task_kill_reason why)
+{
+    if (t->state == TASK_DONE) {
+        return;
+    }
+    if (t->kill == KILL_NONE && !t->exited) {
+        t->kill = why;
+    }
+    uv_timer_stop(&t->timer);
+    if (t->sb) {
+        sandbox_kill(t->sb);
+    }
+}
+
+void task_token_kill(struct token_link *l, enum token_state why, void *arg)
+{
+    struct task *t = container_of(l, struct task, tlink);
+    bool revoked = why == TOKEN_REVOKED;
+    (void)arg;
+    if (t->state == TASK_QUEUED) {
+        pool_cancel(t->pool, t);
+        task_fail(t, "denied",
+                  revoked ? "the token was revoked before the task started"
+                          : "the token expired before the task started");
+        return;
+    }
+    task_kill(t, revoked ? KILL_TOKEN_REVOKED : KILL_TOKEN_EXPIRED);
+}
+
+void task_client_gone(struct task *t)
+{
+    detach_conn(t);
+    if (t->state == TASK_QUEUED) {
+        pool_cancel(t->pool, t);
+        (void)task_audit_result(t, "cancelled", NULL, "the client left before a sandbox was free",
+                                NULL);
+        t->state = TASK_DONE;
+        task_release(t);
+        return;
+    }
+    task_kill(t, KILL_CLIENT);
+}
+
+static void stdin_close(struct task *t)
+{
+    if (t->in_open) {
+        t->in_open = false;
+        close_handle(t, (uv_handle_t *)&t->in);
+    }
+}
+
+static void stdin_written(uv_write_t *req, int status)
+{
+    struct stdin_req *sr = container_of(req, struct stdin_req, req);
+    struct task *t = sr->t;
+    t->in_pending -= sr->len;
+    if (t->conn) {
+        conn_stdin_written(t->conn, sr->len);
+    }
+    if (status < 0) {
+        /* EPIPE: the task closed its stdin; later chunks are dropped. */
+        t->in_eof_requested = true;
+    }
+    if (t->in_eof_requested && t->in_pending == 0) {
+        stdin_close(t);
+    }
+    free(sr);
+}
+
+void task_stdin(struct task *t, const char *data, size_t len)
+{
+    /* A finished task waiting for its audit commit is still the connection's: drop. */
+    if (!t->in_open || t->in_eof_requested || t->state == TASK_DONE) {
+        return;
+    }
+    if (len == 0) {
+        t->in_eof_requested = true;
+        if (t->in_pending == 0) {
+            stdin_close(t);
+        }
+        return;
+    }
+    struct stdin_req *sr = xmalloc(sizeof(*sr) + len);
+    sr->t = t;
+    sr->len = len;
+    memcpy(sr->data, data, len);
+    uv_buf_t b = uv_buf_init(sr->data, (unsigned)len);
+    int r = uv_write(&sr->req, (uv_stream_t *)&t->in, &b, 1, stdin_written);
+    if (r < 0) {
+        free(sr);
+        t->in_eof_requested = true;
+        if (t->in_pending == 0) {
+            stdin_close(t);
+        }
+        return;
+    }
+    t->in_pending += len;
+    if (t->conn) {
+        conn_stdin_queued(t->conn, len);
+    }
+}

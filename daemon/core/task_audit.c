@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/* Builds the audit events of a task's chain from the request, the task and its outcome.
+ * Client strings (argv, env names, cwd, reasons quoting them) go through the scrubber in
+ * audit.c; env values and task output are never read here. */
+#include "core/task_audit.h"
+
+#include <string.h>
+
+#include "audit/audit.h"
+#include "config/config.h"
+#include "daemon.h"
+#include "core/task.h"
+#include "core/pool.h"
+#include "wire/proto.h"
+#include "sandbox/sandbox.h"
+#include "lib/scrub.h"
+#include "api/server.h"
+#include "lib/util.h"
+
+/* Bytes of one argument looked at: the rest is cut (audit.c cuts to AUDIT_VALUE_MAX). */
+#define ARG_SCAN_MAX (4 * AUDIT_VALUE_MAX)
+
+static bool is_sep(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '"' || c == '\'' || c == ',' ||
+           c == ';' || c == '&' || c == '(' || c == ')' || c == '{' || c == '}' || c == '[' ||
+           c == ']' || c == '<' || c == '>' || c == '|';
+}
+
+/* An argument for the trail. A long one is cut before scrubbing; the word the cut fell
+ * in is dropped whole, so a secret split by the cut cannot survive half-recognised. */
+static void arg_item(struct audit_ev *ev, const char *s, size_t len)
+{
+    if (len <= ARG_SCAN_MAX) {
+        audit_array_str(ev, s, len);
+        return;
+    }
+    size_t n = ARG_SCAN_MAX;
+    while (n > 0 && !is_sep((unsigned char)s[n - 1])) {
+        n--;
+    }
+    char buf[ARG_SCAN_MAX + 16];
+    memcpy(buf, s, n);
+    memcpy(buf + n, "[...]", 5);
+    audit_array_str(ev, buf, n + 5);
+}
+
+/* Who sent it: the socket, the connection and its peer. */
+static void conn_fields(struct audit_ev *ev, const struct conn *c)
+{
+    audit_id(ev, "socket", server_kind(c->srv) == SERVER_ADMIN ? "admin" : "agents");
+    audit_u64(ev, "conn", c->id);
+    audit_u64(ev, "peer_uid", c->peer_uid);
+    audit_i64(ev, "peer_pid", c->peer_pid);
+}
+
+void task_audit_refused(struct daemon *d, const struct conn *c, const char *code,
+                        const char *method, size_t method_len, const char *reason)
+{
+    struct audit_ev *ev = audit_begin(d->audit, "rpc.refused", NULL);
+    if (!ev) {
+        return;
+    }
+    conn_fields(ev, c);
+    audit_id(ev, "code", code);
+    if (method) {
+        audit_strn(ev, "method", method, method_len < 64 ? method_len : 64);
+    }
+    audit_str(ev, "reason", reason);
+    audit_end(ev);
+}
+
+void task_audit_request(struct daemon *d, const char *task_id, const struct conn *c,
+                        const msgpack_object *args, const char *token_id)
+{
+    struct audit_ev *ev = audit_begin(d->audit, "task.request", task_id);
+    if (!ev) {
+        return;
+    }
+    conn_fields(ev, c);
+    audit_id(ev, "token_id", token_id);
+    if (!args || args->type != MSGPACK_OBJECT_MAP) {
+        audit_bool(ev, "malformed", true);
+        audit_end(ev);
+        return;
+    }
+    const msgpack_object *po = proto_map_get(args, "pool");
+    if (po && po->type == MSGPACK_OBJECT_STR) {
+        audit_strn(ev, "pool", po->via.str.ptr, po->via.str.size);
+    } else {
+        audit_id(ev, "pool", d->cfg->default_pool);
+    }
+    const msgpack_object *av = proto_map_get(args, "argv");
+    if (av && av->type == MSGPACK_OBJECT_ARRAY) {
+        audit_u64(ev, "argc", av->via.array.size);
+        audit_array_begin(ev, "argv");
+        bool secret_next = false;
+        for (uint32_t i = 0; i < av->via.array.size; i++) {
+            const msgpack_object *a = &av->via.array.ptr[i];
+            if (a->type != MSGPACK_OBJECT_STR) {
+                audit_array_str(ev, NULL, 0);
+                secret_next = false;
+                continue;
+            }
+            if (secret_next) {
+                audit_array_id(ev, "[REDACTED]");
+            } else {
+                arg_item(ev, a->via.str.ptr, a->via.str.size);
+            }
+            secret_next = scrub_arg_takes_secret(a->via.str.ptr, a->via.str.size);
+        }
+        audit_array_end(ev);
+    }
+    const msgpack_object *env = proto_map_get(args, "env");
+    if (env && env->type == MSGPACK_OBJECT_MAP) {
+        /* Names only: values may be secrets and are never stored. */
+        audit_array_begin(ev, "env");
+        for (uint32_t i = 0; i < env->via.map.size; i++) {
+            const msgpack_object *k = &env->via.map.ptr[i].key;
+            if (k->type == MSGPACK_OBJECT_STR) {
+                audit_array_str(ev, k->via.str.ptr, k->via.str.size);
+            } else {
+                audit_array_str(ev, NULL, 0);
+            }
+        }
+        audit_array_end(ev);
+    }
+    const msgpack_object *co = proto_map_get(args, "cwd");
+    if (co && co->type == MSGPACK_OBJECT_STR) {
+        audit_strn(ev, "cwd", co->via.str.ptr, co->via.str.size);
+    }
+    const msgpack_object *to = proto_map_get(args, "timeout");
+    if (to && (to->type == MSGPACK_OBJECT_POSITIVE_INTEGER || to->type == MSGPACK_OBJECT_FLOAT32 ||
+               to->type == MSGPACK_OBJECT_FLOAT64)) {
+        double secs =
+            to->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)to->via.u64 : to->via.f64;
+        if (secs > 0 && secs < 1e9) {
+            audit_u64(ev, "timeout_ms", (uint64_t)(secs * 1000.0));
+        }
+    }
+    const msgpack_object *so = proto_map_get(args, "stdin");
+    if (so && so->type == MSGPACK_OBJECT_BOOLEAN) {
+        audit_bool(ev, "stdin", so->via.boolean);
+    }
+    audit_end(ev);
+}
+
+void task_audit_decision(struct daemon *d, const char *task_id, bool allowed, const char *code,
+                         const char *reason)
+{
+    struct audit_ev *ev = audit_begin(d->audit, "policy.decision", task_id);
+    audit_bool(ev, "allowed", allowed);
+    if (allowed) {
+        audit_str(ev, "reason", reason ? reason : "valid request");
+    } else {
+        audit_id(ev, "code", code);
+        audit_str(ev, "reason", reason);
+    }
+    audit_end(ev);
+}
+
+void task_audit_denied(struct daemon *d, const char *task_id, const char *code, const char *reason)
+{
+    task_audit_decision(d, task_id, false, code, reason);
+    struct audit_ev *ev = audit_begin(d->audit, "task.result", task_id);
+    audit_id(ev, "status", "denied");
+    audit_id(ev, "code", code);
+    audit_str(ev, "error", reason);
+    audit_bool(ev, "delivered", true);
+    audit_end(ev);
+}
+
+void task_audit_assigned(const struct task *t)
+{
+    struct audit_ev *ev = audit_begin(t->d->audit, "sandbox.assigned", t->id);
+    audit_id(ev, "sandbox", t->sb_id);
+    if (t->sb) {
+        audit_id(ev, "cgroup", t->sb->cg_name);
+    }
+    audit_id(ev, "pool", t->pool->pc->name);
+    audit_bool(ev, "warm", !t->cold);
+    audit_u64(ev, "queued_ms",
+              t->t_start_ns > t->t_request_ns ? (t->t_start_ns - t->t_request_ns) / 1000000 : 0);
+    audit_end(ev);
+}
+
+void task_audit_started(const struct task *t, uint32_t pid)
+{
+    struct audit_ev *ev = audit_begin(t->d->audit, "task.started", t->id);
+    audit_id(ev, "sandbox", t->sb_id);
+    audit_u64(ev, "pid", pid);
+    audit_end(ev);
+}
+
+static const char *kill_name(enum task_kill_reason k)
+{
+    switch (k) {
+    case KILL_TIMEOUT:
+        return "timeout";
+    case KILL_OUTPUT:
+        return "output_limit";
+    case KILL_CLIENT:
+        return "client_gone";
+    case KILL_SHUTDOWN:
+        return "shutdown";
+    default:
+        break;
+    }
+    return NULL;
+}
+
+static void outcome_fields(struct audit_ev *ev, const struct task_outcome *o)
+{
+    if (o->has_exit_code) {
+        audit_i64(ev, "exit_code", o->exit_code);
+    } else {
+        audit_null(ev, "exit_code");
+    }
+    if (o->has_signal) {
+        audit_i64(ev, "signal", o->signal);
+    } else {
+        audit_null(ev, "signal");
+    }
+}
+
+void task_audit_finished(const struct task *t, const struct task_outcome *o)
+{
+    struct audit_ev *ev = audit_begin(t->d->audit, "task.finished", t->id);
+    audit_id(ev, "status", o->status);
+    outcome_fields(ev, o);
+    audit_u64(ev, "wall_ms", o->wall_ms);
+    audit_u64(ev, "cpu_ms", o->cpu_ms);
+    audit_u64(ev, "mem_peak_bytes", o->mem_peak_bytes);
+    audit_u64(ev, "stdout_bytes", t->out_bytes);
+    audit_u64(ev, "stderr_bytes", t->err_bytes);
+    audit_bool(ev, "truncated", t->cap.tripped);
+    if (t->seccomp_denials == CTL_DENIALS_UNKNOWN) {
+        audit_null(ev, "seccomp_denials");
+    } else {
+        audit_u64(ev, "seccomp_denials", t->seccomp_denials);
+    }
+    audit_bool(ev, "oom", t->have_usage && t->usage.oom);
+    audit_id(ev, "killed_for", kill_name(t->kill));
+    if (o->error) {
+        audit_str(ev, "error", o->error);
+    }
+    audit_end(ev);
+}
+
+void task_audit_destroyed(const struct task *t, bool already_reaped)
+{
+    struct audit_ev *ev = audit_begin(t->d->audit, "sandbox.destroyed", t->id);
+    audit_id(ev, "sandbox", t->sb_id);
+    audit_id(ev, "how", already_reaped ? "exited" : "killed");
+    audit_end(ev);
+}
+
+uint64_t task_audit_result(const struct task *t, const char *status, const char *code,
+                           const char *message, const struct task_outcome *o)
+{
+    struct audit_ev *ev = audit_begin(t->d->audit, "task.result", t->id);
+    audit_id(ev, "status", status);
+    audit_id(ev, "pool", t->pool->pc->name);
+    if (o) {
+        outcome_fields(ev, o);
+        audit_u64(ev, "wall_ms", o->wall_ms);
+    }
+    if (code) {
+        audit_id(ev, "code", code);
+    }
+    if (message) {
+        audit_str(ev, "error", message);
+    }
+    audit_bool(ev, "delivered", t->conn != NULL);
+    return audit_end(ev);
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* The events of a task's chain, all sharing its task id:
+ *   task.request -> policy.decision -> sandbox.assigned -> task.started -> task.finished
+ *   -> sandbox.destroyed -> task.result
+ * A denied request has task.request -> policy.decision (allowed false) -> task.result
+ * (status "denied"); a task whose client left while it was queued ends with task.result
+ * (status "cancelled"); one that a dead sbxd left in flight gets task.result (status
+ * "abandoned") from the next sbxd's reaper. Loop thread only; each call is a no-op when
+ * the audit is disabled. */
+#include <msgpack.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct daemon;
+struct conn;
+struct task;
+struct task_outcome;
+
+/* task.request from the raw exec arguments (valid or not): peer uid/pid, connection id,
+ * socket, pool (as asked, else the default), argv (scrubbed; an argument after an option
+ * such as --token is redacted whole), env names only (never values), cwd, timeout, stdin,
+ * and token_id, the token's public id (NULL: none or not known; the token string itself is
+ * never recorded). */
+void task_audit_request(struct daemon *d, const char *task_id, const struct conn *c,
+                        const msgpack_object *args, const char *token_id);
+/* rpc.refused (no task id): bad input refused outside an exec, from connection c: code, the
+ * method when there was one (at most 64 bytes, scrubbed), reason. */
+void task_audit_refused(struct daemon *d, const struct conn *c, const char *code,
+                        const char *method, size_t method_len, const char *reason);
+/* policy.decision. code is NULL when allowed; reason may be (then "valid request"). */
+void task_audit_decision(struct daemon *d, const char *task_id, bool allowed, const char *code,
+                         const char *reason);
+/* policy.decision (denied) and task.result (status "denied") for a request refused before
+ * it became a task. */
+void task_audit_denied(struct daemon *d, const char *task_id, const char *code, const char *reason);
+/* sandbox.assigned: the sandbox, warm (taken from the warm set) or cold (waited for one),
+ * and the time spent queued. */
+void task_audit_assigned(const struct task *t);
+/* task.started: the init forked the task (pid inside the sandbox). */
+void task_audit_started(const struct task *t, uint32_t pid);
+/* task.finished: the outcome and usage. */
+void task_audit_finished(const struct task *t, const struct task_outcome *o);
+/* sandbox.destroyed: recorded once SIGKILL reached the sandbox's init (how "killed") or
+ * the init was already reaped (how "exited"): nothing of the sandbox can run any more.
+ * Its cgroup is removed asynchronously after; a cgroup that stays is a leak for the
+ * reaper. */
+void task_audit_destroyed(const struct task *t, bool already_reaped);
+/* task.result: what the client was (or would have been) sent. o may be NULL (no outcome:
+ * cancelled, failed before start); code and message may be NULL. Returns the ticket to
+ * wait for before sending the result. */
+uint64_t task_audit_result(const struct task *t, const char *status, const char *code,
+                           const char *message, const struct task_outcome *o);

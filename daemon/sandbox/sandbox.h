@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* One sandbox: its state machine (CREATING, WARM, BUSY, DYING, DEAD) and every fd it owns
+ * (pidfd of its init, control socket, cgroup). A sandbox serves one task and is destroyed.
+ * What blocks runs on sbxd's worker threads (workq.h): a creation that starts a fork server,
+ * makes a cgroup or a network namespace, or builds a sandbox from scratch, and the emptying
+ * of a cgroup still busy when its sandbox is reaped; everything else on the loop. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "sandbox/cgroup.h"
+#include "wire/ctl.h"
+#include "lib/err.h"
+#include "sandbox/netns.h"
+#include "lib/workq.h"
+#include "sandbox/forkserver.h"
+
+struct daemon;
+struct pool;
+struct task;
+struct cgroup;
+struct cgroup_usage;
+
+/* How long an init may take from spawn to READY before it counts as a failed creation. */
+#define SANDBOX_SETUP_TIMEOUT_MS 10000
+/* The nice value of sbxd's worker threads, and of each init until READY and once killed
+ * (which orders them within their sandbox's cpu cgroup only: docs/ARCHITECTURE.md). */
+#define SANDBOX_BACKGROUND_NICE 10
+
+enum sandbox_state {
+    SB_CREATING = 0, /* worker creating it, or init setting up */
+    SB_WARM,         /* ready, in its pool's warm set */
+    SB_BUSY,         /* running its task */
+    SB_DYING,        /* killed, waiting for init to be reaped */
+    SB_DEAD,         /* reaped; cgroup being removed, then freed */
+};
+
+struct sandbox {
+    struct daemon *d;
+    struct pool *pool;
+    char id[24];
+    enum sandbox_state state;
+    struct cgroup *cg;
+    char cg_name[24];     /* the cgroup's name: this sandbox's id, or a spare's (pool.h) */
+    bool cg_reserved;     /* pool_reserve_spare said yes: the cgroup is reset, not removed */
+    bool cg_reset_ok;     /* it was reset (by the loop, or on a worker when it was busy) */
+    bool cg_reset_failed; /* the reset refused it (cgroup_reset): it is removed */
+    bool cg_kept;         /* it went back to the pool: still tracked by the reaper */
+    bool has_ids;         /* it holds a block of host ids (idslot.h; with userns) */
+    uint32_t ids;         /* which one, when has_ids */
+    pid_t pid;
+    int pidfd;
+    uint32_t task_pid; /* the task's pid in the sandbox, from CTL_READY */
+    int ctl_fd;
+    struct netns_ref netns; /* its network namespace (netns.c), recycled when it is freed */
+    int proxy_fd;           /* egress proxy listener from init's READY, or -1 (egress.c) */
+    uv_poll_t ctl_poll;
+    uv_poll_t pid_poll;
+    uv_timer_t setup_timer; /* SANDBOX_SETUP_TIMEOUT_MS from spawn to READY */
+    int open_handles;       /* embedded handles not yet closed */
+    struct workq_job job;
+    struct forkserver_req zreq; /* its request to the fork server, made by the loop */
+    char *setup_msg;            /* CTL_SETUP, sent once the fork server's sandbox is placed */
+    size_t setup_len;
+    int work_r;
+    struct err work_err;
+    bool kill_requested; /* kill as soon as creation finishes */
+    bool reaped;
+    bool ready_seen;
+    bool failure_reported; /* pool_sandbox_failed already counted this sandbox */
+    struct task *task;     /* the task it serves (BUSY), not owned */
+    struct sandbox *next;  /* pool's warm list */
+    uint64_t created_ns;   /* creation started */
+    uint64_t ready_ns;     /* init reported READY */
+    /* The cgroup's counters at READY: what the sandbox's setup used, which sandbox_usage
+     * takes off so that a task is charged only for itself. */
+    struct cgroup_usage usage_base;
+    bool have_usage_base;
+};
+
+/* Starts creating a sandbox for pool: on the loop when the pool's fork server runs and a
+ * spare cgroup (and a kept network namespace, when they are recycled) is at hand, else on a
+ * worker thread. The pool is told through
+ * pool_sandbox_ready / pool_sandbox_failed / pool_sandbox_gone. Loop context. */
+void sandbox_create(struct daemon *d, struct pool *pool);
+/* Hands the task to a WARM sandbox: sends CTL_TASK with the three stdio fds (which stay
+ * owned by the caller; close them after). Returns 0 or -errno (e says why). */
+int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task *hdr,
+                       const char *data, int fds[3], struct err *e);
+/* Kills the sandbox (SIGKILL to its init through the pidfd, which ends its pid namespace).
+ * Safe to call in any state and more than once. */
+void sandbox_kill(struct sandbox *sb);
+/* Reads the cgroup's usage counters, less what they were when the sandbox became warm
+ * (cpu, OOM kills and pids.max hits: the task's own; the memory peak is the sandbox's).
+ * Returns 0 or -errno. */
+int sandbox_usage(struct sandbox *sb, struct cgroup_usage *ret);
+const char *sandbox_state_name(enum sandbox_state s);
