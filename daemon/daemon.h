@@ -6,7 +6,9 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "core/task.h"
 #include "sandbox/idslot.h"
+#include "sandbox/kit.h"
 
 struct config;
 struct cgroup_root;
@@ -21,6 +23,9 @@ struct token_store;
 struct reaper;
 struct metrics;
 struct http_server;
+struct image;
+struct sched;
+struct signals;
 
 struct daemon {
     uv_loop_t *loop;
@@ -31,8 +36,13 @@ struct daemon {
     struct idslots ids;       /* host id blocks, one per live sandbox (with userns) */
     struct workq *workq;      /* the threads that create and remove sandboxes */
     char *init_path;
-    struct pool **pools;
+    struct pool **pools; /* made here; core/sched.c schedules them */
     size_t n_pools;
+    struct sched *sched;     /* refills, the drain's counters (core/sched.c) */
+    struct image *images;    /* the pools' images (image.c) */
+    struct sandbox_env senv; /* what every sandbox is made with (sandbox/kit.h) */
+    struct task_env tenv;    /* what every task needs (core/task.h) */
+    struct signals *signals; /* signals.c */
     struct server *agents;
     struct server *admin;
     struct audit *audit;        /* the audit trail (audit.c) */
@@ -43,39 +53,14 @@ struct daemon {
     struct metrics *metrics;    /* sbxd's series (metrics.c); NULL before start-up ends */
     struct http_server *http;   /* the metrics listener; NULL when disabled or closed */
     uint32_t instance;          /* random, prefixes sandbox and task ids */
-    uint64_t next_sandbox;
-    uint64_t next_task;
-    uint32_t creating;       /* sandboxes being created, all pools (<= refill_parallelism) */
-    uint32_t live_sandboxes; /* not yet freed, all pools */
-    uint32_t running_tasks;
-    bool draining; /* SIGTERM received: no new tasks, no refills */
-    bool killing;  /* grace over or second SIGTERM: kill everything */
+    bool draining;              /* SIGTERM received: no new tasks, no refills */
+    bool killing;               /* grace over or second SIGTERM: kill everything */
     bool drain_done;
-    bool signals_started;         /* signals.c: handles to close */
-    bool late_signal_logged;      /* signals.c: one after the drain was logged */
-    uv_work_t signals_pool_probe; /* signals.c: starts libuv's pool with the mask */
+    bool late_signal_logged; /* one after the drain was logged */
     uint64_t start_ns;
-    uv_signal_t sig_term;
-    uv_signal_t sig_int;
-    uv_signal_t sig_hup;
     uv_timer_t drain_timer;
-    /* Topping pools up to their warm target waits while tasks keep starting (daemon_refill):
-     * the last start (task_start sets it), and the timer that tops up once none has started
-     * for topup_idle. */
-    uint64_t last_task_start_ns;
-    uv_timer_t topup_timer;
     int exit_code;
 };
 
-/* Finds a pool by name, or NULL. */
-struct pool *daemon_find_pool(struct daemon *d, const char *name);
-/* Starts as many sandbox creations as the global refill bound allows, pools with queued
- * tasks first, then pools below their warm target. A pool still at half its target or more
- * is topped up only once no task has started for the config's topup_idle (20 ms; 0: at
- * once): a sandbox made beside a running task slows it (at concurrency 1 here, p50 2.62
- * against 1.97 ms with no refill at all), so while tasks keep coming the pool is let down
- * to half and then refilled in one go, and under a trickle of tasks it is refilled between
- * them. */
-void daemon_refill(struct daemon *d);
-/* Called when something the drain waits for has finished (a task, a sandbox). */
+/* Called when something the drain waits for has finished (a task, a sandbox, a client). */
 void daemon_drain_progress(struct daemon *d);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* main of sbxd: flags over the config, start-up checks (exit() is allowed only here, before
- * the loop), the loop, the refill scheduler across pools, and the drain to exit code 0. */
+ * the loop), the wiring of the subsystems' callbacks, the loop, and the drain to exit
+ * code 0. */
 #define LOG_MOD "main"
 #include <errno.h>
 #include <getopt.h>
@@ -20,6 +21,7 @@
 #include "config/config.h"
 #include "daemon.h"
 #include "egress/egress.h"
+#include "core/sched.h"
 #include "core/task.h"
 #include "metrics/http.h"
 #include "sandbox/image.h"
@@ -35,79 +37,6 @@
 #include "token/token.h"
 #include "lib/util.h"
 #include "lib/workq.h"
-
-struct pool *daemon_find_pool(struct daemon *d, const char *name)
-{
-    for (size_t i = 0; i < d->n_pools; i++) {
-        if (strcmp(d->pools[i]->pc->name, name) == 0) {
-            return d->pools[i];
-        }
-    }
-    return NULL;
-}
-
-static void topup_cb(uv_timer_t *h)
-{
-    daemon_refill(h->data);
-}
-
-/* Whether p waits to be topped up to its warm target: no task waits for it, a task started
- * within topup_idle, and it has not fallen below half its target since it was last full
- * (from there it is refilled to the target in one go, without waiting). */
-static bool topup_waits(const struct daemon *d, struct pool *p, uint64_t now)
-{
-    uint32_t ready = p->n_state[SB_WARM] + p->n_state[SB_CREATING];
-    if (ready >= p->pc->warm) {
-        p->topping_up = false;
-        return false;
-    }
-    if (ready < (p->pc->warm + 1) / 2) {
-        p->topping_up = true;
-    }
-    return !p->topping_up && p->n_queued == 0 &&
-           now < d->last_task_start_ns + d->cfg->topup_idle_ns;
-}
-
-void daemon_refill(struct daemon *d)
-{
-    if (d->draining) {
-        return;
-    }
-    uint32_t limit = d->cfg->refill_parallelism;
-    uint64_t now = now_ns();
-    bool waiting = false;
-    /* Pools with waiting tasks first, then the warm targets, one sandbox per pool per
-     * round so that no pool starves another. */
-    for (int pass = 0; pass < 2 && d->creating < limit; pass++) {
-        bool progress = true;
-        while (progress && d->creating < limit) {
-            progress = false;
-            for (size_t i = 0; i < d->n_pools && d->creating < limit; i++) {
-                struct pool *p = d->pools[i];
-                if (pass == 0 && p->n_queued == 0) {
-                    continue;
-                }
-                if (pass == 1 && topup_waits(d, p, now)) {
-                    waiting = waiting || pool_wanted(p) > 0;
-                    continue;
-                }
-                if (pool_wanted(p) > 0) {
-                    if (d->cfg->userns && d->ids.used == d->ids.slots) {
-                        /* Every block of host ids is held (dying sandboxes still hold
-                         * theirs): sandbox_free refills when one comes back. */
-                        return;
-                    }
-                    sandbox_create(d, p);
-                    progress = true;
-                }
-            }
-        }
-    }
-    if (waiting) {
-        uint64_t at = d->last_task_start_ns + d->cfg->topup_idle_ns;
-        uv_timer_start(&d->topup_timer, topup_cb, at > now ? (at - now + 999999) / 1000000 : 0, 0);
-    }
-}
 
 /* Closes the listening servers and the pools (which remove their spare cgroups). */
 static void close_servers_and_pools(struct daemon *d)
@@ -133,9 +62,9 @@ static void finish_shutdown(struct daemon *d)
 {
     uv_timer_stop(&d->drain_timer);
     uv_close((uv_handle_t *)&d->drain_timer, NULL);
-    uv_timer_stop(&d->topup_timer);
-    uv_close((uv_handle_t *)&d->topup_timer, NULL);
-    signals_stop(d);
+    sched_close(d->sched);
+    d->sched = NULL;
+    signals_stop(d->signals);
     close_servers_and_pools(d);
     reaper_stop(d);
     /* Token expiry keeps killing tasks during the drain; it stops with the last of them. */
@@ -152,14 +81,8 @@ void daemon_drain_progress(struct daemon *d)
     if (!d->draining || d->drain_done) {
         return;
     }
-    if (d->running_tasks == 0) {
-        /* Nothing left to wait for: warm sandboxes and late creations go too. */
-        for (size_t i = 0; i < d->n_pools; i++) {
-            pool_drain(d->pools[i]);
-        }
-    }
     /* Tasks end when their audit chains are committed; other events must be too. */
-    if (d->running_tasks == 0 && d->live_sandboxes == 0 && audit_idle(d->audit)) {
+    if (sched_drained(d->sched) && audit_idle(d->audit)) {
         d->drain_done = true;
         finish_shutdown(d);
     }
@@ -168,7 +91,9 @@ void daemon_drain_progress(struct daemon *d)
 static void drain_timeout(uv_timer_t *h)
 {
     struct daemon *d = h->data;
-    log_warn("running=%u msg=\"drain grace over, killing the remaining tasks\"", d->running_tasks);
+    struct sched_stats st;
+    sched_get_stats(d->sched, &st);
+    log_warn("running=%u msg=\"drain grace over, killing the remaining tasks\"", st.running_tasks);
     d->killing = true;
     audit_give_up_if_failing(d->audit);
     if (d->agents) {
@@ -179,7 +104,8 @@ static void drain_timeout(uv_timer_t *h)
     }
 }
 
-void daemon_shutdown(struct daemon *d)
+/* Begins the drain, or (second call, or grace over) kills the rest. */
+static void daemon_shutdown(struct daemon *d)
 {
     if (d->draining) {
         if (!d->killing) {
@@ -189,16 +115,14 @@ void daemon_shutdown(struct daemon *d)
         return;
     }
     d->draining = true;
-    image_cancel_all(d);
+    image_cancel_all(d->images);
     if (d->agents) {
         server_stop_listening(d->agents);
     }
     if (d->admin) {
         server_stop_listening(d->admin);
     }
-    for (size_t i = 0; i < d->n_pools; i++) {
-        pool_drain(d->pools[i]);
-    }
+    sched_drain(d->sched);
     uv_timer_start(&d->drain_timer, drain_timeout, d->cfg->drain_grace_ns / 1000000, 0);
     daemon_drain_progress(d);
 }
@@ -213,6 +137,111 @@ static void audit_batch_metrics(void *arg, double seconds, uint64_t queued)
 static void audit_idle_cb(void *arg)
 {
     daemon_drain_progress(arg);
+}
+
+/* signals.c: SIGTERM or SIGINT. */
+static void on_term(void *arg, int signum)
+{
+    struct daemon *d = arg;
+    if (d->drain_done) {
+        if (!d->late_signal_logged) { /* once: a flood of them would flood the log */
+            d->late_signal_logged = true;
+            log_info("signal=%d msg=\"drained already, exiting; ignored\"", signum);
+        }
+        return;
+    }
+    log_info("signal=%d msg=\"%s\"", signum,
+             d->draining ? "second termination signal, killing every task" : "draining");
+    daemon_shutdown(d);
+}
+
+static void drain_progress_cb(void *arg)
+{
+    daemon_drain_progress(arg);
+}
+
+/* image.c: a verification ended; its pools may create sandboxes now. */
+static void images_ready(void *arg)
+{
+    struct daemon *d = arg;
+    if (d->sched) { /* NULL once the drain is done or start-up gave up */
+        sched_refill(d->sched);
+    }
+}
+
+/* The reaper's live set, for sandbox/kit.h. */
+static void reaper_track_cb(void *arg, const char *cg_name)
+{
+    reaper_track(arg, cg_name);
+}
+
+static void reaper_untrack_cb(void *arg, const char *cg_name)
+{
+    reaper_untrack(arg, cg_name);
+}
+
+/* The pools: a kit each (what their sandboxes are made of), under the scheduler. Returns 0
+ * or -errno with e. */
+static int pools_setup(struct daemon *d, struct err *e)
+{
+    const struct config *cfg = d->cfg;
+    d->senv = (struct sandbox_env){
+        .loop = d->loop,
+        .cfg = cfg,
+        .cg_root = d->cg_root,
+        .netns = d->netns,
+        .ids = &d->ids,
+        .workq = d->workq,
+        .init_path = d->init_path,
+        .instance = d->instance,
+        .track = reaper_track_cb,
+        .untrack = reaper_untrack_cb,
+        .track_arg = d,
+        .metrics_owner = d,
+    };
+    (void)sched_new(d->loop, cfg, &d->ids, drain_progress_cb, d, &d->sched);
+    d->tenv = (struct task_env){
+        .loop = d->loop,
+        .cfg = cfg,
+        .audit = d->audit,
+        .sched = d->sched,
+        .instance = d->instance,
+        .d = d,
+    };
+    d->pools = xcalloc(cfg->n_pools, sizeof(*d->pools));
+    for (size_t i = 0; i < cfg->n_pools; i++) {
+        const struct sock_filter *insns = NULL;
+        uint32_t n = 0;
+        (void)seccomp_set_get(d->seccomp, cfg->pools[i].seccomp, &insns, &n);
+        struct sandbox_kit *kit = NULL;
+        int r = kit_new(&d->senv, &cfg->pools[i], insns, n, &kit, e);
+        if (r < 0) {
+            return r;
+        }
+        r = pool_new(d->sched, d->loop, kit, &d->pools[i], e);
+        if (r < 0) {
+            return r;
+        }
+        d->n_pools++;
+        sched_set_pools(d->sched, d->pools, d->n_pools);
+    }
+    return 0;
+}
+
+/* Pool images: built ones are verified in the background before their pools fill. */
+static int images_setup(struct daemon *d, bool require, struct err *e)
+{
+    struct image_use *uses = xcalloc(d->n_pools ? d->n_pools : 1, sizeof(*uses));
+    for (size_t i = 0; i < d->n_pools; i++) {
+        uses[i].pool = d->pools[i]->pc->name;
+        uses[i].image = d->pools[i]->pc->image;
+    }
+    int r = image_setup(d->loop, d->cfg, uses, d->n_pools, require, images_ready, d, &d->images, e);
+    for (size_t i = 0; r == 0 && i < d->n_pools; i++) {
+        d->pools[i]->kit->image = uses[i].img;
+    }
+    free(uses);
+    return r;
 }
 
 /* The audit trail: opened before the pools fill, so that tasks the previous sbxd left in
@@ -460,14 +489,14 @@ static char *subtree_name(const struct config *c)
 /* After the loop has ended: frees what main made, the audit trail closed last but for
  * metrics (closing writes what is still queued, daemon.stop included, and feeds the
  * metrics' hook). */
-static void free_daemon_parts(struct daemon *d, struct image *images)
+static void free_daemon_parts(struct daemon *d)
 {
     d->netns = netns_pool_free(d->netns);
     idslots_free(&d->ids);
     d->cg_root = cgroup_root_free(d->cg_root);
     free(d->pools);
     d->pools = NULL;
-    (void)image_list_free(images);
+    d->images = image_list_free(d->images);
     d->tokens = token_store_free(d->tokens);
     d->egress = egress_free(d->egress);
     d->audit = audit_close(d->audit);
@@ -482,11 +511,13 @@ static void free_daemon_parts(struct daemon *d, struct image *images)
 /* A start-up failure once the loop exists: close what was opened, in the order of the
  * normal exit, so that nothing is left (sockets, cgroup subtree, lock) and nothing leaks.
  * Returns code. */
-static int startup_abort(struct daemon *d, struct image *images, int code)
+static int startup_abort(struct daemon *d, int code)
 {
     close_servers_and_pools(d);
     uv_close((uv_handle_t *)&d->drain_timer, NULL);
-    image_cancel_all(d);
+    sched_close(d->sched);
+    d->sched = NULL;
+    image_cancel_all(d->images);
     audit_shutdown(d->audit);
     if (d->tokens) {
         token_store_shutdown(d->tokens);
@@ -494,7 +525,7 @@ static int startup_abort(struct daemon *d, struct image *images, int code)
     uv_run(d->loop, UV_RUN_DEFAULT);
     d->workq = workq_free(d->workq);
     (void)uv_loop_close(d->loop);
-    free_daemon_parts(d, images);
+    free_daemon_parts(d);
     return code;
 }
 
@@ -503,7 +534,7 @@ static int startup_abort(struct daemon *d, struct image *images, int code)
  * must not be removed (another sbxd's) is the caller's to close first. Returns code. */
 static int startup_exit(struct daemon *d, int code)
 {
-    free_daemon_parts(d, NULL);
+    free_daemon_parts(d);
     return code;
 }
 
@@ -752,8 +783,6 @@ int main(int argc, char **argv)
     }
     uv_timer_init(d->loop, &d->drain_timer);
     d->drain_timer.data = d;
-    uv_timer_init(d->loop, &d->topup_timer);
-    d->topup_timer.data = d;
     d->scrub = scrub_new();
     if (audit_setup(d, &e) < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
@@ -765,33 +794,26 @@ int main(int argc, char **argv)
     if (cfg->userns) {
         idslots_init(&d->ids, cfg->userns_base, cfg->userns_count, cfg->userns_slots);
     }
-    d->pools = xcalloc(cfg->n_pools, sizeof(*d->pools));
-    for (size_t i = 0; i < cfg->n_pools; i++) {
-        if (pool_new(d, &cfg->pools[i], &d->pools[i], &e) < 0) {
-            fprintf(stderr, "sbxd: %s\n", err_msg(&e));
-            return startup_abort(d, NULL, 78);
-        }
-        (void)seccomp_set_get(sc, cfg->pools[i].seccomp, &d->pools[i]->bpf, &d->pools[i]->bpf_n);
-        d->n_pools++;
-    }
-    /* Pool images: built ones are verified in the background before their pools fill. */
-    struct image *images = NULL;
-    if (image_setup(d, require_images, &images, &e) < 0) {
+    if (pools_setup(d, &e) < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
-        return startup_abort(d, images, 78);
+        return startup_abort(d, 78);
+    }
+    if (images_setup(d, require_images, &e) < 0) {
+        fprintf(stderr, "sbxd: %s\n", err_msg(&e));
+        return startup_abort(d, 78);
     }
     if (metrics_new(d, &d->metrics, &e) < 0) {
         fprintf(stderr, "sbxd: metrics: %s\n", err_msg(&e));
-        return startup_abort(d, images, 70);
+        return startup_abort(d, 70);
     }
     audit_set_batch_hook(d->audit, audit_batch_metrics, d->metrics);
     if (egress_new(cfg, d->scrub, &d->egress, &e) < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
-        return startup_abort(d, images, 78);
+        return startup_abort(d, 78);
     }
     if (tokens_open(d, &e) < 0) {
         fprintf(stderr, "sbxd: tokens: %s\n", err_msg(&e));
-        return startup_abort(d, images, 78);
+        return startup_abort(d, 78);
     }
     r = server_new(d, SERVER_AGENTS, cfg->socket_path, 0660, &d->agents, &e);
     if (r == 0) {
@@ -799,29 +821,29 @@ int main(int argc, char **argv)
     }
     if (r < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
-        return startup_abort(d, images, 73);
+        return startup_abort(d, 73);
     }
     if (*cfg->metrics_addr) {
         r = http_server_new(d->loop, cfg->metrics_addr, metrics_http, d, &d->http, &e);
         if (r < 0) {
             fprintf(stderr, "sbxd: metrics: %s\n", err_msg(&e));
-            return startup_abort(d, images, 73);
+            return startup_abort(d, 73);
         }
         log_info("metrics=%s msg=\"serving /metrics and /healthz\"", cfg->metrics_addr);
     }
-    signals_start(d);
+    signals_start(d->loop, on_term, d, &d->signals);
     log_info("pid=%d socket=%s admin_socket=%s state_dir=%s pools=%zu cgroup=\"%s\" msg=\"ready\"",
              (int)getpid(), cfg->socket_path, cfg->admin_socket_path, cfg->state_dir, cfg->n_pools,
              cgroup_root_describe(d->cg_root));
     reaper_start(d);
-    daemon_refill(d);
+    sched_refill(d->sched);
 
     uv_run(d->loop, UV_RUN_DEFAULT);
     d->workq = workq_free(d->workq);
     /* The cgroup subtree and the audit trail close while a late signal is still caught
      * (signals_stop), then the signal handles go. */
-    free_daemon_parts(d, images);
-    signals_close(d);
+    free_daemon_parts(d);
+    d->signals = signals_close(d->signals);
     uv_run(d->loop, UV_RUN_DEFAULT);
 
     r = uv_loop_close(d->loop);

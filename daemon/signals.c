@@ -1,28 +1,30 @@
 /* SPDX-License-Identifier: MIT */
-/* uv_signal handlers: SIGTERM and SIGINT start the drain (a second one kills what still
- * runs), SIGHUP is logged and ignored, SIGPIPE is ignored process-wide. */
+/* uv_signal handlers: SIGTERM and SIGINT go to the owner's callback (the drain; a second one
+ * kills what still runs), SIGHUP is logged and ignored, SIGPIPE is ignored process-wide. */
 #define LOG_MOD "signals"
 #include "signals.h"
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdlib.h>
 
-#include "daemon.h"
+#include "lib/alloc.h"
 #include "lib/log.h"
+
+struct signals {
+    signals_term_cb on_term;
+    void *arg;
+    uv_work_t pool_probe; /* starts libuv's pool with the mask */
+    uv_signal_t sig_term;
+    uv_signal_t sig_int;
+    uv_signal_t sig_hup;
+    int open_handles;
+};
 
 static void on_term(uv_signal_t *h, int signum)
 {
-    struct daemon *d = h->data;
-    if (d->drain_done) {
-        if (!d->late_signal_logged) { /* once: a flood of them would flood the log */
-            d->late_signal_logged = true;
-            log_info("signal=%d msg=\"drained already, exiting; ignored\"", signum);
-        }
-        return;
-    }
-    log_info("signal=%d msg=\"%s\"", signum,
-             d->draining ? "second termination signal, killing every task" : "draining");
-    daemon_shutdown(d);
+    struct signals *s = h->data;
+    s->on_term(s->arg, signum);
 }
 
 static void on_hup(uv_signal_t *h, int signum)
@@ -59,49 +61,64 @@ static void pool_probe_done(uv_work_t *w, int status)
     (void)status;
 }
 
-void signals_start(struct daemon *d)
+void signals_start(uv_loop_t *loop, signals_term_cb on_term_cb, void *arg, struct signals **ret)
 {
+    struct signals *s = xcalloc(1, sizeof(*s));
+    s->on_term = on_term_cb;
+    s->arg = arg;
     (void)signal(SIGPIPE, SIG_IGN);
-    uv_signal_init(d->loop, &d->sig_term);
-    uv_signal_init(d->loop, &d->sig_int);
-    uv_signal_init(d->loop, &d->sig_hup);
-    d->sig_term.data = d->sig_int.data = d->sig_hup.data = d;
-    uv_signal_start(&d->sig_term, on_term, SIGTERM);
-    uv_signal_start(&d->sig_int, on_term, SIGINT);
-    uv_signal_start(&d->sig_hup, on_hup, SIGHUP);
-    d->signals_started = true;
+    uv_signal_init(loop, &s->sig_term);
+    uv_signal_init(loop, &s->sig_int);
+    uv_signal_init(loop, &s->sig_hup);
+    s->sig_term.data = s->sig_int.data = s->sig_hup.data = s;
+    uv_signal_start(&s->sig_term, on_term, SIGTERM);
+    uv_signal_start(&s->sig_int, on_term, SIGINT);
+    uv_signal_start(&s->sig_hup, on_hup, SIGHUP);
+    s->open_handles = 3;
+    *ret = s;
     /* libuv's pool threads start with the first job and inherit the mask of the thread
      * that queues it: one job now, while ours still blocks the signals (signals_block),
      * then only the loop thread takes them. Any signal that came during the start-up is
      * handled now. */
-    (void)uv_queue_work(d->loop, &d->signals_pool_probe, pool_probe_work, pool_probe_done);
+    (void)uv_queue_work(loop, &s->pool_probe, pool_probe_work, pool_probe_done);
     sigset_t set;
     signals_set(&set);
     (void)pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 }
 
-void signals_stop(struct daemon *d)
+void signals_stop(struct signals *s)
 {
+    if (!s) {
+        return;
+    }
     /* The drain is done. The handlers stay installed, now without keeping the loop alive,
      * until signals_close: a late signal must not turn the clean exit into a death by
      * signal while the sandboxes' cgroups and the audit trail are still being closed. */
-    uv_unref((uv_handle_t *)&d->sig_term);
-    uv_unref((uv_handle_t *)&d->sig_int);
-    uv_unref((uv_handle_t *)&d->sig_hup);
+    uv_unref((uv_handle_t *)&s->sig_term);
+    uv_unref((uv_handle_t *)&s->sig_int);
+    uv_unref((uv_handle_t *)&s->sig_hup);
 }
 
-void signals_close(struct daemon *d)
+static void signal_closed(uv_handle_t *h)
 {
-    if (!d->signals_started) {
-        return;
+    struct signals *s = h->data;
+    if (--s->open_handles == 0) {
+        free(s);
     }
-    d->signals_started = false;
+}
+
+struct signals *signals_close(struct signals *s)
+{
+    if (!s) {
+        return NULL;
+    }
     signals_block(); /* pending ones go with SIG_IGN below */
-    uv_close((uv_handle_t *)&d->sig_term, NULL);
-    uv_close((uv_handle_t *)&d->sig_int, NULL);
-    uv_close((uv_handle_t *)&d->sig_hup, NULL);
+    uv_close((uv_handle_t *)&s->sig_term, signal_closed);
+    uv_close((uv_handle_t *)&s->sig_int, signal_closed);
+    uv_close((uv_handle_t *)&s->sig_hup, signal_closed);
     /* libuv restored the default actions, which no thread can take now. */
     (void)signal(SIGTERM, SIG_IGN);
     (void)signal(SIGINT, SIG_IGN);
     (void)signal(SIGHUP, SIG_IGN);
+    return NULL;
 }

@@ -24,6 +24,7 @@
 #include "sandbox/netns.h"
 #include "metrics/metrics.h"
 #include "core/pool.h"
+#include "core/sched.h"
 #include "wire/proto.h"
 #include "api/server.h"
 #include "token/token.h"
@@ -50,7 +51,7 @@ void rpc_refused(struct conn *c, const char *kind, const char *code, const char 
 {
     rpc_note_error(c->d, kind);
     if (!audit_suppress(c->d->audit)) {
-        task_audit_refused(c->d, c, code, method, method_len, reason);
+        task_audit_refused(&c->d->tenv, c, code, method, method_len, reason);
     }
 }
 
@@ -123,10 +124,10 @@ static void m_pools(struct conn *c, uint32_t msgid, const msgpack_object *args)
         proto_pack_kv_u64(&pk, "tasks", p->tasks);
         proto_pack_kv_u64(&pk, "cold_starts", p->cold_starts);
         proto_pack_kv_str(&pk, "image", p->pc->image);
-        proto_pack_kv_str(&pk, "image_state", image_state_name(p->image));
+        proto_pack_kv_str(&pk, "image_state", image_state_name(p->kit->image));
         proto_pack_kv_str(&pk, "seccomp", p->pc->seccomp);
         proto_pack_kv_bool(&pk, "default", strcmp(p->pc->name, d->cfg->default_pool) == 0);
-        pack_fork_server(&pk, p->forkserver);
+        pack_fork_server(&pk, p->kit->forkserver);
     }
     finish(c, &sb);
 }
@@ -217,7 +218,7 @@ static int parse_exec(struct daemon *d, const msgpack_object *a, struct pool **r
         }
         pname = pbuf;
     }
-    struct pool *p = daemon_find_pool(d, pname);
+    struct pool *p = sched_find_pool(d->sched, pname);
     if (!p) {
         return err_setx(e, -ENOENT, "unknown pool '%.60s'", pname);
     }
@@ -337,9 +338,9 @@ static void deny_exec(struct conn *c, uint32_t msgid, const msgpack_object *args
 {
     if (!audit_suppress(c->d->audit)) {
         char id[24];
-        task_make_id(c->d, id, sizeof(id));
-        task_audit_request(c->d, id, c, args, NULL);
-        task_audit_denied(c->d, id, code, message);
+        task_make_id(&c->d->tenv, id, sizeof(id));
+        task_audit_request(&c->d->tenv, id, c, args, NULL);
+        task_audit_denied(&c->d->tenv, id, code, message);
     }
     conn_send_error(c, msgid, code, message);
 }
@@ -451,7 +452,7 @@ static void m_exec(struct conn *c, uint32_t msgid, const msgpack_object *args)
         return;
     }
     struct task *t = NULL;
-    r = task_new(d, c, msgid, p, &hdr, data, timeout, want_stdin, &t, &e);
+    r = task_new(&d->tenv, c, msgid, p, &hdr, data, timeout, want_stdin, &t, &e);
     if (r < 0) {
         free(data);
         log_error_errno(r, "msg=\"cannot create task\" detail=\"%s\"", err_msg(&e));
@@ -460,7 +461,7 @@ static void m_exec(struct conn *c, uint32_t msgid, const msgpack_object *args)
     }
     /* Before the request is audited, so that it names its token. */
     int granted = tok ? exec_grant(d, t, tok, &e) : 0;
-    task_audit_request(d, t->id, c, args, t->token_id);
+    task_audit_request(&d->tenv, t->id, c, args, t->token_id);
     c->inflight++;
     conn_add_task(c, t);
     if (granted < 0) {
@@ -470,7 +471,7 @@ static void m_exec(struct conn *c, uint32_t msgid, const msgpack_object *args)
         task_fail(t, "denied", err_msg(&e));
         return;
     }
-    r = pool_submit(p, t);
+    r = task_submit(t);
     if (r == 0 && tok) {
         token_attach(d->tokens, tok, &t->tlink); /* one use taken; expiry now reaches it */
     }
@@ -584,7 +585,7 @@ static int parse_issue(struct daemon *d, const msgpack_object *a, struct issue_a
             if (!ia->pools[i]) {
                 return err_setx(e, -EINVAL, "'pools' must be an array of pool names");
             }
-            if (!daemon_find_pool(d, ia->pools[i])) {
+            if (!sched_find_pool(d->sched, ia->pools[i])) {
                 return err_setx(e, -ENOENT, "unknown pool '%.64s'", ia->pools[i]);
             }
         }
@@ -801,8 +802,10 @@ static void m_stats(struct conn *c, uint32_t msgid, const msgpack_object *args)
     msgpack_packer pk;
     begin_ok(&sb, &pk, msgid);
     msgpack_pack_map(&pk, 5);
-    proto_pack_kv_u64(&pk, "sandboxes_live", d->live_sandboxes);
-    proto_pack_kv_u64(&pk, "tasks_running", d->running_tasks);
+    struct sched_stats st;
+    sched_get_stats(d->sched, &st);
+    proto_pack_kv_u64(&pk, "sandboxes_live", st.live_sandboxes);
+    proto_pack_kv_u64(&pk, "tasks_running", st.running_tasks);
     proto_pack_kv_bool(&pk, "netns_recycling", d->netns != NULL);
     proto_pack_cstr(&pk, "netns");
     msgpack_pack_map(&pk, 3);

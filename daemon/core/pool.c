@@ -1,71 +1,52 @@
 /* SPDX-License-Identifier: MIT */
-/* A pool's warm set, bounded queue and counters. Decides when sandboxes are created (the
- * daemon bounds how many at once across pools) and hands WARM sandboxes to tasks in FIFO
- * order. Never blocks: creation and removal are in sandbox.c, on worker threads. */
+/* A pool's warm set, bounded queue and counters. Decides when its sandboxes are created
+ * (the scheduler bounds how many at once across pools) and hands WARM sandboxes to waiters
+ * in FIFO order. Never blocks: creation and removal are in sandbox.c, on worker threads. */
 #define LOG_MOD "pool"
 #include "core/pool.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "lib/alloc.h"
-#include "sandbox/cgroup.h"
 #include "config/config.h"
-#include "daemon.h"
-#include "core/task.h"
-#include "sandbox/image.h"
+#include "core/sched.h"
+#include "lib/alloc.h"
 #include "lib/log.h"
-#include "reaper.h"
 #include "lib/util.h"
-#include "sandbox/forkserver.h"
+#include "sandbox/kit.h"
 
 #define BACKOFF_MIN_NS (50ULL * 1000 * 1000)
 #define BACKOFF_MAX_NS (5ULL * 1000 * 1000 * 1000)
 
-/* The disk a pool's sandboxes read their image from, for its io limits: a built image's
- * under images_dir (image.c) when it is there, else the host's /usr, which the host image
- * binds (and a built image that is missing falls back to). */
-static int pool_io_disk(const struct daemon *d, const struct pool_config *pc, dev_t *ret,
-                        struct err *e)
-{
-    scoped_free char *img = NULL;
-    const char *path = "/usr";
-    if (strcmp(pc->image, "host") != 0) {
-        scoped_free char *dir = image_dir_of(d->cfg);
-        img = xasprintf("%s/%s", dir, pc->image);
-        if (access(img, F_OK) == 0) {
-            path = img;
-        }
-    }
-    int r = cgroup_block_disk(path, ret, e);
-    return r < 0 ? err_prefix(e, r, "pool %s: io limits", pc->name) : 0;
-}
+/* A FIFO on the DLIST macros: new nodes go first, the oldest is the tail. */
+#define FIFO_PUSH(head, tail, node)                                                                \
+    do {                                                                                           \
+        DLIST_PUSH(head, node);                                                                    \
+        if (!(tail)) {                                                                             \
+            (tail) = (node);                                                                       \
+        }                                                                                          \
+    } while (0)
+#define FIFO_REMOVE(head, tail, node)                                                              \
+    do {                                                                                           \
+        if ((tail) == (node)) {                                                                    \
+            (tail) = (node)->prev;                                                                 \
+        }                                                                                          \
+        DLIST_REMOVE(head, node);                                                                  \
+        (node)->prev = (node)->next = NULL;                                                        \
+    } while (0)
 
-int pool_new(struct daemon *d, const struct pool_config *pc, struct pool **ret, struct err *e)
+static void retry_cb(uv_timer_t *h);
+
+int pool_new(struct sched *s, uv_loop_t *loop, struct sandbox_kit *kit, struct pool **ret,
+             struct err *e)
 {
-    dev_t io_dev = 0;
-    if (pool_config_limits_io(pc)) {
-        int r = pool_io_disk(d, pc, &io_dev, e);
-        if (r < 0) {
-            return r;
-        }
-    }
+    (void)e;
     struct pool *p = xcalloc(1, sizeof(*p));
-    p->d = d;
-    p->pc = pc;
-    p->limits.memory_bytes = pc->memory_bytes;
-    p->limits.cpu = pc->cpu;
-    p->limits.pids = pc->pids;
-    p->limits.io_dev = io_dev;
-    p->limits.io_read_bps = pc->io_read_bps;
-    p->limits.io_read_iops = pc->io_read_iops;
-    uv_timer_init(d->loop, &p->retry_timer);
+    p->sched = s;
+    p->kit = kit;
+    p->pc = kit->pc;
+    uv_timer_init(loop, &p->retry_timer);
     p->retry_timer.data = p;
-    /* The fork server forks sandboxes into user namespaces: without them, none. */
-    if (d->cfg->fork_server && d->cfg->userns) {
-        p->forkserver = forkserver_new(pc->name, d->loop);
-    }
     *ret = p;
     return 0;
 }
@@ -75,56 +56,10 @@ static void pool_closed(uv_handle_t *h)
     free(h->data);
 }
 
-/* At shutdown, on the loop: the spares are empty, so this is one rmdir per hierarchy. */
-static void free_spares(struct pool *p)
-{
-    for (uint32_t i = 0; i < p->n_spare; i++) {
-        struct cgroup *cg = p->spare_cg[i];
-        struct err e = ERR_INIT;
-        if (cgroup_remove(cg, &e) < 0) {
-            log_error("pool=%s cgroup=%s msg=\"spare cgroup not removed\" detail=\"%s\"",
-                      p->pc->name, cgroup_name(cg), err_msg(&e));
-        } else {
-            reaper_untrack(p->d, cgroup_name(cg));
-        }
-        cgroup_free(cg);
-    }
-    p->n_spare = 0;
-    free(p->spare_cg);
-    p->spare_cg = NULL;
-}
-
 void pool_close(struct pool *p)
 {
-    free_spares(p);
-    p->forkserver = forkserver_free(p->forkserver);
+    p->kit = kit_free(p->kit);
     uv_close((uv_handle_t *)&p->retry_timer, pool_closed);
-}
-
-struct cgroup *pool_take_cgroup(struct pool *p)
-{
-    return p->n_spare > 0 ? p->spare_cg[--p->n_spare] : NULL;
-}
-
-bool pool_reserve_spare(struct pool *p)
-{
-    if (p->d->draining || p->n_spare + p->n_spare_pending >= p->pc->max) {
-        return false;
-    }
-    p->n_spare_pending++;
-    return true;
-}
-
-void pool_put_cgroup(struct pool *p, struct cgroup *cg)
-{
-    p->n_spare_pending--;
-    if (!cg) {
-        return;
-    }
-    if (!p->spare_cg) {
-        p->spare_cg = xcalloc(p->pc->max, sizeof(*p->spare_cg));
-    }
-    p->spare_cg[p->n_spare++] = cg;
 }
 
 uint32_t pool_live(const struct pool *p)
@@ -138,7 +73,7 @@ uint32_t pool_live(const struct pool *p)
 
 uint32_t pool_wanted(const struct pool *p)
 {
-    if (p->d->draining || p->image_wait || now_ns() < p->retry_at_ns) {
+    if (sched_draining(p->sched) || kit_image_pending(p->kit) || now_ns() < p->retry_at_ns) {
         return 0;
     }
     uint32_t ready = p->n_state[SB_WARM] + p->n_state[SB_CREATING];
@@ -154,104 +89,96 @@ uint32_t pool_wanted(const struct pool *p)
     return n < room ? n : room;
 }
 
-void pool_sandbox_state(struct pool *p, struct sandbox *sb, enum sandbox_state to)
+static struct pool_waiter *queue_pop(struct pool *p)
 {
-    if (sb->state == to) {
-        return;
-    }
-    p->n_state[sb->state]--;
-    p->n_state[to]++;
-}
-
-static struct task *queue_pop(struct pool *p)
-{
-    struct task *t = p->q_head;
-    if (t) {
-        p->q_head = t->qnext;
-        if (!p->q_head) {
-            p->q_tail = NULL;
-        }
-        t->qnext = NULL;
+    struct pool_waiter *w = p->q_tail;
+    if (w) {
+        FIFO_REMOVE(p->q_head, p->q_tail, w);
         p->n_queued--;
     }
-    return t;
+    return w;
 }
 
 static struct sandbox *warm_pop(struct pool *p)
 {
-    struct sandbox *sb = p->warm_head;
+    struct sandbox *sb = p->warm_tail;
     if (sb) {
-        p->warm_head = sb->next;
-        if (!p->warm_head) {
-            p->warm_tail = NULL;
-        }
-        sb->next = NULL;
+        FIFO_REMOVE(p->warm_head, p->warm_tail, sb);
     }
     return sb;
 }
 
-int pool_submit(struct pool *p, struct task *t)
+int pool_submit(struct pool *p, struct pool_waiter *w)
 {
-    if (p->d->draining) {
+    if (sched_draining(p->sched)) {
         return -ESHUTDOWN;
     }
+    w->cold = false;
     if (!p->q_head) {
         struct sandbox *sb = warm_pop(p);
         if (sb) {
             p->tasks++;
-            task_start(t, sb);
-            daemon_refill(p->d);
+            w->ops->got(w, sb);
+            sched_refill(p->sched);
             return 0;
         }
     }
     if (p->n_queued >= p->pc->queue) {
         return -EBUSY;
     }
-    t->cold = true;
-    SLIST_APPEND(p->q_head, p->q_tail, t, qnext);
+    w->cold = true;
+    FIFO_PUSH(p->q_head, p->q_tail, w);
     p->n_queued++;
-    daemon_refill(p->d);
+    sched_refill(p->sched);
     return 0;
 }
 
-void pool_cancel(struct pool *p, struct task *t)
+void pool_cancel(struct pool *p, struct pool_waiter *w)
 {
-    struct task **pp = &p->q_head;
-    struct task *prev = NULL;
-    while (*pp && *pp != t) {
-        prev = *pp;
-        pp = &(*pp)->qnext;
+    for (struct pool_waiter *x = p->q_head; x; x = x->next) {
+        if (x == w) {
+            FIFO_REMOVE(p->q_head, p->q_tail, w);
+            p->n_queued--;
+            return;
+        }
     }
-    if (!*pp) {
-        return;
-    }
-    *pp = t->qnext;
-    if (p->q_tail == t) {
-        p->q_tail = prev;
-    }
-    t->qnext = NULL;
-    p->n_queued--;
 }
 
-void pool_sandbox_ready(struct pool *p, struct sandbox *sb)
+/* ---- struct sandbox_ops: what the pool's sandboxes tell it ---- */
+
+static void sandbox_state_cb(void *arg, struct sandbox *sb, enum sandbox_state from,
+                             enum sandbox_state to)
 {
+    struct pool *p = arg;
+    (void)sb;
+    p->n_state[from]--;
+    p->n_state[to]++;
+}
+
+static void sandbox_created_cb(void *arg, struct sandbox *sb, bool ok)
+{
+    struct pool *p = arg;
+    (void)sb;
+    sched_sandbox_created(p->sched);
+    if (ok) {
+        sched_refill(p->sched);
+    }
+}
+
+static void sandbox_ready_cb(void *arg, struct sandbox *sb)
+{
+    struct pool *p = arg;
     p->created++;
     p->fail_streak = 0;
-    struct task *t = queue_pop(p);
-    if (t) {
+    struct pool_waiter *w = queue_pop(p);
+    if (w) {
         p->tasks++;
         p->cold_starts++;
-        task_start(t, sb);
+        w->ops->got(w, sb);
     } else {
-        sb->next = NULL;
-        if (p->warm_tail) {
-            p->warm_tail->next = sb;
-        } else {
-            p->warm_head = sb;
-        }
-        p->warm_tail = sb;
+        FIFO_PUSH(p->warm_head, p->warm_tail, sb);
     }
-    daemon_refill(p->d);
+    sched_refill(p->sched);
 }
 
 static void retry_cb(uv_timer_t *h)
@@ -265,11 +192,12 @@ static void retry_cb(uv_timer_t *h)
         uv_timer_start(&p->retry_timer, retry_cb, (p->retry_at_ns - now) / 1000000 + 1, 0);
         return;
     }
-    daemon_refill(p->d);
+    sched_refill(p->sched);
 }
 
-void pool_sandbox_failed(struct pool *p, struct sandbox *sb, const struct err *e)
+static void sandbox_failed_cb(void *arg, struct sandbox *sb, const struct err *e)
 {
+    struct pool *p = arg;
     p->failed++;
     p->fail_streak++;
     uint64_t backoff = BACKOFF_MIN_NS << (p->fail_streak < 7 ? p->fail_streak - 1 : 6);
@@ -285,41 +213,58 @@ void pool_sandbox_failed(struct pool *p, struct sandbox *sb, const struct err *e
     /* Tasks queued while nothing can be created would wait for ever: fail them when the
      * pool has nothing alive that could serve them. */
     if (p->fail_streak >= 3 && p->n_state[SB_WARM] == 0 && p->n_state[SB_BUSY] == 0) {
-        struct task *t;
-        while ((t = queue_pop(p))) {
+        struct pool_waiter *w;
+        while ((w = queue_pop(p))) {
             /* The cause (host paths, image state) stays in the log: agents get the pool. */
             char msg[128];
             (void)snprintf(msg, sizeof(msg),
                            "sandbox creation is failing in pool '%s'; the operator's log says why",
                            p->pc->name);
-            task_fail(t, "internal", msg);
+            w->ops->refused(w, "internal", msg);
         }
     }
 }
 
-void pool_sandbox_unwarm(struct pool *p, struct sandbox *sb)
+static void sandbox_unwarm_cb(void *arg, struct sandbox *sb)
 {
-    struct sandbox **pp = &p->warm_head;
-    struct sandbox *prev = NULL;
-    while (*pp && *pp != sb) {
-        prev = *pp;
-        pp = &(*pp)->next;
+    struct pool *p = arg;
+    for (struct sandbox *x = p->warm_head; x; x = x->next) {
+        if (x == sb) {
+            FIFO_REMOVE(p->warm_head, p->warm_tail, sb);
+            return;
+        }
     }
-    if (!*pp) {
-        return;
-    }
-    *pp = sb->next;
-    if (p->warm_tail == sb) {
-        p->warm_tail = prev;
-    }
-    sb->next = NULL;
+}
+
+static void sandbox_freed_cb(void *arg)
+{
+    struct pool *p = arg;
+    p->n_state[SB_DEAD]--; /* freed: it no longer counts at all */
+    sched_sandbox_freed(p->sched);
+}
+
+static const struct sandbox_ops pool_sandbox_ops = {
+    .state = sandbox_state_cb,
+    .created = sandbox_created_cb,
+    .ready = sandbox_ready_cb,
+    .failed = sandbox_failed_cb,
+    .unwarm = sandbox_unwarm_cb,
+    .freed = sandbox_freed_cb,
+};
+
+void pool_grow(struct pool *p)
+{
+    p->n_state[SB_CREATING]++;
+    sched_sandbox_begun(p->sched);
+    sandbox_create(p->kit, &pool_sandbox_ops, p);
 }
 
 void pool_drain(struct pool *p)
 {
-    struct task *t;
-    while ((t = queue_pop(p))) {
-        task_fail(t, "shutting_down", "sbxd is shutting down");
+    kit_drain(p->kit);
+    struct pool_waiter *w;
+    while ((w = queue_pop(p))) {
+        w->ops->refused(w, "shutting_down", "sbxd is shutting down");
     }
     struct sandbox *sb;
     while ((sb = p->warm_head)) {

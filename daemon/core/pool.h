@@ -1,32 +1,47 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* A pool: its warm set, the bounded queue of tasks waiting for a sandbox, refill bounded by
- * the pool's max and the daemon's refill parallelism, and its counters. Loop thread only. */
+/* A pool: its warm set, the bounded queue of tasks waiting for a sandbox, creation under the
+ * scheduler's bound (sched.h) with backoff on failures, and its counters. Its sandboxes are
+ * made from its kit (sandbox/kit.h). Loop thread only. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
-#include "sandbox/cgroup.h"
 #include "lib/err.h"
+#include "sandbox/kit.h"
 #include "sandbox/sandbox.h"
 
-struct daemon;
-struct image;
 struct pool_config;
-struct task;
-struct sock_filter;
+struct sandbox_kit;
+struct sched;
+struct pool_waiter;
+
+/* What a queued task is to its pool: embedded in the task (found with container_of), told
+ * once, through ops, that it got a sandbox or that none will come. */
+struct pool_waiter_ops {
+    /* sb is WARM and the waiter's: it must hand sb its task (sandbox_start_task). */
+    void (*got)(struct pool_waiter *w, struct sandbox *sb);
+    /* No sandbox will come (code and message for the client): the waiter is off the queue. */
+    void (*refused)(struct pool_waiter *w, const char *code, const char *message);
+};
+
+struct pool_waiter {
+    const struct pool_waiter_ops *ops;
+    bool cold; /* it waited in the queue (set by pool_submit) */
+    struct pool_waiter *prev;
+    struct pool_waiter *next;
+};
 
 struct pool {
-    struct daemon *d;
+    struct sched *sched;
+    struct sandbox_kit *kit; /* owned */
     const struct pool_config *pc;
-    struct cgroup_limits limits;
-    const struct sock_filter *bpf; /* seccomp program (owned by the daemon's set) or NULL */
-    uint32_t bpf_n;
-    struct sandbox *warm_head; /* FIFO of WARM sandboxes */
+    /* FIFOs (newest at the head, oldest at the tail): WARM sandboxes, and the waiters. */
+    struct sandbox *warm_head;
     struct sandbox *warm_tail;
     uint32_t n_state[SB_DEAD + 1]; /* sandboxes of this pool by state, until freed */
-    struct task *q_head;           /* FIFO of tasks waiting for a sandbox */
-    struct task *q_tail;
+    struct pool_waiter *q_head;
+    struct pool_waiter *q_tail;
     uint32_t n_queued;
     bool topping_up;      /* fell below half its warm target: refilled to it without waiting */
     uint64_t created;     /* sandboxes that became WARM */
@@ -36,43 +51,26 @@ struct pool {
     uint32_t fail_streak; /* consecutive creation failures */
     uint64_t retry_at_ns; /* no creation before this (backoff) */
     uv_timer_t retry_timer;
-    struct image *image; /* the pool's image (image.c; shared, owned by main) */
-    bool image_wait;     /* its image is being verified: no sandbox until then */
-    /* Emptied cgroups of this pool's dead sandboxes, reset for the next ones (sandbox.c);
-     * at most pc->max, counting those being emptied (n_spare_pending). */
-    struct cgroup **spare_cg;
-    uint32_t n_spare;
-    uint32_t n_spare_pending;
-    /* The pool's fork server (forkserver.c), or NULL when sandboxes are made from scratch. */
-    struct forkserver *forkserver;
 };
 
-/* Creates the pool (no sandbox yet; daemon_refill starts them). Returns 0 or -errno. */
-int pool_new(struct daemon *d, const struct pool_config *pc, struct pool **ret, struct err *e);
-/* Closes the pool's handles and frees it once closed, removing its spare cgroups.
- * Sandboxes must all be gone. */
+/* Creates the pool over kit (which it owns from now on, also on failure); no sandbox yet:
+ * sched_refill starts them. Returns 0 or -errno. */
+int pool_new(struct sched *s, uv_loop_t *loop, struct sandbox_kit *kit, struct pool **ret,
+             struct err *e);
+/* Closes the pool's handles and frees it once closed, with its kit (which removes the
+ * spare cgroups). Sandboxes must all be gone. */
 void pool_close(struct pool *p);
-/* A spare cgroup for a new sandbox (the caller owns it), or NULL. */
-struct cgroup *pool_take_cgroup(struct pool *p);
-/* Whether one more emptied cgroup may be kept; if so, it counts as pending from now. */
-bool pool_reserve_spare(struct pool *p);
-/* Ends a reservation: cg (reset, owned by the pool from now; removed by pool_close) or
- * NULL when it was not kept. */
-void pool_put_cgroup(struct pool *p, struct cgroup *cg);
-/* Queues or starts a task. Returns 0, -EBUSY when the queue is full, -ESHUTDOWN when
- * draining. On success the pool owns the scheduling of t until task_start is called. */
-int pool_submit(struct pool *p, struct task *t);
-/* Removes a queued task (its client left). */
-void pool_cancel(struct pool *p, struct task *t);
+/* Hands w a warm sandbox at once, or queues it. Returns 0, -EBUSY when the queue is full,
+ * -ESHUTDOWN when draining. On success the pool owns the scheduling of w until w's got or
+ * refused is called (never from within this call for refused). */
+int pool_submit(struct pool *p, struct pool_waiter *w);
+/* Removes a queued waiter (its client left, its token ended); no op is called. */
+void pool_cancel(struct pool *p, struct pool_waiter *w);
 /* How many sandboxes the pool wants created now (0 when at target, max or in backoff). */
 uint32_t pool_wanted(const struct pool *p);
-/* Moves sb between state counters. */
-void pool_sandbox_state(struct pool *p, struct sandbox *sb, enum sandbox_state to);
-/* From sandbox.c: sb became WARM, creation failed, or sb left the warm set. */
-void pool_sandbox_ready(struct pool *p, struct sandbox *sb);
-void pool_sandbox_failed(struct pool *p, struct sandbox *sb, const struct err *e);
-void pool_sandbox_unwarm(struct pool *p, struct sandbox *sb);
-/* Drain: fails every queued task with -ESHUTDOWN and kills the warm set. */
+/* Starts one sandbox creation (sched_refill decides when). */
+void pool_grow(struct pool *p);
+/* Drain: refuses every queued waiter with "shutting_down" and kills the warm set. */
 void pool_drain(struct pool *p);
 /* Sandboxes not yet freed. */
 uint32_t pool_live(const struct pool *p);

@@ -17,7 +17,7 @@
 #include "core/task_audit.h"
 #include "sandbox/cgroup.h"
 #include "config/config.h"
-#include "daemon.h"
+#include "core/sched.h"
 #include "egress/egress.h"
 #include "lib/log.h"
 #include "metrics/metrics.h"
@@ -83,21 +83,23 @@ static void task_release(struct task *t)
     close_handle(t, (uv_handle_t *)&t->timer);
 }
 
-void task_make_id(struct daemon *d, char *buf, size_t size)
+void task_make_id(struct task_env *env, char *buf, size_t size)
 {
-    (void)snprintf(buf, size, "%08x%08llx", d->instance,
-                   (unsigned long long)(++d->next_task & 0xffffffff));
+    (void)snprintf(buf, size, "%08x%08llx", env->instance,
+                   (unsigned long long)(++env->next_task & 0xffffffff));
 }
 
 void task_admit(struct task *t)
 {
     if (!t->admitted) {
         t->admitted = true;
-        task_audit_decision(t->d, t->id, true, NULL, NULL);
+        task_audit_decision(t->env, t->id, true, NULL, NULL);
     }
 }
 
-int task_new(struct daemon *d, struct conn *c, uint32_t msgid, struct pool *p,
+static const struct pool_waiter_ops task_waiter_ops;
+
+int task_new(struct task_env *env, struct conn *c, uint32_t msgid, struct pool *p,
              const struct ctl_task *hdr, char *data, uint64_t timeout_ns, bool want_stdin,
              struct task **ret, struct err *e)
 {
@@ -120,7 +122,9 @@ int task_new(struct daemon *d, struct conn *c, uint32_t msgid, struct pool *p,
         return err_set(e, r, "pipe");
     }
     struct task *t = xcalloc(1, sizeof(*t));
-    t->d = d;
+    t->env = env;
+    t->d = env->d;
+    t->wait.ops = &task_waiter_ops;
     t->conn = c;
     t->msgid = msgid;
     t->pool = p;
@@ -131,12 +135,12 @@ int task_new(struct daemon *d, struct conn *c, uint32_t msgid, struct pool *p,
     t->child_fds[0] = pin[0];
     t->child_fds[1] = pout[1];
     t->child_fds[2] = perr[1];
-    task_make_id(d, t->id, sizeof(t->id));
+    task_make_id(env, t->id, sizeof(t->id));
     outcap_init(&t->cap, p->pc->output_cap);
-    uv_pipe_init(d->loop, &t->in, 0);
-    uv_pipe_init(d->loop, &t->out, 0);
-    uv_pipe_init(d->loop, &t->err, 0);
-    uv_timer_init(d->loop, &t->timer);
+    uv_pipe_init(env->loop, &t->in, 0);
+    uv_pipe_init(env->loop, &t->out, 0);
+    uv_pipe_init(env->loop, &t->err, 0);
+    uv_timer_init(env->loop, &t->timer);
     t->in.data = t->out.data = t->err.data = t->timer.data = t;
     t->open_handles = 4;
     uv_pipe_open(&t->out, pout[0]);
@@ -286,22 +290,32 @@ static void send_started(struct task *t)
     msgpack_sbuffer_destroy(&sb);
 }
 
-void task_start(struct task *t, struct sandbox *sb)
+static void task_sandbox_event(void *arg, const struct ctl_event *ev);
+static void task_sandbox_died(void *arg);
+
+static const struct sandbox_task_ops task_sandbox_ops = {
+    .event = task_sandbox_event,
+    .died = task_sandbox_died,
+};
+
+/* The pool hands the task a WARM sandbox. */
+static void task_start(struct task *t, struct sandbox *sb)
 {
     struct err e = ERR_INIT;
+    t->cold = t->wait.cold;
     t->sb = sb;
     str_copy(t->sb_id, sb->id, sizeof(t->sb_id));
     t->state = TASK_RUNNING;
     t->t_start_ns = now_ns();
     metrics_task_start(t);
-    t->d->running_tasks++;
-    t->d->last_task_start_ns = t->t_start_ns; /* pushes the pools' top-up back */
+    sched_task_started(t->env->sched, t->t_start_ns); /* pushes the pools' top-up back */
     task_admit(t);
     task_audit_assigned(t);
     /* The proxy serves the task's network profile, or its listener closes (egress.c). */
     int r = egress_task_start(t, sb, &e);
     if (r == 0) {
-        r = sandbox_start_task(sb, t, &t->hdr, t->data, t->child_fds, &e);
+        r = sandbox_start_task(sb, &t->hdr, t->data, t->child_fds, t->mount_fds, t->n_mounts,
+                               &task_sandbox_ops, t, &e);
     }
     /* Our copies of the child's ends must go, or EOF never comes. */
     for (int i = 0; i < 3; i++) {
@@ -344,8 +358,9 @@ static void snapshot_usage(struct task *t)
     }
 }
 
-void task_sandbox_event(struct task *t, const struct ctl_event *ev)
+static void task_sandbox_event(void *arg, const struct ctl_event *ev)
 {
+    struct task *t = arg;
     switch (ev->type) {
     case CTL_EXITED:
         if (t->exited) {
@@ -388,8 +403,9 @@ void task_sandbox_event(struct task *t, const struct ctl_event *ev)
     }
 }
 
-void task_sandbox_died(struct task *t)
+static void task_sandbox_died(void *arg)
 {
+    struct task *t = arg;
     snapshot_usage(t);
     t->sb = NULL;
     if (!t->exited) {
@@ -540,7 +556,7 @@ static void detach_conn(struct task *t)
 static void task_committed(void *arg, bool committed)
 {
     struct task *t = arg;
-    struct daemon *d = t->d;
+    struct sched *s = t->env->sched;
     if (t->conn) {
         if (committed) {
             struct task_outcome o;
@@ -552,9 +568,8 @@ static void task_committed(void *arg, bool committed)
         }
         detach_conn(t);
     }
-    d->running_tasks--;
     task_unref(t);
-    daemon_drain_progress(d);
+    sched_task_ended(s);
 }
 
 static void maybe_finish(struct task *t)
@@ -572,7 +587,7 @@ static void maybe_finish(struct task *t)
     if (t->sb) {
         snapshot_usage(t);
         sandbox_kill(t->sb);
-        t->sb->task = NULL;
+        sandbox_detach_task(t->sb);
         t->sb = NULL;
     }
     t->state = TASK_DONE;
@@ -595,13 +610,13 @@ static void maybe_finish(struct task *t)
     uint64_t ticket = task_audit_result(t, o.status, NULL, NULL, &o);
     t->open_handles++; /* the wait holds the task */
     task_release(t);
-    audit_when_committed(t->d->audit, ticket, task_committed, t);
+    audit_when_committed(t->env->audit, ticket, task_committed, t);
 }
 
 void task_fail(struct task *t, const char *code, const char *message)
 {
     if (!t->admitted) {
-        task_audit_decision(t->d, t->id, false, code, message);
+        task_audit_decision(t->env, t->id, false, code, message);
     }
     (void)task_audit_result(t, t->admitted ? "error" : "denied", code, message, NULL);
     if (t->conn) {
@@ -610,6 +625,28 @@ void task_fail(struct task *t, const char *code, const char *message)
     }
     t->state = TASK_DONE;
     task_release(t);
+}
+
+static void waiter_got(struct pool_waiter *w, struct sandbox *sb)
+{
+    task_start(container_of(w, struct task, wait), sb);
+}
+
+static void waiter_refused(struct pool_waiter *w, const char *code, const char *message)
+{
+    struct task *t = container_of(w, struct task, wait);
+    t->cold = w->cold;
+    task_fail(t, code, message);
+}
+
+static const struct pool_waiter_ops task_waiter_ops = {
+    .got = waiter_got,
+    .refused = waiter_refused,
+};
+
+int task_submit(struct task *t)
+{
+    return pool_submit(t->pool, &t->wait);
 }
 
 void task_kill(struct task *t, enum task_kill_reason why)
@@ -632,7 +669,7 @@ void task_token_kill(struct token_link *l, enum token_state why, void *arg)
     bool revoked = why == TOKEN_REVOKED;
     (void)arg;
     if (t->state == TASK_QUEUED) {
-        pool_cancel(t->pool, t);
+        pool_cancel(t->pool, &t->wait);
         task_fail(t, "denied",
                   revoked ? "the token was revoked before the task started"
                           : "the token expired before the task started");
@@ -645,7 +682,7 @@ void task_client_gone(struct task *t)
 {
     detach_conn(t);
     if (t->state == TASK_QUEUED) {
-        pool_cancel(t->pool, t);
+        pool_cancel(t->pool, &t->wait);
         (void)task_audit_result(t, "cancelled", NULL, "the client left before a sandbox was free",
                                 NULL);
         t->state = TASK_DONE;

@@ -12,12 +12,29 @@
 #include "egress/egress.h"
 #include "lib/err.h"
 #include "core/outcap.h"
+#include "core/pool.h"
 #include "token/token.h"
 
+struct audit;
+struct config;
 struct daemon;
 struct pool;
 struct sandbox;
+struct sched;
 struct conn;
+
+/* What every task needs, one per daemon, filled by main. */
+struct task_env {
+    uv_loop_t *loop;
+    const struct config *cfg;
+    struct audit *audit;
+    struct sched *sched;
+    uint32_t instance;  /* prefixes task ids */
+    uint64_t next_task; /* task_make_id's counter */
+    /* Handed to the metrics_task_* and egress_task_* hooks only, which still read it
+     * (metrics.c, egress.c); never dereferenced in core. */
+    struct daemon *d;
+};
 
 enum task_state {
     TASK_QUEUED = 0, /* waiting for a sandbox */
@@ -37,7 +54,8 @@ enum task_kill_reason {
 };
 
 struct task {
-    struct daemon *d;
+    struct task_env *env;
+    struct daemon *d;  /* env->d, for the observers above */
     struct conn *conn; /* NULL once the client is gone */
     uint32_t msgid;
     struct pool *pool;
@@ -89,9 +107,9 @@ struct task {
     uint32_t fail_stage;       /* CTL_EXEC_FAILED: enum ctl_stage where the task failed */
     struct cgroup_usage usage; /* last snapshot of the sandbox's cgroup */
     bool have_usage;
-    bool admitted;      /* policy.decision (allowed) is in the audit trail */
-    struct task *qnext; /* pool queue */
-    struct task *cprev; /* connection's task list */
+    bool admitted;           /* policy.decision (allowed) is in the audit trail */
+    struct pool_waiter wait; /* its place in the pool's queue */
+    struct task *cprev;      /* connection's task list */
     struct task *cnext;
 };
 
@@ -108,26 +126,23 @@ struct task_outcome {
     const char *error; /* status "error": why (points into the task), else NULL */
 };
 
-/* Writes a fresh task id (d->instance and a counter) into buf (>= 24 bytes): for
+/* Writes a fresh task id (env->instance and a counter) into buf (>= 24 bytes): for
  * task_new, and for requests refused before they became a task (their audit chain). */
-void task_make_id(struct daemon *d, char *buf, size_t size);
+void task_make_id(struct task_env *env, char *buf, size_t size);
 /* Records that the task was admitted (policy.decision, once): rpc.c calls it when the task
  * was queued, task_start when it got a sandbox at once. */
 void task_admit(struct task *t);
 
 /* Builds a task from a validated request (argv/env already packed into hdr and data, which
  * the task takes over). Creates its pipes. Returns 0 or -errno. */
-int task_new(struct daemon *d, struct conn *c, uint32_t msgid, struct pool *p,
+int task_new(struct task_env *env, struct conn *c, uint32_t msgid, struct pool *p,
              const struct ctl_task *hdr, char *data, uint64_t timeout_ns, bool want_stdin,
              struct task **ret, struct err *e);
-/* The pool hands the task a WARM sandbox. */
-void task_start(struct task *t, struct sandbox *sb);
+/* Queues or starts the task in its pool (pool_submit): 0, -EBUSY or -ESHUTDOWN. */
+int task_submit(struct task *t);
 /* The task could not be scheduled (queue full, draining, client left while queued):
  * answers the client with the error (when connected) and frees the task. */
 void task_fail(struct task *t, const char *code, const char *message);
-/* From sandbox.c: an event from the sandbox's init, or the sandbox died. */
-void task_sandbox_event(struct task *t, const struct ctl_event *ev);
-void task_sandbox_died(struct task *t);
 /* From rpc.c: a stdin chunk; len 0 closes the task's stdin. */
 void task_stdin(struct task *t, const char *data, size_t len);
 /* The client disconnected: kill the sandbox, drop the result. */

@@ -8,7 +8,6 @@
 
 #include "audit/audit.h"
 #include "config/config.h"
-#include "daemon.h"
 #include "core/task.h"
 #include "core/pool.h"
 #include "wire/proto.h"
@@ -54,10 +53,10 @@ static void conn_fields(struct audit_ev *ev, const struct conn *c)
     audit_i64(ev, "peer_pid", c->peer_pid);
 }
 
-void task_audit_refused(struct daemon *d, const struct conn *c, const char *code,
+void task_audit_refused(struct task_env *tenv, const struct conn *c, const char *code,
                         const char *method, size_t method_len, const char *reason)
 {
-    struct audit_ev *ev = audit_begin(d->audit, "rpc.refused", NULL);
+    struct audit_ev *ev = audit_begin(tenv->audit, "rpc.refused", NULL);
     if (!ev) {
         return;
     }
@@ -70,10 +69,10 @@ void task_audit_refused(struct daemon *d, const struct conn *c, const char *code
     audit_end(ev);
 }
 
-void task_audit_request(struct daemon *d, const char *task_id, const struct conn *c,
+void task_audit_request(struct task_env *tenv, const char *task_id, const struct conn *c,
                         const msgpack_object *args, const char *token_id)
 {
-    struct audit_ev *ev = audit_begin(d->audit, "task.request", task_id);
+    struct audit_ev *ev = audit_begin(tenv->audit, "task.request", task_id);
     if (!ev) {
         return;
     }
@@ -88,7 +87,7 @@ void task_audit_request(struct daemon *d, const char *task_id, const struct conn
     if (po && po->type == MSGPACK_OBJECT_STR) {
         audit_strn(ev, "pool", po->via.str.ptr, po->via.str.size);
     } else {
-        audit_id(ev, "pool", d->cfg->default_pool);
+        audit_id(ev, "pool", tenv->cfg->default_pool);
     }
     const msgpack_object *av = proto_map_get(args, "argv");
     if (av && av->type == MSGPACK_OBJECT_ARRAY) {
@@ -145,10 +144,10 @@ void task_audit_request(struct daemon *d, const char *task_id, const struct conn
     audit_end(ev);
 }
 
-void task_audit_decision(struct daemon *d, const char *task_id, bool allowed, const char *code,
+void task_audit_decision(struct task_env *tenv, const char *task_id, bool allowed, const char *code,
                          const char *reason)
 {
-    struct audit_ev *ev = audit_begin(d->audit, "policy.decision", task_id);
+    struct audit_ev *ev = audit_begin(tenv->audit, "policy.decision", task_id);
     audit_bool(ev, "allowed", allowed);
     if (allowed) {
         audit_str(ev, "reason", reason ? reason : "valid request");
@@ -159,10 +158,11 @@ void task_audit_decision(struct daemon *d, const char *task_id, bool allowed, co
     audit_end(ev);
 }
 
-void task_audit_denied(struct daemon *d, const char *task_id, const char *code, const char *reason)
+void task_audit_denied(struct task_env *tenv, const char *task_id, const char *code,
+                       const char *reason)
 {
-    task_audit_decision(d, task_id, false, code, reason);
-    struct audit_ev *ev = audit_begin(d->audit, "task.result", task_id);
+    task_audit_decision(tenv, task_id, false, code, reason);
+    struct audit_ev *ev = audit_begin(tenv->audit, "task.result", task_id);
     audit_id(ev, "status", "denied");
     audit_id(ev, "code", code);
     audit_str(ev, "error", reason);
@@ -172,7 +172,7 @@ void task_audit_denied(struct daemon *d, const char *task_id, const char *code, 
 
 void task_audit_assigned(const struct task *t)
 {
-    struct audit_ev *ev = audit_begin(t->d->audit, "sandbox.assigned", t->id);
+    struct audit_ev *ev = audit_begin(t->env->audit, "sandbox.assigned", t->id);
     audit_id(ev, "sandbox", t->sb_id);
     if (t->sb) {
         audit_id(ev, "cgroup", t->sb->cg_name);
@@ -186,7 +186,7 @@ void task_audit_assigned(const struct task *t)
 
 void task_audit_started(const struct task *t, uint32_t pid)
 {
-    struct audit_ev *ev = audit_begin(t->d->audit, "task.started", t->id);
+    struct audit_ev *ev = audit_begin(t->env->audit, "task.started", t->id);
     audit_id(ev, "sandbox", t->sb_id);
     audit_u64(ev, "pid", pid);
     audit_end(ev);
@@ -225,7 +225,7 @@ static void outcome_fields(struct audit_ev *ev, const struct task_outcome *o)
 
 void task_audit_finished(const struct task *t, const struct task_outcome *o)
 {
-    struct audit_ev *ev = audit_begin(t->d->audit, "task.finished", t->id);
+    struct audit_ev *ev = audit_begin(t->env->audit, "task.finished", t->id);
     audit_id(ev, "status", o->status);
     outcome_fields(ev, o);
     audit_u64(ev, "wall_ms", o->wall_ms);
@@ -249,7 +249,7 @@ void task_audit_finished(const struct task *t, const struct task_outcome *o)
 
 void task_audit_destroyed(const struct task *t, bool already_reaped)
 {
-    struct audit_ev *ev = audit_begin(t->d->audit, "sandbox.destroyed", t->id);
+    struct audit_ev *ev = audit_begin(t->env->audit, "sandbox.destroyed", t->id);
     audit_id(ev, "sandbox", t->sb_id);
     audit_id(ev, "how", already_reaped ? "exited" : "killed");
     audit_end(ev);
@@ -258,7 +258,7 @@ void task_audit_destroyed(const struct task *t, bool already_reaped)
 uint64_t task_audit_result(const struct task *t, const char *status, const char *code,
                            const char *message, const struct task_outcome *o)
 {
-    struct audit_ev *ev = audit_begin(t->d->audit, "task.result", t->id);
+    struct audit_ev *ev = audit_begin(t->env->audit, "task.result", t->id);
     audit_id(ev, "status", status);
     audit_id(ev, "pool", t->pool->pc->name);
     if (o) {

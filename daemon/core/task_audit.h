@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct daemon;
+struct task_env;
 struct conn;
 struct task;
 struct task_outcome;
@@ -23,18 +23,19 @@ struct task_outcome;
  * such as --token is redacted whole), env names only (never values), cwd, timeout, stdin,
  * and token_id, the token's public id (NULL: none or not known; the token string itself is
  * never recorded). */
-void task_audit_request(struct daemon *d, const char *task_id, const struct conn *c,
+void task_audit_request(struct task_env *tenv, const char *task_id, const struct conn *c,
                         const msgpack_object *args, const char *token_id);
 /* rpc.refused (no task id): bad input refused outside an exec, from connection c: code, the
  * method when there was one (at most 64 bytes, scrubbed), reason. */
-void task_audit_refused(struct daemon *d, const struct conn *c, const char *code,
+void task_audit_refused(struct task_env *tenv, const struct conn *c, const char *code,
                         const char *method, size_t method_len, const char *reason);
 /* policy.decision. code is NULL when allowed; reason may be (then "valid request"). */
-void task_audit_decision(struct daemon *d, const char *task_id, bool allowed, const char *code,
+void task_audit_decision(struct task_env *tenv, const char *task_id, bool allowed, const char *code,
                          const char *reason);
 /* policy.decision (denied) and task.result (status "denied") for a request refused before
  * it became a task. */
-void task_audit_denied(struct daemon *d, const char *task_id, const char *code, const char *reason);
+void task_audit_denied(struct task_env *tenv, const char *task_id, const char *code,
+                       const char *reason);
 /* sandbox.assigned: the sandbox, warm (taken from the warm set) or cold (waited for one),
  * and the time spent queued. */
 void task_audit_assigned(const struct task *t);

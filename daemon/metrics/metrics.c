@@ -749,8 +749,8 @@ static void collect(void *ud)
         metrics_set(ps->create_failures, (double)p->failed);
         metrics_set(ps->cold_starts, (double)p->cold_starts);
         struct forkserver_stats zs = {0, 0, 0, false, 0};
-        if (p->forkserver) {
-            forkserver_get_stats(p->forkserver, &zs);
+        if (p->kit->forkserver) {
+            forkserver_get_stats(p->kit->forkserver, &zs);
         }
         metrics_set(ps->fs_up, zs.pid > 0 ? 1 : 0);
         metrics_set(ps->fs_spawned, (double)zs.spawned);
@@ -1046,7 +1046,7 @@ void metrics_task_done(const struct task *t, const char *status)
 
 void metrics_sandbox_ready(const struct sandbox *sb)
 {
-    struct pool_series *ps = pool_series_of(sb->d->metrics, sb->pool);
+    struct pool_series *ps = pool_series_of(sb->d->metrics, sb->owner);
     if (ps) {
         metrics_observe(ps->create_seconds, seconds_between(sb->created_ns, sb->ready_ns));
     }

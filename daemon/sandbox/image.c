@@ -21,9 +21,7 @@
 
 #include "lib/alloc.h"
 #include "config/config.h"
-#include "daemon.h"
 #include "lib/log.h"
-#include "core/pool.h"
 #include "lib/sys.h"
 #include "lib/util.h"
 
@@ -36,7 +34,9 @@
 
 struct image {
     struct image *next; /* image_setup's list, in verification order */
-    struct daemon *d;
+    uv_loop_t *loop;
+    image_ready_cb ready; /* a verification ended (image_setup's caller) */
+    void *ready_arg;
     char *name;
     char *dir;       /* images_dir/name; NULL for "host" */
     char *root_path; /* dir/root: what sandboxes' messages call the image */
@@ -360,10 +360,12 @@ int image_hash_main(const char *path)
 
 /* ---- lookup and the manifest ---- */
 
-static struct image *image_new(struct daemon *d, const char *name)
+static struct image *image_new(uv_loop_t *loop, image_ready_cb ready, void *arg, const char *name)
 {
     struct image *img = xcalloc(1, sizeof(*img));
-    img->d = d;
+    img->loop = loop;
+    img->ready = ready;
+    img->ready_arg = arg;
     img->name = xstrdup(name);
     img->size = UINT64_MAX;
     img->root_fd = -1;
@@ -496,7 +498,6 @@ static void image_verify_next(struct image *from);
 static void verify_done(uv_work_t *w, int status)
 {
     struct image *img = container_of(w, struct image, work);
-    struct daemon *d = img->d;
     uint64_t ms = (now_ns() - img->started_ns) / 1000000;
 
     if (status == UV_ECANCELED || img->work_r == -ECANCELED) {
@@ -525,13 +526,8 @@ static void verify_done(uv_work_t *w, int status)
                  " msg=\"image verified\"",
                  img->name, img->root_path, img->got.files, img->got.bytes, ms);
     }
-    for (size_t i = 0; i < d->n_pools; i++) {
-        if (d->pools[i]->image == img) {
-            d->pools[i]->image_wait = false;
-        }
-    }
     image_verify_next(img->next);
-    daemon_refill(d);
+    img->ready(img->ready_arg);
 }
 
 static void image_verify_next(struct image *from)
@@ -540,12 +536,12 @@ static void image_verify_next(struct image *from)
         if (img->state != IMAGE_VERIFYING || img->started) {
             continue;
         }
-        if (img->d->draining) {
-            return;
+        if (atomic_load(&img->cancel)) {
+            return; /* draining */
         }
         img->started = true;
         img->started_ns = now_ns();
-        int r = uv_queue_work(img->d->loop, &img->work, verify_work, verify_done);
+        int r = uv_queue_work(img->loop, &img->work, verify_work, verify_done);
         if (r == 0) {
             return;
         }
@@ -553,22 +549,18 @@ static void image_verify_next(struct image *from)
         (void)err_setx(&why, r, "cannot queue its verification: %s", uv_strerror(r));
         image_refuse(img, &why);
         log_error("image=%s msg=\"refusing image: %s\"", img->name, err_msg(&why));
-        for (size_t i = 0; i < img->d->n_pools; i++) {
-            if (img->d->pools[i]->image == img) {
-                img->d->pools[i]->image_wait = false;
-            }
-        }
     }
 }
 
 /* Names of the pools using img, for log lines. */
-static void pools_of(const struct daemon *d, const struct image *img, char *buf, size_t size)
+static void pools_of(const struct image_use *uses, size_t n_uses, const struct image *img,
+                     char *buf, size_t size)
 {
     size_t off = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < d->n_pools && off < size; i++) {
-        if (d->pools[i]->image == img) {
-            int n = snprintf(buf + off, size - off, "%s%s", off ? "," : "", d->pools[i]->pc->name);
+    for (size_t i = 0; i < n_uses && off < size; i++) {
+        if (uses[i].img == img) {
+            int n = snprintf(buf + off, size - off, "%s%s", off ? "," : "", uses[i].pool);
             off += n > 0 ? (size_t)n : 0;
         }
     }
@@ -576,22 +568,23 @@ static void pools_of(const struct daemon *d, const struct image *img, char *buf,
 
 /* The verification order: the default pool's image first, then the smaller before the
  * larger, so that most pools can start soonest. Returns the reordered list. */
-static struct image *image_order(const struct daemon *d, struct image *list)
+static struct image *image_order(const struct image_use *uses, size_t n_uses,
+                                 const char *default_pool, struct image *list)
 {
-    const struct pool *def = NULL;
-    for (size_t i = 0; i < d->n_pools; i++) {
-        if (strcmp(d->pools[i]->pc->name, d->cfg->default_pool) == 0) {
-            def = d->pools[i];
+    const struct image_use *def = NULL;
+    for (size_t i = 0; i < n_uses; i++) {
+        if (strcmp(uses[i].pool, default_pool) == 0) {
+            def = &uses[i];
         }
     }
     struct image *sorted = NULL;
     while (list) {
         struct image *img = list;
         list = img->next;
-        bool img_first = def && def->image == img;
+        bool img_first = def && def->img == img;
         struct image **pp = &sorted;
         while (*pp) {
-            bool cur_first = def && def->image == *pp;
+            bool cur_first = def && def->img == *pp;
             if (img_first && !cur_first) {
                 break;
             }
@@ -611,9 +604,9 @@ char *image_dir_of(const struct config *cfg)
     return cfg->images_dir ? xstrdup(cfg->images_dir) : xasprintf("%s/images", cfg->state_dir);
 }
 
-int image_setup(struct daemon *d, bool require, struct image **ret, struct err *e)
+int image_setup(uv_loop_t *loop, const struct config *cfg, struct image_use *uses, size_t n_uses,
+                bool require, image_ready_cb ready, void *arg, struct image **ret, struct err *e)
 {
-    const struct config *cfg = d->cfg;
     scoped_free char *conf_dir = image_dir_of(cfg);
     char real[PATH_MAX];
     /* Absolute when it exists, so that log lines and sandboxes' messages say where. */
@@ -624,27 +617,25 @@ int image_setup(struct daemon *d, bool require, struct image **ret, struct err *
     if (sodium_init() < 0) {
         return err_setx(e, -EIO, "libsodium cannot start");
     }
-    for (size_t i = 0; i < d->n_pools; i++) {
-        struct pool *p = d->pools[i];
-        const char *name = p->pc->image;
+    for (size_t i = 0; i < n_uses; i++) {
+        const char *name = uses[i].image;
         struct image *img = list;
         while (img && strcmp(img->name, name) != 0) {
             img = img->next;
         }
         if (!img) {
-            img = image_new(d, name);
+            img = image_new(loop, ready, arg, name);
             *tail = img;
             tail = &img->next;
             if (strcmp(name, "host") != 0) {
                 struct err why = ERR_INIT;
                 int r = image_open(img, images_dir, &why);
                 if (r < 0 && require) {
-                    for (size_t j = 0; j < d->n_pools; j++) {
-                        d->pools[j]->image = NULL;
-                        d->pools[j]->image_wait = false;
+                    for (size_t j = 0; j < n_uses; j++) {
+                        uses[j].img = NULL;
                     }
                     return err_setx(
-                        e, r, "pool '%s': image '%s' %s (--require-images): %s", p->pc->name, name,
+                        e, r, "pool '%s': image '%s' %s (--require-images): %s", uses[i].pool, name,
                         r == -ENOENT ? "was never built" : "cannot be used", err_msg(&why));
                 }
                 if (r == -ENOENT) {
@@ -657,13 +648,12 @@ int image_setup(struct daemon *d, bool require, struct image **ret, struct err *
                 }
             }
         }
-        p->image = img;
-        p->image_wait = img->state == IMAGE_VERIFYING;
+        uses[i].img = img;
     }
-    list = image_order(d, list);
+    list = image_order(uses, n_uses, cfg->default_pool, list);
     for (struct image *img = list; img; img = img->next) {
         char pools[256];
-        pools_of(d, img, pools, sizeof(pools));
+        pools_of(uses, n_uses, img, pools, sizeof(pools));
         if (img->fallback) {
             log_warn("image=%s pools=%s dir=%s msg=\"image not built: using the host image "
                      "instead (make images builds it)\"",
@@ -683,13 +673,16 @@ int image_setup(struct daemon *d, bool require, struct image **ret, struct err *
     return 0;
 }
 
-void image_cancel_all(struct daemon *d)
+void image_cancel_all(struct image *list)
 {
-    for (size_t i = 0; i < d->n_pools; i++) {
-        if (d->pools[i] && d->pools[i]->image) {
-            atomic_store(&d->pools[i]->image->cancel, true);
-        }
+    for (struct image *img = list; img; img = img->next) {
+        atomic_store(&img->cancel, true);
     }
+}
+
+bool image_pending(const struct image *img)
+{
+    return img && img->state == IMAGE_VERIFYING;
 }
 
 int image_sandbox_root(const struct image *img, int *ret_fd, const char **ret_path, struct err *e)

@@ -10,11 +10,24 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <stddef.h>
+#include <uv.h>
+
 #include "lib/err.h"
 
 struct config;
-struct daemon;
 struct image;
+
+/* A pool's use of an image, for image_setup: img is filled in (shared by the uses that name
+ * the same image). */
+struct image_use {
+    const char *pool;  /* the pool's name, for log lines and the verification order */
+    const char *image; /* its config's image: "host" or a built one's name */
+    struct image *img;
+};
+
+/* A verification ended (verified or refused): the pools waiting for it may create now. */
+typedef void (*image_ready_cb)(void *arg);
 
 enum image_state {
     IMAGE_HOST,      /* the host image: named "host", or standing in for one never built */
@@ -44,17 +57,22 @@ int image_hash_main(const char *path);
 
 /* Where built images are: cfg->images_dir, unset: <state_dir>/images (xmalloc'd). */
 char *image_dir_of(const struct config *cfg);
-/* Start-up, after every pool exists and before the loop runs: gives each pool of d its
- * image (p->image), shared by pools that name the same one, from cfg->images_dir (unset:
+/* Start-up, before the loop runs: gives each use its image (uses[i].img), shared by uses
+ * that name the same one, from cfg->images_dir (unset:
  * <state_dir>/images). An image never built falls back to the host image, said once in
  * the log, unless `require` is set: then it returns -ENOENT with e naming the pool and the
  * missing manifest; with `require` an unreadable manifest is an error too (else the image
  * is refused). Built images are verified one after the other on the loop's worker threads
- * (p->image_wait holds their pools' refills until then). *ret is the list of images,
- * freed by image_list_free after the loop ends. Returns 0 or -errno with e. */
-int image_setup(struct daemon *d, bool require, struct image **ret, struct err *e);
-/* Drain (loop thread): a verification still running stops early; none is started. */
-void image_cancel_all(struct daemon *d);
+ * (image_pending holds their pools' refills until then; ready(arg) is called on the loop
+ * as each one ends). *ret is the list of images, freed by image_list_free after the loop
+ * ends. Returns 0 or -errno with e. */
+int image_setup(uv_loop_t *loop, const struct config *cfg, struct image_use *uses, size_t n_uses,
+                bool require, image_ready_cb ready, void *arg, struct image **ret, struct err *e);
+/* Drain (loop thread): a verification of the list still running stops early; none is
+ * started. */
+void image_cancel_all(struct image *list);
+/* Whether img is still being verified (no sandbox of it can be made yet). NULL: false. */
+bool image_pending(const struct image *img);
 /* Frees the list from image_setup (closing the roots) and returns NULL. The loop must have
  * ended: no verification is running. */
 struct image *image_list_free(struct image *list);

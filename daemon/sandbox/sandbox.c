@@ -2,7 +2,7 @@
 /* A sandbox's life: created on a worker thread (cgroup, clone3, CTL_SETUP), WARM when its
  * init reports READY, BUSY with one task, then killed through its pidfd, reaped through
  * the pidfd, and its cgroup emptied on a worker thread: reset for the pool's next sandbox
- * (pool.h: spare cgroups) or removed. It never serves a second task. */
+ * (kit.h: spare cgroups) or removed. It never serves a second task. */
 #define LOG_MOD "sandbox"
 #include "sandbox/sandbox.h"
 
@@ -18,14 +18,12 @@
 #include "lib/alloc.h"
 #include "sandbox/cgroup.h"
 #include "config/config.h"
-#include "daemon.h"
-#include "core/task.h"
+#include "sandbox/idslot.h"
 #include "sandbox/image.h"
+#include "sandbox/kit.h"
 #include "lib/log.h"
 #include "metrics/metrics.h"
 #include "sandbox/netns.h"
-#include "core/pool.h"
-#include "reaper.h"
 #include "sandbox/spawn.h"
 #include "lib/sys.h"
 #include "lib/util.h"
@@ -40,8 +38,12 @@ const char *sandbox_state_name(enum sandbox_state s)
 
 static void set_state(struct sandbox *sb, enum sandbox_state to)
 {
-    pool_sandbox_state(sb->pool, sb, to);
+    if (sb->state == to) {
+        return;
+    }
+    enum sandbox_state from = sb->state;
     sb->state = to;
+    sb->ops->state(sb->owner, sb, from, to);
 }
 
 /* Sends CTL_SETUP, with the image's root attached (SCM_RIGHTS) when image_fd >= 0. */
@@ -78,12 +80,12 @@ static void sandbox_hostname(const char *pool, char *buf, size_t size)
  * control socket. */
 static void sandbox_plan(const struct sandbox *sb, int ctl_fd, struct spawn_plan *plan)
 {
-    const struct daemon *d = sb->d;
+    const struct sandbox_env *env = sb->kit->env;
     *plan = (struct spawn_plan){
-        .init_path = d->init_path,
-        .userns = d->cfg->userns,
-        .host_id_base = sb->has_ids ? idslots_base(&d->ids, sb->ids) : 0,
-        .id_count = d->cfg->userns_count,
+        .init_path = env->init_path,
+        .userns = env->cfg->userns,
+        .host_id_base = sb->has_ids ? idslots_base(env->ids, sb->ids) : 0,
+        .id_count = env->cfg->userns_count,
         .cg = sb->cg,
         .ctl_fd = ctl_fd,
         .join_netns = sb->netns.fd >= 0,
@@ -94,9 +96,9 @@ static void sandbox_plan(const struct sandbox *sb, int ctl_fd, struct spawn_plan
 /* sb's CTL_SETUP, the pool's seccomp program after it: *len bytes, the caller's to free. */
 static char *setup_message(const struct sandbox *sb, const char *image_root, size_t *len)
 {
-    const struct config *cfg = sb->d->cfg;
-    const struct pool_config *pc = sb->pool->pc;
-    size_t insns = sb->pool->bpf ? sb->pool->bpf_n : 0;
+    const struct config *cfg = sb->kit->env->cfg;
+    const struct pool_config *pc = sb->kit->pc;
+    size_t insns = sb->kit->bpf ? sb->kit->bpf_n : 0;
     *len = sizeof(struct ctl_setup) + insns * sizeof(struct sock_filter);
     char *buf = xcalloc(1, *len);
     struct ctl_setup *s = (struct ctl_setup *)buf;
@@ -112,7 +114,7 @@ static char *setup_message(const struct sandbox *sb, const char *image_root, siz
     sandbox_hostname(pc->name, s->hostname, sizeof(s->hostname));
     str_copy(s->image_root, image_root, sizeof(s->image_root));
     if (insns > 0) {
-        memcpy(buf + sizeof(*s), sb->pool->bpf, insns * sizeof(struct sock_filter));
+        memcpy(buf + sizeof(*s), sb->kit->bpf, insns * sizeof(struct sock_filter));
     }
     return buf;
 }
@@ -122,7 +124,7 @@ static char *setup_message(const struct sandbox *sb, const char *image_root, siz
 static void create_work(struct workq_job *w)
 {
     struct sandbox *sb = container_of(w, struct sandbox, job);
-    struct daemon *d = sb->d;
+    const struct sandbox_env *env = sb->kit->env;
     struct err *e = &sb->work_err;
     int r;
 
@@ -132,14 +134,14 @@ static void create_work(struct workq_job *w)
      * of its tree is made only for a sandbox made from scratch (below). */
     scoped_close int image_fd = -1;
     const char *image_root = "/";
-    struct forkserver *forkserver = sb->pool->forkserver;
-    r = image_sandbox_root(sb->pool->image, forkserver ? NULL : &image_fd, &image_root, e);
+    struct forkserver *forkserver = sb->kit->forkserver;
+    r = image_sandbox_root(sb->kit->image, forkserver ? NULL : &image_fd, &image_root, e);
     if (r < 0) {
         sb->work_r = r;
         return;
     }
     if (!sb->cg) {
-        r = cgroup_create(d->cg_root, sb->id, &sb->pool->limits, &sb->cg, e);
+        r = cgroup_create(env->cg_root, sb->id, &sb->kit->limits, &sb->cg, e);
         if (r < 0) {
             sb->work_r = r;
             return;
@@ -153,8 +155,8 @@ static void create_work(struct workq_job *w)
     scoped_close int child_end = sv[1];
     sb->ctl_fd = sv[0];
 
-    if (d->netns && sb->netns.fd < 0) { /* the loop may have taken one already */
-        r = netns_acquire(d->netns, &sb->netns, e);
+    if (env->netns && sb->netns.fd < 0) { /* the loop may have taken one already */
+        r = netns_acquire(env->netns, &sb->netns, e);
         if (r < 0) {
             sb->work_r = r;
             return;
@@ -168,10 +170,10 @@ static void create_work(struct workq_job *w)
     /* From the pool's fork server when it runs (or can be started); the image is in its
      * template then. Else from scratch, the image's tree going to this init. */
     struct spawn_result res;
-    r = forkserver ? forkserver_spawn(forkserver, &plan, s, sb->pool->image, &res, e) : -EAGAIN;
+    r = forkserver ? forkserver_spawn(forkserver, &plan, s, sb->kit->image, &res, e) : -EAGAIN;
     if (r == -EAGAIN) {
         /* From scratch: this init gets the image's tree. */
-        r = forkserver ? image_sandbox_root(sb->pool->image, &image_fd, &image_root, e) : 0;
+        r = forkserver ? image_sandbox_root(sb->kit->image, &image_fd, &image_root, e) : 0;
         if (r == 0) {
             r = spawn_sandbox(&plan, &res, e);
         }
@@ -207,8 +209,9 @@ static void handle_closed(uv_handle_t *h)
 
 static void sandbox_free(struct sandbox *sb)
 {
-    struct pool *p = sb->pool;
-    struct daemon *d = sb->d;
+    struct sandbox_env *env = sb->kit->env;
+    const struct sandbox_ops *ops = sb->ops;
+    void *owner = sb->owner;
     sb->cg = cgroup_free(sb->cg);
     sb->ctl_fd = fd_close(sb->ctl_fd);
     sb->proxy_fd = fd_close(sb->proxy_fd);
@@ -216,17 +219,14 @@ static void sandbox_free(struct sandbox *sb)
     netns_ref_close(&sb->netns); /* remove_work gives it back; else unused */
     if (sb->has_ids) {
         /* Every process that ran with them is gone: init is reaped, its cgroup empty. */
-        idslots_put(&d->ids, sb->ids);
+        idslots_put(env->ids, sb->ids);
     }
-    pool_sandbox_state(p, sb, SB_DEAD);
-    p->n_state[SB_DEAD]--; /* freed: it no longer counts at all */
-    d->live_sandboxes--;
+    set_state(sb, SB_DEAD);
     if (!sb->cg_kept) {
-        reaper_untrack(d, sb->cg_name);
+        env->untrack(env->track_arg, sb->cg_name);
     }
     free(sb);
-    daemon_refill(d);
-    daemon_drain_progress(d);
+    ops->freed(owner); /* it no longer counts at all; may start the next ones */
 }
 
 /* One pass over the dead sandbox's cgroup: reset for the pool's next sandbox when a spare
@@ -274,7 +274,7 @@ static void empty_cgroup(struct sandbox *sb)
 static void release_netns(struct sandbox *sb)
 {
     if (sb->netns.fd >= 0) {
-        netns_release(sb->d->netns, &sb->netns);
+        netns_release(sb->kit->env->netns, &sb->netns);
     }
 }
 
@@ -298,9 +298,9 @@ static void remove_done(struct workq_job *w)
         }
     }
     if (sb->cg_reserved) {
-        /* Kept even when a drain began since: pool_close removes the spares. */
+        /* Kept even when a drain began since: kit_free removes the spares. */
         sb->cg_kept = sb->cg_reset_ok;
-        pool_put_cgroup(sb->pool, sb->cg_kept ? take_ptr(&sb->cg) : NULL);
+        kit_put_cgroup(sb->kit, sb->cg_kept ? take_ptr(&sb->cg) : NULL);
     }
     sandbox_free(sb);
 }
@@ -312,7 +312,7 @@ static void sandbox_remove_cgroup(struct sandbox *sb)
     sb->ctl_fd = fd_close(sb->ctl_fd);
     sb->proxy_fd = fd_close(sb->proxy_fd);
     sb->work_err.msg[0] = '\0';
-    sb->cg_reserved = sb->cg && pool_reserve_spare(sb->pool);
+    sb->cg_reserved = sb->cg && kit_reserve_spare(sb->kit);
     /* Once init is reaped its pid namespace is empty, so the cgroup nearly always is too:
      * the loop resets it for the pool's next sandbox at once (a read and two writes of open
      * files), which spares the two wake-ups of a worker's job. A cgroup still busy, or one
@@ -324,7 +324,7 @@ static void sandbox_remove_cgroup(struct sandbox *sb)
         if (sb->work_r == -EBUSY) {
             log_debug("sb=%s msg=\"cgroup still busy, emptied on a worker\"", sb->id);
         }
-        workq_submit(sb->d->workq, &sb->job, remove_work, remove_done);
+        workq_submit(sb->kit->env->workq, &sb->job, remove_work, remove_done);
         return;
     }
     release_netns(sb);
@@ -334,24 +334,24 @@ static void sandbox_remove_cgroup(struct sandbox *sb)
 /* init is gone (reaped): close handles; the task learns it. */
 static void sandbox_reaped(struct sandbox *sb)
 {
-    struct pool *p = sb->pool;
     if (sb->state == SB_WARM) {
-        pool_sandbox_unwarm(p, sb);
-        log_warn("pool=%s sb=%s msg=\"warm sandbox died, replacing it\"", p->pc->name, sb->id);
+        sb->ops->unwarm(sb->owner, sb);
+        log_warn("pool=%s sb=%s msg=\"warm sandbox died, replacing it\"", sb->kit->pc->name,
+                 sb->id);
     }
     /* A sandbox that died before READY for any reason of its own (init crashed, spoke a
      * protocol we do not understand, ...) is a failed creation: it must feed the pool's
      * backoff, or a broken init would be respawned as fast as the CPU allows. */
-    if (!sb->ready_seen && !sb->failure_reported && !sb->d->draining) {
+    if (!sb->ready_seen && !sb->failure_reported && !sb->kit->draining) {
         struct err e = ERR_INIT;
         err_setx(&e, -EIO, "sandbox init exited during setup");
-        pool_sandbox_failed(p, sb, &e);
+        sb->ops->failed(sb->owner, sb, &e);
     }
     set_state(sb, SB_DEAD);
-    struct task *t = sb->task;
-    sb->task = NULL;
-    if (t) {
-        task_sandbox_died(t);
+    const struct sandbox_task_ops *tops = sb->task_ops;
+    sb->task_ops = NULL;
+    if (tops) {
+        tops->died(sb->task);
     }
     uv_close((uv_handle_t *)&sb->ctl_poll, handle_closed);
     uv_close((uv_handle_t *)&sb->pid_poll, handle_closed);
@@ -380,7 +380,7 @@ static void pid_cb(uv_poll_t *h, int status, int events)
     /* init exits by itself after its task's last report (CTL_EXITED, CTL_EXEC_FAILED): read
      * what it sent before its death, which this callback may see first. (Any other death is
      * reported as before: a warm sandbox's, say, is logged by sandbox_reaped.) */
-    if (sb->task && uv_is_active((uv_handle_t *)&sb->ctl_poll)) {
+    if (sb->task_ops && uv_is_active((uv_handle_t *)&sb->ctl_poll)) {
         ctl_cb(&sb->ctl_poll, 0, UV_READABLE);
         if (sb->reaped) {
             return;
@@ -401,7 +401,7 @@ static void setup_timeout(uv_timer_t *h)
     struct err e = ERR_INIT;
     err_setx(&e, -ETIMEDOUT, "sandbox init did not finish its setup within %d ms",
              SANDBOX_SETUP_TIMEOUT_MS);
-    pool_sandbox_failed(sb->pool, sb, &e);
+    sb->ops->failed(sb->owner, sb, &e);
     sb->failure_reported = true;
     sandbox_kill(sb);
 }
@@ -418,29 +418,29 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         sb->task_pid = ev->pid;
         uv_timer_stop(&sb->setup_timer);
         sb->have_usage_base = sb->cg && cgroup_usage(sb->cg, &sb->usage_base) == 0;
-        if (sb->kill_requested || sb->d->draining) {
+        if (sb->kill_requested || sb->kit->draining) {
             sandbox_kill(sb);
             break;
         }
         set_nice(sb, 0);
         set_state(sb, SB_WARM);
         metrics_sandbox_ready(sb);
-        pool_sandbox_ready(sb->pool, sb);
+        sb->ops->ready(sb->owner, sb);
         break;
     case CTL_SETUP_FAILED: {
         struct err e = ERR_INIT;
         char what[48];
         (void)snprintf(what, sizeof(what), "sandbox setup failed at stage %u", ev->stage);
         err_set_reported(&e, ev->err < 0 ? ev->err : -EIO, what, ev->msg);
-        pool_sandbox_failed(sb->pool, sb, &e);
+        sb->ops->failed(sb->owner, sb, &e);
         sb->failure_reported = true;
         sandbox_kill(sb);
         break;
     }
     case CTL_EXITED:
     case CTL_EXEC_FAILED:
-        if (sb->task) {
-            task_sandbox_event(sb->task, ev);
+        if (sb->task_ops) {
+            sb->task_ops->event(sb->task, ev);
         }
         break;
     default:
@@ -504,10 +504,10 @@ static void ctl_cb(uv_poll_t *h, int status, int events)
 static void create_done(struct workq_job *w)
 {
     struct sandbox *sb = container_of(w, struct sandbox, job);
-    struct daemon *d = sb->d;
-    d->creating--;
+    const struct sandbox_env *env = sb->kit->env;
     if (sb->work_r < 0) {
-        pool_sandbox_failed(sb->pool, sb, &sb->work_err);
+        sb->ops->created(sb->owner, sb, false);
+        sb->ops->failed(sb->owner, sb, &sb->work_err);
         set_state(sb, SB_DEAD);
         if (sb->pidfd >= 0) {
             (void)sys_pidfd_send_signal(sb->pidfd, SIGKILL);
@@ -518,9 +518,9 @@ static void create_done(struct workq_job *w)
         return;
     }
     (void)fd_set_nonblock(sb->ctl_fd, true);
-    uv_poll_init(d->loop, &sb->ctl_poll, sb->ctl_fd);
-    uv_poll_init(d->loop, &sb->pid_poll, sb->pidfd);
-    uv_timer_init(d->loop, &sb->setup_timer);
+    uv_poll_init(env->loop, &sb->ctl_poll, sb->ctl_fd);
+    uv_poll_init(env->loop, &sb->pid_poll, sb->pidfd);
+    uv_timer_init(env->loop, &sb->setup_timer);
     sb->ctl_poll.data = sb;
     sb->pid_poll.data = sb;
     sb->setup_timer.data = sb;
@@ -528,10 +528,10 @@ static void create_done(struct workq_job *w)
     uv_poll_start(&sb->ctl_poll, UV_READABLE, ctl_cb);
     uv_poll_start(&sb->pid_poll, UV_READABLE, pid_cb);
     uv_timer_start(&sb->setup_timer, setup_timeout, SANDBOX_SETUP_TIMEOUT_MS, 0);
-    if (sb->kill_requested || d->draining) {
+    if (sb->kill_requested || sb->kit->draining) {
         sandbox_kill(sb);
     }
-    daemon_refill(d);
+    sb->ops->created(sb->owner, sb, true);
 }
 
 /* The fork server's sandbox is placed (or the request failed): CTL_SETUP goes to it, and
@@ -560,13 +560,13 @@ static void spawned(struct forkserver_req *req, int r, const struct spawn_result
  * makes it (a network namespace taken here stays the sandbox's). */
 static int create_async(struct sandbox *sb)
 {
-    struct daemon *d = sb->d;
-    struct forkserver *z = sb->pool->forkserver;
+    struct sandbox_env *env = sb->kit->env;
+    struct forkserver *z = sb->kit->forkserver;
     const char *image_root = "/";
-    if (!z || !sb->cg || image_sandbox_root(sb->pool->image, NULL, &image_root, NULL) < 0) {
+    if (!z || !sb->cg || image_sandbox_root(sb->kit->image, NULL, &image_root, NULL) < 0) {
         return -EAGAIN; /* a refused image: the worker's creation says why */
     }
-    if (d->netns && netns_try_acquire(d->netns, &sb->netns) < 0) {
+    if (env->netns && netns_try_acquire(env->netns, &sb->netns) < 0) {
         return -EAGAIN;
     }
     int sv[2];
@@ -591,11 +591,14 @@ static int create_async(struct sandbox *sb)
     return 0;
 }
 
-void sandbox_create(struct daemon *d, struct pool *p)
+void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void *arg)
 {
+    struct sandbox_env *env = kit->env;
     struct sandbox *sb = xcalloc(1, sizeof(*sb));
-    sb->d = d;
-    sb->pool = p;
+    sb->kit = kit;
+    sb->ops = ops;
+    sb->owner = arg;
+    sb->d = env->metrics_owner;
     sb->pid = -1;
     sb->pidfd = -1;
     sb->ctl_fd = -1;
@@ -603,31 +606,29 @@ void sandbox_create(struct daemon *d, struct pool *p)
     sb->proxy_fd = -1;
     sb->state = SB_CREATING;
     sb->created_ns = now_ns();
-    (void)snprintf(sb->id, sizeof(sb->id), "%08x%06llx", d->instance,
-                   (unsigned long long)(++d->next_sandbox & 0xffffff));
-    p->n_state[SB_CREATING]++;
-    d->creating++;
-    d->live_sandboxes++;
-    /* daemon_refill makes sure there is a block. */
-    sb->has_ids = d->cfg->userns && idslots_take(&d->ids, &sb->ids);
+    (void)snprintf(sb->id, sizeof(sb->id), "%08x%06llx", env->instance,
+                   (unsigned long long)(++env->next_sandbox & 0xffffff));
+    /* The caller (core/sched.c's refill) makes sure there is a block. */
+    sb->has_ids = env->cfg->userns && idslots_take(env->ids, &sb->ids);
     /* A dead sandbox's emptied cgroup when there is one (the reaper tracks it already),
      * else a new one named after this sandbox, tracked before it exists: the leak sweep
      * relies on it. */
-    sb->cg = pool_take_cgroup(p);
+    sb->cg = kit_take_cgroup(kit);
     if (sb->cg) {
         str_copy(sb->cg_name, cgroup_name(sb->cg), sizeof(sb->cg_name));
     } else {
         str_copy(sb->cg_name, sb->id, sizeof(sb->cg_name));
-        reaper_track(d, sb->id);
+        env->track(env->track_arg, sb->id);
     }
     if (create_async(sb) == 0) {
         return;
     }
-    workq_submit(d->workq, &sb->job, create_work, create_done);
+    workq_submit(env->workq, &sb->job, create_work, create_done);
 }
 
-int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task *hdr,
-                       const char *data, int fds[3], struct err *e)
+int sandbox_start_task(struct sandbox *sb, const struct ctl_task *hdr, const char *data, int fds[3],
+                       const int *mount_fds, size_t n_mounts, const struct sandbox_task_ops *ops,
+                       void *arg, struct err *e)
 {
     if (sb->state != SB_WARM) {
         return err_setx(e, -EINVAL, "sandbox %s is %s, not warm", sb->id,
@@ -635,9 +636,9 @@ int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task
     }
     /* The token's mounts (detached mount fds) follow stdio; the task keeps owning them. */
     size_t nfds = 3 + (size_t)hdr->n_mounts;
-    if (hdr->n_mounts > CTL_MOUNTS_MAX || hdr->n_mounts != t->n_mounts) {
+    if (hdr->n_mounts > CTL_MOUNTS_MAX || hdr->n_mounts != n_mounts) {
         return err_setx(e, -EINVAL, "sandbox %s: %u mounts in CTL_TASK, task has %zu", sb->id,
-                        hdr->n_mounts, t->n_mounts);
+                        hdr->n_mounts, n_mounts);
     }
     struct iovec iov[2] = {
         {.iov_base = (void *)hdr, .iov_len = sizeof(*hdr)},
@@ -646,7 +647,7 @@ int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task
     int all[3 + CTL_MOUNTS_MAX];
     memcpy(all, fds, 3 * sizeof(int));
     if (hdr->n_mounts > 0) {
-        memcpy(all + 3, t->mount_fds, hdr->n_mounts * sizeof(int));
+        memcpy(all + 3, mount_fds, hdr->n_mounts * sizeof(int));
     }
     ssize_t n = fd_sendmsg(sb->ctl_fd, iov, hdr->data_len > 0 ? 2 : 1, all, nfds,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -656,9 +657,16 @@ int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task
     if ((size_t)n != sizeof(*hdr) + hdr->data_len) {
         return err_setx(e, -EMSGSIZE, "sandbox %s: CTL_TASK truncated", sb->id);
     }
-    sb->task = t;
+    sb->task_ops = ops;
+    sb->task = arg;
     set_state(sb, SB_BUSY);
     return 0;
+}
+
+void sandbox_detach_task(struct sandbox *sb)
+{
+    sb->task_ops = NULL;
+    sb->task = NULL;
 }
 
 void sandbox_kill(struct sandbox *sb)
@@ -672,7 +680,7 @@ void sandbox_kill(struct sandbox *sb)
         return;
     }
     if (sb->state == SB_WARM) {
-        pool_sandbox_unwarm(sb->pool, sb);
+        sb->ops->unwarm(sb->owner, sb);
     }
     if (sb->state != SB_DYING) {
         set_nice(sb, SANDBOX_BACKGROUND_NICE);

@@ -18,10 +18,10 @@
 #include "sandbox/forkserver.h"
 
 struct daemon;
-struct pool;
-struct task;
 struct cgroup;
 struct cgroup_usage;
+struct sandbox_kit;
+struct sandbox;
 
 /* How long an init may take from spawn to READY before it counts as a failed creation. */
 #define SANDBOX_SETUP_TIMEOUT_MS 10000
@@ -37,9 +37,38 @@ enum sandbox_state {
     SB_DEAD,         /* reaped; cgroup being removed, then freed */
 };
 
+/* How a sandbox tells its owner (core/pool.c) what became of it. Each gets the arg given to
+ * sandbox_create. */
+struct sandbox_ops {
+    /* sb moves from one state to another (counted by state; SB_DEAD until freed). */
+    void (*state)(void *arg, struct sandbox *sb, enum sandbox_state from, enum sandbox_state to);
+    /* sb's creation finished, with ok false when it failed (failed was called before): one
+     * creation fewer in flight. On success the owner may start the next ones. */
+    void (*created)(void *arg, struct sandbox *sb, bool ok);
+    /* sb is WARM: the owner may hand it a task (sandbox_start_task), now or later. */
+    void (*ready)(void *arg, struct sandbox *sb);
+    /* sb's creation failed (e says why), once per sandbox; it is killed or freed after. */
+    void (*failed)(void *arg, struct sandbox *sb, const struct err *e);
+    /* sb, WARM, leaves the warm state (killed, or died): it may no longer be handed out. */
+    void (*unwarm)(void *arg, struct sandbox *sb);
+    /* A sandbox of the owner was freed (its cgroup removed or kept as a spare). */
+    void (*freed)(void *arg);
+};
+
+/* How a BUSY sandbox tells its task (core/task.c) what its init reports. */
+struct sandbox_task_ops {
+    /* CTL_EXITED or CTL_EXEC_FAILED from init. */
+    void (*event)(void *arg, const struct ctl_event *ev);
+    /* The sandbox was reaped: no more events. The task is detached from it first. */
+    void (*died)(void *arg);
+};
+
 struct sandbox {
+    struct sandbox_kit *kit;
+    const struct sandbox_ops *ops;
+    void *owner; /* the ops' arg: its pool (metrics.c reads it) */
+    /* Handed to metrics_sandbox_ready only (metrics.c reads it); never dereferenced here. */
     struct daemon *d;
-    struct pool *pool;
     char id[24];
     enum sandbox_state state;
     struct cgroup *cg;
@@ -69,26 +98,34 @@ struct sandbox {
     bool kill_requested; /* kill as soon as creation finishes */
     bool reaped;
     bool ready_seen;
-    bool failure_reported; /* pool_sandbox_failed already counted this sandbox */
-    struct task *task;     /* the task it serves (BUSY), not owned */
-    struct sandbox *next;  /* pool's warm list */
-    uint64_t created_ns;   /* creation started */
-    uint64_t ready_ns;     /* init reported READY */
+    bool failure_reported;                   /* ops->failed already counted this sandbox */
+    const struct sandbox_task_ops *task_ops; /* the task it serves (BUSY), or NULL */
+    void *task;                              /* their arg, not owned */
+    struct sandbox *prev;                    /* the owner's warm list (DLIST) */
+    struct sandbox *next;
+    uint64_t created_ns; /* creation started */
+    uint64_t ready_ns;   /* init reported READY */
     /* The cgroup's counters at READY: what the sandbox's setup used, which sandbox_usage
      * takes off so that a task is charged only for itself. */
     struct cgroup_usage usage_base;
     bool have_usage_base;
 };
 
-/* Starts creating a sandbox for pool: on the loop when the pool's fork server runs and a
+/* Starts creating a sandbox from kit: on the loop when the kit's fork server runs and a
  * spare cgroup (and a kept network namespace, when they are recycled) is at hand, else on a
- * worker thread. The pool is told through
- * pool_sandbox_ready / pool_sandbox_failed / pool_sandbox_gone. Loop context. */
-void sandbox_create(struct daemon *d, struct pool *pool);
-/* Hands the task to a WARM sandbox: sends CTL_TASK with the three stdio fds (which stay
- * owned by the caller; close them after). Returns 0 or -errno (e says why). */
-int sandbox_start_task(struct sandbox *sb, struct task *t, const struct ctl_task *hdr,
-                       const char *data, int fds[3], struct err *e);
+ * worker thread. The owner hears of it through ops (with arg), from a later callback on:
+ * never from within this call. The caller makes sure a block of host ids is free (with
+ * userns). Loop context. */
+void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void *arg);
+/* Hands a task to a WARM sandbox: sends CTL_TASK with the three stdio fds and the token's
+ * n_mounts mount fds (all stay owned by the caller; close them after). From then on the
+ * sandbox reports to ops with arg, until sandbox_detach_task or ops->died. Returns 0 or
+ * -errno (e says why). */
+int sandbox_start_task(struct sandbox *sb, const struct ctl_task *hdr, const char *data, int fds[3],
+                       const int *mount_fds, size_t n_mounts, const struct sandbox_task_ops *ops,
+                       void *arg, struct err *e);
+/* The task no longer wants sb's reports. */
+void sandbox_detach_task(struct sandbox *sb);
 /* Kills the sandbox (SIGKILL to its init through the pidfd, which ends its pid namespace).
  * Safe to call in any state and more than once. */
 void sandbox_kill(struct sandbox *sb);

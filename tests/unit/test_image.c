@@ -19,15 +19,8 @@
 #include <cmocka.h>
 
 #include "lib/alloc.h"
-#include "daemon.h"
 #include "sandbox/image.h"
 #include "lib/util.h"
-
-/* image.c calls back into the daemon after a verification; not reached here. */
-void daemon_refill(struct daemon *d)
-{
-    (void)d;
-}
 
 /* ---- helpers ---- */
 

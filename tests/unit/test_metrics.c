@@ -358,6 +358,7 @@ struct fake {
     struct config cfg;
     struct pool_config pc[2];
     struct pool pools[2];
+    struct sandbox_kit kits[2];
     struct pool *pool_ptrs[2];
 };
 
@@ -372,7 +373,7 @@ static int fake_setup(void **state)
     f->pc[1].warm = 1;
     f->pc[1].max = 2;
     for (int i = 0; i < 2; i++) {
-        f->pools[i].d = &f->d;
+        f->pools[i].kit = &f->kits[i];
         f->pools[i].pc = &f->pc[i];
         f->pool_ptrs[i] = &f->pools[i];
     }
@@ -381,7 +382,7 @@ static int fake_setup(void **state)
     f->pools[0].n_queued = 5;
     f->pools[0].failed = 7;
     f->pools[0].cold_starts = 6;
-    f->pools[0].forkserver =
+    f->kits[0].forkserver =
         (struct forkserver *)&f->cfg; /* any non-NULL: forkserver_get_stats is faked */
     f->d.cfg = &f->cfg;
     f->d.pools = f->pool_ptrs;
