@@ -12,6 +12,7 @@
 
 struct daemon;
 struct image;
+struct metrics_pool;
 struct pool_config;
 struct task;
 struct sock_filter;
@@ -45,6 +46,8 @@ struct pool {
     uint32_t n_spare_pending;
     /* The pool's fork server (forkserver.c), or NULL when sandboxes are made from scratch. */
     struct forkserver *forkserver;
+    /* The pool's metrics series (main.c sets it after metrics_new), or NULL. */
+    struct metrics_pool *metrics;
 };
 
 /* Creates the pool (no sandbox yet; daemon_refill starts them). Returns 0 or -errno. */

@@ -424,7 +424,7 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         }
         set_nice(sb, 0);
         set_state(sb, SB_WARM);
-        metrics_sandbox_ready(sb);
+        metrics_sandbox_ready(sb->pool->metrics, sb->created_ns, sb->ready_ns);
         pool_sandbox_ready(sb->pool, sb);
         break;
     case CTL_SETUP_FAILED: {
