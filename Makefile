@@ -170,6 +170,7 @@ TEST_workq_EXTRA := $(L)/loopwake.c
 TEST_audit_EXTRA := daemon/audit/audit_writer.c $(L)/scrub.c daemon/audit/audit_query.c \
                     daemon/wire/proto.c $(L)/loopwake.c
 TEST_scrub_EXTRA :=
+TEST_metrics_EXTRA := daemon/metrics/registry.c
 TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token/token_db.c $(L)/scrub.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c daemon/sandbox/cgroup_v1.c \

@@ -24,6 +24,7 @@
 #include "core/sched.h"
 #include "core/task.h"
 #include "metrics/http.h"
+#include "sandbox/forkserver.h"
 #include "sandbox/image.h"
 #include "lib/log.h"
 #include "sandbox/netns.h"
@@ -134,6 +135,60 @@ static void audit_batch_metrics(void *arg, double seconds, uint64_t queued)
     metrics_audit_queue_depth(arg, queued);
 }
 
+/* Scrape time: the state metrics mirrors, read from the pools and the servers. */
+static void metrics_collect(void *arg, struct metrics_values *v)
+{
+    struct daemon *d = arg;
+    for (size_t i = 0; i < d->n_pools && i < v->n_pools; i++) {
+        const struct pool *p = d->pools[i];
+        struct forkserver_stats zs = {0, 0, 0, false, 0};
+        if (p->kit->forkserver) {
+            forkserver_get_stats(p->kit->forkserver, &zs);
+        }
+        v->pools[i] = (struct metrics_pool_values){
+            .warm = p->n_state[SB_WARM],
+            .target = p->pc->warm,
+            .creating = p->n_state[SB_CREATING],
+            .running = p->n_state[SB_BUSY],
+            .queued = p->n_queued,
+            .max = p->pc->max,
+            .create_failures = p->failed,
+            .cold_starts = p->cold_starts,
+            .fork_server_up = zs.pid > 0,
+            .fork_server_spawned = zs.spawned,
+            .fork_server_failures = zs.failures,
+        };
+    }
+    v->rpc_connections = (d->agents ? server_connections(d->agents) : 0) +
+                         (d->admin ? server_connections(d->admin) : 0);
+}
+
+static bool metrics_draining(void *arg)
+{
+    const struct daemon *d = arg;
+    return d->draining;
+}
+
+/* sbxd's metrics: a series handle per pool, kept by the pool for its hooks, and the
+ * scrape-time source. */
+static int daemon_metrics_new(struct daemon *d, struct err *e)
+{
+    static const struct metrics_source source = {metrics_collect, metrics_draining};
+    scoped_free const char **names = xcalloc(d->n_pools + 1, sizeof(*names));
+    for (size_t i = 0; i < d->n_pools; i++) {
+        names[i] = d->pools[i]->pc->name;
+    }
+    int r = metrics_new(names, d->n_pools, &d->metrics, e);
+    if (r < 0) {
+        return r;
+    }
+    for (size_t i = 0; i < d->n_pools; i++) {
+        d->pools[i]->metrics = metrics_pool(d->metrics, i);
+    }
+    metrics_set_source(d->metrics, &source, d);
+    return 0;
+}
+
 static void audit_idle_cb(void *arg)
 {
     daemon_drain_progress(arg);
@@ -197,7 +252,6 @@ static int pools_setup(struct daemon *d, struct err *e)
         .track = reaper_track_cb,
         .untrack = reaper_untrack_cb,
         .track_arg = d,
-        .metrics_owner = d,
     };
     (void)sched_new(d->loop, cfg, &d->ids, drain_progress_cb, d, &d->sched);
     d->tenv = (struct task_env){
@@ -206,7 +260,6 @@ static int pools_setup(struct daemon *d, struct err *e)
         .audit = d->audit,
         .sched = d->sched,
         .instance = d->instance,
-        .d = d,
     };
     d->pools = xcalloc(cfg->n_pools, sizeof(*d->pools));
     for (size_t i = 0; i < cfg->n_pools; i++) {
@@ -802,15 +855,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
         return startup_abort(d, 78);
     }
-    if (metrics_new(d, &d->metrics, &e) < 0) {
+    if (daemon_metrics_new(d, &e) < 0) {
         fprintf(stderr, "sbxd: metrics: %s\n", err_msg(&e));
         return startup_abort(d, 70);
     }
     audit_set_batch_hook(d->audit, audit_batch_metrics, d->metrics);
-    if (egress_new(cfg, d->scrub, &d->egress, &e) < 0) {
+    const struct egress_handles egress_h = {d->loop, d->audit, d->metrics, d->scrub};
+    if (egress_new(cfg, &egress_h, &d->egress, &e) < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
         return startup_abort(d, 78);
     }
+    d->tenv.egress = d->egress; /* made after the pools, before any task */
     if (tokens_open(d, &e) < 0) {
         fprintf(stderr, "sbxd: tokens: %s\n", err_msg(&e));
         return startup_abort(d, 78);
@@ -824,7 +879,7 @@ int main(int argc, char **argv)
         return startup_abort(d, 73);
     }
     if (*cfg->metrics_addr) {
-        r = http_server_new(d->loop, cfg->metrics_addr, metrics_http, d, &d->http, &e);
+        r = http_server_new(d->loop, cfg->metrics_addr, metrics_http, d->metrics, &d->http, &e);
         if (r < 0) {
             fprintf(stderr, "sbxd: metrics: %s\n", err_msg(&e));
             return startup_abort(d, 73);

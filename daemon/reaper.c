@@ -372,7 +372,7 @@ static void remove_done(uv_work_t *w, int status)
             continue; /* its sandbox was freed after the listing: not a leak */
         }
         r->leaks++;
-        metrics_sandbox_leaks(r->d, 1);
+        metrics_sandbox_leaks(r->d->metrics, 1);
         log_error("cgroup=%s killed=%d removed=%s msg=\"leaked cgroup in our subtree: it "
                   "belongs to no live sandbox (a bug)%s\" detail=\"%s\"",
                   it->name, it->killed, it->removed ? "yes" : "no",

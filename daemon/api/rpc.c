@@ -41,9 +41,16 @@ struct method {
     method_cb fn;
 };
 
+/* The connection as the audit trail names a request's sender. */
+static struct task_audit_peer audit_peer(const struct conn *c)
+{
+    return (struct task_audit_peer){server_kind(c->srv) == SERVER_ADMIN, c->id, c->peer_uid,
+                                    c->peer_pid};
+}
+
 void rpc_note_error(struct daemon *d, const char *kind)
 {
-    metrics_rpc_error(d, kind);
+    metrics_rpc_error(d->metrics, kind);
 }
 
 void rpc_refused(struct conn *c, const char *kind, const char *code, const char *method,
@@ -51,7 +58,8 @@ void rpc_refused(struct conn *c, const char *kind, const char *code, const char 
 {
     rpc_note_error(c->d, kind);
     if (!audit_suppress(c->d->audit)) {
-        task_audit_refused(&c->d->tenv, c, code, method, method_len, reason);
+        struct task_audit_peer peer = audit_peer(c);
+        task_audit_refused(&c->d->tenv, &peer, code, method, method_len, reason);
     }
 }
 
@@ -339,7 +347,8 @@ static void deny_exec(struct conn *c, uint32_t msgid, const msgpack_object *args
     if (!audit_suppress(c->d->audit)) {
         char id[24];
         task_make_id(&c->d->tenv, id, sizeof(id));
-        task_audit_request(&c->d->tenv, id, c, args, NULL);
+        struct task_audit_peer peer = audit_peer(c);
+        task_audit_request(&c->d->tenv, id, &peer, args, NULL);
         task_audit_denied(&c->d->tenv, id, code, message);
     }
     conn_send_error(c, msgid, code, message);
@@ -461,7 +470,8 @@ static void m_exec(struct conn *c, uint32_t msgid, const msgpack_object *args)
     }
     /* Before the request is audited, so that it names its token. */
     int granted = tok ? exec_grant(d, t, tok, &e) : 0;
-    task_audit_request(&d->tenv, t->id, c, args, t->token_id);
+    struct task_audit_peer peer = audit_peer(c);
+    task_audit_request(&d->tenv, t->id, &peer, args, t->token_id);
     c->inflight++;
     conn_add_task(c, t);
     if (granted < 0) {
@@ -886,7 +896,7 @@ void rpc_handle(struct conn *c, const struct proto_msg *m)
     size_t n = admin ? ARRAY_SIZE(admin_methods) : ARRAY_SIZE(agent_methods);
     for (size_t i = 0; i < n; i++) {
         if (proto_str_eq(m->method, m->method_len, tab[i].name)) {
-            metrics_rpc_request(c->d, tab[i].name);
+            metrics_rpc_request(c->d->metrics, tab[i].name);
             tab[i].fn(c, m->msgid, proto_params_arg0(m->params));
             return;
         }
@@ -898,7 +908,7 @@ void rpc_handle(struct conn *c, const struct proto_msg *m)
     char msg[128];
     char q[64];
     (void)snprintf(msg, sizeof(msg), "unknown method %s", log_quote(name, q, sizeof(q)));
-    metrics_rpc_request(c->d, NULL);
+    metrics_rpc_request(c->d->metrics, NULL);
     rpc_refused(c, "unknown_method", "unknown_method", m->method, m->method_len, msg);
     conn_send_error(c, m->msgid, "unknown_method", msg);
 }

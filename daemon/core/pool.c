@@ -12,6 +12,7 @@
 #include "core/sched.h"
 #include "lib/alloc.h"
 #include "lib/log.h"
+#include "metrics/metrics.h"
 #include "lib/util.h"
 #include "sandbox/kit.h"
 
@@ -168,6 +169,7 @@ static void sandbox_created_cb(void *arg, struct sandbox *sb, bool ok)
 static void sandbox_ready_cb(void *arg, struct sandbox *sb)
 {
     struct pool *p = arg;
+    metrics_sandbox_ready(p->metrics, sb->created_ns, sb->ready_ns);
     p->created++;
     p->fail_streak = 0;
     struct pool_waiter *w = queue_pop(p);

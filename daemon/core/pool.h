@@ -11,6 +11,7 @@
 #include "sandbox/kit.h"
 #include "sandbox/sandbox.h"
 
+struct metrics_pool;
 struct pool_config;
 struct sandbox_kit;
 struct sched;
@@ -51,6 +52,8 @@ struct pool {
     uint32_t fail_streak; /* consecutive creation failures */
     uint64_t retry_at_ns; /* no creation before this (backoff) */
     uv_timer_t retry_timer;
+    /* The pool's metrics series (main.c sets it after metrics_new), or NULL. */
+    struct metrics_pool *metrics;
 };
 
 /* Creates the pool over kit (which it owns from now on, also on failure); no sandbox yet:

@@ -22,6 +22,7 @@
 #include "lib/log.h"
 #include "metrics/metrics.h"
 #include "core/pool.h"
+#include "wire/egress_parse.h"
 #include "wire/proto.h"
 #include "sandbox/sandbox.h"
 #include "api/server.h"
@@ -123,7 +124,6 @@ int task_new(struct task_env *env, struct conn *c, uint32_t msgid, struct pool *
     }
     struct task *t = xcalloc(1, sizeof(*t));
     t->env = env;
-    t->d = env->d;
     t->wait.ops = &task_waiter_ops;
     t->conn = c;
     t->msgid = msgid;
@@ -298,6 +298,25 @@ static const struct sandbox_task_ops task_sandbox_ops = {
     .died = task_sandbox_died,
 };
 
+/* The task's egress session, and the proxy variables in its env; or, without a network
+ * profile, no session and the sandbox's listener closed. */
+static int start_egress(struct task *t, struct sandbox *sb, struct err *e)
+{
+    memset(&t->egress_stats, 0, sizeof(t->egress_stats));
+    int r = egress_session_start(t->env->egress, t->net_profile, take_fd(&sb->proxy_fd), t->id,
+                                 sb->id, &t->egress, e);
+    if (r < 0 || !t->egress) {
+        return r;
+    }
+    r = egress_env_rewrite(&t->hdr, &t->data, egress_session_env(t->egress), e);
+    if (r < 0) {
+        t->egress = egress_session_end(t->egress, NULL);
+        return r;
+    }
+    t->egress_stats.active = true;
+    return 0;
+}
+
 /* The pool hands the task a WARM sandbox. */
 static void task_start(struct task *t, struct sandbox *sb)
 {
@@ -307,12 +326,12 @@ static void task_start(struct task *t, struct sandbox *sb)
     str_copy(t->sb_id, sb->id, sizeof(t->sb_id));
     t->state = TASK_RUNNING;
     t->t_start_ns = now_ns();
-    metrics_task_start(t);
+    metrics_task_start(t->pool->metrics, t->t_request_ns, t->t_start_ns);
     sched_task_started(t->env->sched, t->t_start_ns); /* pushes the pools' top-up back */
     task_admit(t);
     task_audit_assigned(t);
     /* The proxy serves the task's network profile, or its listener closes (egress.c). */
-    int r = egress_task_start(t, sb, &e);
+    int r = start_egress(t, sb, &e);
     if (r == 0) {
         r = sandbox_start_task(sb, &t->hdr, t->data, t->child_fds, t->mount_fds, t->n_mounts,
                                &task_sandbox_ops, t, &e);
@@ -342,7 +361,7 @@ static void task_start(struct task *t, struct sandbox *sb)
     /* Started: the task is init's, in the child cloned at setup (its pid came with READY).
      * init sends nothing more until it exits. */
     task_audit_started(t, sb->task_pid);
-    metrics_task_running(t);
+    metrics_task_running(t->pool->metrics, t->t_request_ns);
     send_started(t);
     start_reading(t);
     uv_timer_start(&t->timer, timeout_cb, (t->timeout_ns + 999999) / 1000000, 0);
@@ -527,7 +546,7 @@ static void send_result(struct task *t, const struct task_outcome *o)
     } else {
         proto_pack_kv_u64(&pk, "seccomp_denials", t->seccomp_denials);
     }
-    egress_pack_result(&pk, t);
+    egress_pack_result(&pk, t->net_profile, &t->egress_stats);
     if (is_error) {
         proto_pack_kv_text(&pk, "error", o->error);
     }
@@ -575,7 +594,8 @@ static void task_committed(void *arg, bool committed)
 static void maybe_finish(struct task *t)
 {
     if (t->exited) {
-        egress_task_end(t); /* the proxy stops with the task, not with its output */
+        /* The proxy stops with the task, not with its output. */
+        t->egress = egress_session_end(t->egress, &t->egress_stats);
     }
     if (t->state == TASK_DONE || !t->exited || !t->out_eof || !t->err_eof) {
         if (t->exited && t->state == TASK_RUNNING) {
@@ -595,7 +615,16 @@ static void maybe_finish(struct task *t)
     if (!t->t_exit_ns) {
         t->t_exit_ns = now_ns();
     }
-    metrics_task_done(t, task_status(t));
+    metrics_task_done(t->pool->metrics, task_status(t),
+                      &(struct metrics_task_result){
+                          .start_ns = t->t_start_ns,
+                          .exit_ns = t->t_exit_ns,
+                          .stdout_bytes = t->out_bytes,
+                          .stderr_bytes = t->err_bytes,
+                          .truncated = t->cap.tripped,
+                          .denials_known = t->seccomp_denials != CTL_DENIALS_UNKNOWN,
+                          .seccomp_denials = t->seccomp_denials,
+                      });
     log_debug("task=%s pool=%s status=%s out=%llu err=%llu", t->id, t->pool->pc->name,
               task_status(t), (unsigned long long)t->out_bytes, (unsigned long long)t->err_bytes);
     /* The result is sent only once its chain is committed (task_committed), so a result a

@@ -17,7 +17,7 @@
 
 struct audit;
 struct config;
-struct daemon;
+struct egress;
 struct pool;
 struct sandbox;
 struct sched;
@@ -29,11 +29,9 @@ struct task_env {
     const struct config *cfg;
     struct audit *audit;
     struct sched *sched;
-    uint32_t instance;  /* prefixes task ids */
-    uint64_t next_task; /* task_make_id's counter */
-    /* Handed to the metrics_task_* and egress_task_* hooks only, which still read it
-     * (metrics.c, egress.c); never dereferenced in core. */
-    struct daemon *d;
+    uint32_t instance;     /* prefixes task ids */
+    uint64_t next_task;    /* task_make_id's counter */
+    struct egress *egress; /* egress sessions for tasks with a network profile */
 };
 
 enum task_state {
@@ -55,7 +53,6 @@ enum task_kill_reason {
 
 struct task {
     struct task_env *env;
-    struct daemon *d;  /* env->d, for the observers above */
     struct conn *conn; /* NULL once the client is gone */
     uint32_t msgid;
     struct pool *pool;

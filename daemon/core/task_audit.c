@@ -13,7 +13,6 @@
 #include "wire/proto.h"
 #include "sandbox/sandbox.h"
 #include "lib/scrub.h"
-#include "api/server.h"
 #include "lib/util.h"
 
 /* Bytes of one argument looked at: the rest is cut (audit.c cuts to AUDIT_VALUE_MAX). */
@@ -45,22 +44,22 @@ static void arg_item(struct audit_ev *ev, const char *s, size_t len)
 }
 
 /* Who sent it: the socket, the connection and its peer. */
-static void conn_fields(struct audit_ev *ev, const struct conn *c)
+static void peer_fields(struct audit_ev *ev, const struct task_audit_peer *peer)
 {
-    audit_id(ev, "socket", server_kind(c->srv) == SERVER_ADMIN ? "admin" : "agents");
-    audit_u64(ev, "conn", c->id);
-    audit_u64(ev, "peer_uid", c->peer_uid);
-    audit_i64(ev, "peer_pid", c->peer_pid);
+    audit_id(ev, "socket", peer->admin ? "admin" : "agents");
+    audit_u64(ev, "conn", peer->conn_id);
+    audit_u64(ev, "peer_uid", peer->uid);
+    audit_i64(ev, "peer_pid", peer->pid);
 }
 
-void task_audit_refused(struct task_env *tenv, const struct conn *c, const char *code,
+void task_audit_refused(struct task_env *tenv, const struct task_audit_peer *peer, const char *code,
                         const char *method, size_t method_len, const char *reason)
 {
     struct audit_ev *ev = audit_begin(tenv->audit, "rpc.refused", NULL);
     if (!ev) {
         return;
     }
-    conn_fields(ev, c);
+    peer_fields(ev, peer);
     audit_id(ev, "code", code);
     if (method) {
         audit_strn(ev, "method", method, method_len < 64 ? method_len : 64);
@@ -69,14 +68,15 @@ void task_audit_refused(struct task_env *tenv, const struct conn *c, const char 
     audit_end(ev);
 }
 
-void task_audit_request(struct task_env *tenv, const char *task_id, const struct conn *c,
-                        const msgpack_object *args, const char *token_id)
+void task_audit_request(struct task_env *tenv, const char *task_id,
+                        const struct task_audit_peer *peer, const msgpack_object *args,
+                        const char *token_id)
 {
     struct audit_ev *ev = audit_begin(tenv->audit, "task.request", task_id);
     if (!ev) {
         return;
     }
-    conn_fields(ev, c);
+    peer_fields(ev, peer);
     audit_id(ev, "token_id", token_id);
     if (!args || args->type != MSGPACK_OBJECT_MAP) {
         audit_bool(ev, "malformed", true);

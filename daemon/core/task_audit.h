@@ -14,20 +14,28 @@
 #include <stdint.h>
 
 struct task_env;
-struct conn;
 struct task;
 struct task_outcome;
+
+/* Who sent a request, as the trail records it; api/ fills it from its connection. */
+struct task_audit_peer {
+    bool admin;       /* it came on the admin socket, else on the agents' */
+    uint64_t conn_id; /* the connection's id */
+    uint32_t uid;     /* the peer's credentials (SO_PEERCRED) */
+    int32_t pid;
+};
 
 /* task.request from the raw exec arguments (valid or not): peer uid/pid, connection id,
  * socket, pool (as asked, else the default), argv (scrubbed; an argument after an option
  * such as --token is redacted whole), env names only (never values), cwd, timeout, stdin,
  * and token_id, the token's public id (NULL: none or not known; the token string itself is
  * never recorded). */
-void task_audit_request(struct task_env *tenv, const char *task_id, const struct conn *c,
-                        const msgpack_object *args, const char *token_id);
-/* rpc.refused (no task id): bad input refused outside an exec, from connection c: code, the
+void task_audit_request(struct task_env *tenv, const char *task_id,
+                        const struct task_audit_peer *peer, const msgpack_object *args,
+                        const char *token_id);
+/* rpc.refused (no task id): bad input refused outside an exec, from peer: code, the
  * method when there was one (at most 64 bytes, scrubbed), reason. */
-void task_audit_refused(struct task_env *tenv, const struct conn *c, const char *code,
+void task_audit_refused(struct task_env *tenv, const struct task_audit_peer *peer, const char *code,
                         const char *method, size_t method_len, const char *reason);
 /* policy.decision. code is NULL when allowed; reason may be (then "valid request"). */
 void task_audit_decision(struct task_env *tenv, const char *task_id, bool allowed, const char *code,

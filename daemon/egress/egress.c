@@ -18,13 +18,10 @@
 #include "lib/alloc.h"
 #include "audit/audit.h"
 #include "config/config.h"
-#include "daemon.h"
 #include "egress/egress_impl.h"
-#include "core/task.h"
 #include "lib/log.h"
 #include "metrics/metrics.h"
 #include "wire/proto.h"
-#include "sandbox/sandbox.h"
 #include "lib/scrub.h"
 #include "lib/util.h"
 
@@ -149,9 +146,13 @@ static int route_build(const struct egress_route_config *rc, struct scrub *scrub
     return 0;
 }
 
-int egress_new(const struct config *cfg, struct scrub *scrub, struct egress **ret, struct err *e)
+int egress_new(const struct config *cfg, const struct egress_handles *h, struct egress **ret,
+               struct err *e)
 {
     struct egress *g = xcalloc(1, sizeof(*g));
+    if (h) {
+        g->h = *h;
+    }
     g->port = (uint16_t)cfg->egress_port;
     g->profiles = xcalloc(cfg->n_egress_profiles + 1, sizeof(*g->profiles));
     for (size_t i = 0; i < cfg->n_egress_profiles; i++) {
@@ -175,7 +176,7 @@ int egress_new(const struct config *cfg, struct scrub *scrub, struct egress **re
             }
         }
         for (size_t j = 0; j < pc->n_routes && r == 0; j++) {
-            r = route_build(&pc->routes[j], scrub, &p->routes[j], e);
+            r = route_build(&pc->routes[j], g->h.scrub, &p->routes[j], e);
         }
         if (r < 0) {
             egress_free(g);
@@ -238,7 +239,7 @@ void egress_note_denial(struct econn *c, const char *outcome, const char *reason
                  "profile, flagged\"",
                  s->task_id, econn_profile(c), s->st.denials);
     }
-    audit_event(s->d->audit, "proxy.denied", s->task_id, "profile", AUDIT_ID, econn_profile(c),
+    audit_event(s->g->h.audit, "proxy.denied", s->task_id, "profile", AUDIT_ID, econn_profile(c),
                 "outcome", AUDIT_ID, outcome, "method", AUDIT_STR, c->method[0] ? c->method : NULL,
                 "destination", AUDIT_STR, c->dest_desc[0] ? c->dest_desc : NULL, "reason",
                 AUDIT_STR, reason, "denials", AUDIT_U64, (uint64_t)s->st.denials, "flagged",
@@ -287,38 +288,34 @@ static int listener_check(int fd, struct err *e)
     return 0;
 }
 
-int egress_task_start(struct task *t, struct sandbox *sb, struct err *e)
+int egress_session_start(struct egress *g, const char *profile, int proxy_fd, const char *task_id,
+                         const char *sandbox_id, struct egress_session **ret, struct err *e)
 {
-    scoped_close int fd = take_fd(&sb->proxy_fd);
-    memset(&t->egress_stats, 0, sizeof(t->egress_stats));
-    if (!t->net_profile || strcmp(t->net_profile, "none") == 0) {
+    scoped_close int fd = proxy_fd;
+    if (!profile || strcmp(profile, "none") == 0) {
+        *ret = NULL;
         return 0; /* the listener closes here: nothing listens in the sandbox */
     }
-    struct daemon *d = t->d;
-    const struct eprofile *p = profile_find(d->egress, t->net_profile);
+    const struct eprofile *p = profile_find(g, profile);
     char q[64];
     if (!p) {
         return err_setx(e, -ENOENT, "network profile %s is not configured",
-                        log_quote(t->net_profile, q, sizeof(q)));
+                        log_quote(profile, q, sizeof(q)));
     }
     if (fd < 0) {
-        return err_setx(e, -ENOTCONN, "sandbox %s has no egress proxy listener", sb->id);
+        return err_setx(e, -ENOTCONN, "sandbox %s has no egress proxy listener", sandbox_id);
     }
     int r = listener_check(fd, e);
     if (r < 0) {
         return r;
     }
-    r = egress_env_rewrite(&t->hdr, &t->data, d->egress->port, e);
-    if (r < 0) {
-        return r;
-    }
     struct egress_session *s = xcalloc(1, sizeof(*s));
-    s->d = d;
+    s->g = g;
     s->p = p;
     s->refs = 1;
     s->st.active = true;
-    str_copy(s->task_id, t->id, sizeof(s->task_id));
-    uv_tcp_init(d->loop, &s->listener);
+    str_copy(s->task_id, task_id, sizeof(s->task_id));
+    uv_tcp_init(g->h.loop, &s->listener);
     s->listener.data = s;
     r = uv_tcp_open(&s->listener, fd);
     if (r == 0) {
@@ -330,38 +327,43 @@ int egress_task_start(struct task *t, struct sandbox *sb, struct err *e)
         uv_close((uv_handle_t *)&s->listener, listener_closed);
         return err_setx(e, r, "cannot serve the egress proxy: %s", uv_strerror(r));
     }
-    t->egress = s;
-    t->egress_stats = s->st;
-    log_debug("task=%s sb=%s profile=%s msg=\"egress proxy serving\"", t->id, sb->id, p->pc->name);
+    log_debug("task=%s sb=%s profile=%s msg=\"egress proxy serving\"", task_id, sandbox_id,
+              p->pc->name);
+    *ret = s;
     return 0;
 }
 
-void egress_task_end(struct task *t)
+uint16_t egress_session_env(const struct egress_session *s)
 {
-    struct egress_session *s = t->egress;
+    return s->g->port;
+}
+
+struct egress_session *egress_session_end(struct egress_session *s, struct egress_stats *ret)
+{
     if (!s) {
-        return;
+        return NULL;
     }
-    t->egress = NULL;
     s->stopping = true;
     for (struct econn *c = s->conns; c; c = c->next) {
         egress_conn_close(c);
     }
-    t->egress_stats = s->st;
+    if (ret) {
+        *ret = s->st;
+    }
     uv_close((uv_handle_t *)&s->listener, listener_closed);
+    return NULL;
 }
 
-void egress_pack_result(msgpack_packer *pk, const struct task *t)
+void egress_pack_result(msgpack_packer *pk, const char *profile, const struct egress_stats *st)
 {
-    const struct egress_stats *st = &t->egress_stats;
     msgpack_pack_str(pk, 6);
     msgpack_pack_str_body(pk, "egress", 6);
-    if (!st->active || !t->net_profile) {
+    if (!st->active || !profile) {
         msgpack_pack_nil(pk);
         return;
     }
     msgpack_pack_map(pk, 5);
-    proto_pack_kv_str(pk, "profile", t->net_profile);
+    proto_pack_kv_str(pk, "profile", profile);
     proto_pack_kv_u64(pk, "requests", st->requests);
     proto_pack_kv_u64(pk, "denials", st->denials);
     proto_pack_kv_u64(pk, "bytes", st->bytes);

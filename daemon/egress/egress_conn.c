@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "lib/alloc.h"
-#include "daemon.h"
 #include "lib/log.h"
 #include "metrics/metrics.h"
 #include "lib/util.h"
@@ -50,7 +49,7 @@ static void econn_free_if_done(struct econn *c)
     }
     struct egress_session *s = c->s;
     if (c->outcome) {
-        metrics_proxy_request(s->d, s->p->pc->name, c->outcome);
+        metrics_proxy_request(s->g->h.metrics, s->p->pc->name, c->outcome);
     }
     DLIST_REMOVE(s->conns, c);
     if (c->counted) {
@@ -356,7 +355,7 @@ static void connect_next(struct econn *c)
         const struct netaddr *a = &c->addrs[c->next_addr++];
         struct sockaddr_storage ss;
         (void)netaddr_to_sockaddr(a, c->dest.port, &ss);
-        uv_tcp_init(c->s->d->loop, &c->upstream);
+        uv_tcp_init(c->s->g->h.loop, &c->upstream);
         c->upstream.data = c;
         c->handles++;
         c->up_open = true;
@@ -475,7 +474,7 @@ void egress_conn_resolve(struct econn *c)
     hints.ai_flags = AI_NUMERICSERV;
     char port[8];
     (void)snprintf(port, sizeof(port), "%u", (unsigned)c->dest.port);
-    int r = uv_getaddrinfo(c->s->d->loop, &c->gai, gai_cb, c->dest.host, port, &hints);
+    int r = uv_getaddrinfo(c->s->g->h.loop, &c->gai, gai_cb, c->dest.host, port, &hints);
     if (r < 0) {
         char reason[EGRESS_HOST_SIZE + 64];
         (void)snprintf(reason, sizeof(reason), "cannot resolve %s: %s", c->dest.host,
@@ -771,8 +770,8 @@ void egress_conn_accept(struct egress_session *s, uv_stream_t *server)
 {
     struct econn *c = xcalloc(1, sizeof(*c));
     c->s = s;
-    uv_tcp_init(s->d->loop, &c->client);
-    uv_timer_init(s->d->loop, &c->timer);
+    uv_tcp_init(s->g->h.loop, &c->client);
+    uv_timer_init(s->g->h.loop, &c->timer);
     c->client.data = c;
     c->timer.data = c;
     c->handles = 2;

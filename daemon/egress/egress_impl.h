@@ -31,8 +31,6 @@
 #define EGRESS_BUF_CAP                                                                             \
     ((EGRESS_HEAD_MAX > EGRESS_HELLO_BUF ? EGRESS_HEAD_MAX : EGRESS_HELLO_BUF) + EGRESS_READ_CHUNK)
 
-struct daemon;
-
 struct eroute {
     const struct egress_route_config *rc;
     struct egress_hostport up; /* the upstream's host and port */
@@ -49,6 +47,7 @@ struct eprofile {
 };
 
 struct egress {
+    struct egress_handles h;
     uint16_t port;
     struct eprofile *profiles;
     size_t n;
@@ -58,7 +57,7 @@ struct econn;
 
 /* One task's proxy: freed when its listener and every connection are closed. */
 struct egress_session {
-    struct daemon *d;
+    struct egress *g;
     const struct eprofile *p;
     uv_tcp_t listener;
     bool stopping;

@@ -1,159 +1,135 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* Metrics: a counter/gauge/histogram registry with labels, rendered in the Prometheus text
- * exposition format (version 0.0.4), and sbxd's own series on top of it, served by http.c on
+/* sbxd's metrics: its series on the registry of registry.h, served by http.c on
  * `GET /metrics` and `GET /healthz`.
  *
- * Two layers:
- *  - The registry (metrics_registry_*, metrics_family_new, metrics_series, metrics_inc/add/
- *    set/observe, metrics_render) knows nothing of sbxd and is unit-tested alone.
- *  - sbxd's series (metrics_new and the hooks below) are created at start-up for every pool
- *    and every known label value, so that the hot path only finds a pre-made series and
- *    updates it: no allocation, no formatting, no I/O. Gauges that mirror state (pool sizes,
- *    connections, process figures) are read at scrape time instead of being hooked.
+ * The series are created at start-up for every pool and every known label value, so that the
+ * hot path only updates a pre-made series: no lookup, allocation, formatting or I/O. Each
+ * pool's series are one struct metrics_pool handle that its owner keeps. Gauges that mirror
+ * state (pool sizes, connections, fork servers) are not hooked: at scrape time metrics asks
+ * its source (set by the composition root) to fill a struct metrics_values.
  *
- * Threads: series creation, rendering and every hook that takes a struct daemon or a task
- * run on the loop thread. Value updates themselves are relaxed atomics, so the functions
- * documented as "any thread" (the audit writer's) may run elsewhere. */
+ * Observers take values: every hook takes numbers, strings and the structs of this header,
+ * never a task, sandbox, pool or connection, so metrics/ includes nothing above it.
+ *
+ * Threads: creation, rendering and the hooks run on the loop thread, except those documented
+ * as "any thread" (the audit writer's); value updates are relaxed atomics. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "lib/err.h"
+#include "metrics/registry.h"
 
-struct daemon;
-struct task;
-struct sandbox;
 struct http_request;
 struct http_response;
+struct metrics;
+/* One pool's series, made by metrics_new; owned by struct metrics. */
+struct metrics_pool;
 
-/* ---- The registry ---------------------------------------------------------------------- */
-
-enum metric_type {
-    METRIC_COUNTER = 0,
-    METRIC_GAUGE,
-    METRIC_HISTOGRAM,
+/* What one pool looks like at scrape time. */
+struct metrics_pool_values {
+    uint32_t warm;            /* warm sandboxes ready for a task */
+    uint32_t target;          /* warm sandboxes the pool keeps ready */
+    uint32_t creating;        /* sandboxes being created */
+    uint32_t running;         /* sandboxes running a task */
+    uint32_t queued;          /* tasks waiting for a sandbox */
+    uint32_t max;             /* sandboxes the pool may have at once */
+    uint64_t create_failures; /* creations that failed, ever */
+    uint64_t cold_starts;     /* tasks that waited for a creation, ever */
+    bool fork_server_up;      /* its fork server runs */
+    uint64_t fork_server_spawned;
+    uint64_t fork_server_failures;
 };
 
-#define METRICS_MAX_LABELS 4
-#define METRICS_MAX_BUCKETS 24
-/* Series of one family at most. A new label combination beyond it is counted in one
- * overflow series whose every label value is "other", so a bug that feeds unbounded values
- * costs one series, not memory without end. */
-#define METRICS_MAX_SERIES 256
-/* Longest label value kept; longer ones are cut (at a UTF-8 boundary). */
-#define METRICS_MAX_VALUE_LEN 128
+/* What the source fills at scrape time. pools has n_pools entries in metrics_new's order,
+ * zeroed before each call. */
+struct metrics_values {
+    struct metrics_pool_values *pools;
+    size_t n_pools;
+    uint32_t rpc_connections; /* open connections on the agents' and admin sockets */
+};
 
-struct metric_registry;
-struct metric_family;
-struct metric_series;
+/* Where the state mirrored at scrape time comes from. Loop thread. */
+struct metrics_source {
+    /* Fills v (metrics_render_daemon, before rendering). */
+    void (*collect)(void *arg, struct metrics_values *v);
+    /* Whether sbxd is draining (SIGTERM arrived): /healthz answers 503 "draining". */
+    bool (*draining)(void *arg);
+};
 
-/* Called by metrics_render before anything is written, to refresh gauges that mirror state
- * read at scrape time. Loop thread. */
-typedef void (*metrics_collect_cb)(void *ud);
+/* A finished task, as metrics_task_done counts it. */
+struct metrics_task_result {
+    uint64_t start_ns;        /* the task had its sandbox; 0 if it never did */
+    uint64_t exit_ns;         /* its exit or kill; 0: not known (now is used) */
+    uint64_t stdout_bytes;    /* delivered to the client */
+    uint64_t stderr_bytes;    /* delivered to the client */
+    bool truncated;           /* killed at the pool's output cap */
+    bool denials_known;       /* the kernel could count seccomp denials */
+    uint32_t seccomp_denials; /* when denials_known */
+};
 
-/* An empty registry. Returns 0 (xmalloc aborts on OOM). */
-int metrics_registry_new(struct metric_registry **ret);
-/* Frees the registry, its families and series. Accepts NULL; returns NULL. */
-struct metric_registry *metrics_registry_free(struct metric_registry *r);
-/* Sets the one collect callback (NULL clears it). */
-void metrics_registry_on_collect(struct metric_registry *r, metrics_collect_cb fn, void *ud);
-
-/* Registers a family. name follows Prometheus rules ([a-zA-Z_:][a-zA-Z0-9_:]*) and a counter's
- * name ends in "_total"; labels (n_labels <= METRICS_MAX_LABELS) are [a-zA-Z_][a-zA-Z0-9_]*,
- * not "__"-prefixed, distinct, and never "le" on a histogram. buckets (histograms only,
- * 1..METRICS_MAX_BUCKETS finite upper bounds, strictly increasing; +Inf is implicit) are
- * copied. A family without labels gets its one series at once, so it renders as 0.
- * Returns 0, -EINVAL (e says what is wrong) or -EEXIST (the name is taken). *ret is owned by
- * the registry. */
-int metrics_family_new(struct metric_registry *r, enum metric_type type, const char *name,
-                       const char *help, const char *const *labels, size_t n_labels,
-                       const double *buckets, size_t n_buckets, struct metric_family **ret,
-                       struct err *e);
-/* The series of f for the given label values (n_labels strings, in the family's label order;
- * NULL for a family without labels). Creates it on first sight (one allocation), so callers
- * on a hot path look series up once and keep the pointer. Bytes that are not valid UTF-8 are
- * replaced by '?'. Never NULL; owned by the registry. Loop thread. */
-struct metric_series *metrics_series(struct metric_family *f, const char *const *values);
-
-/* Value updates; s may be NULL (no-op), so hooks work when metrics are off. Any thread.
- * Counters ignore negative and NaN increments. */
-void metrics_inc(struct metric_series *s);
-void metrics_add(struct metric_series *s, double v);
-/* Sets a gauge, or a counter that mirrors a monotonic count kept elsewhere. */
-void metrics_set(struct metric_series *s, double v);
-/* Observes one value into a histogram. */
-void metrics_observe(struct metric_series *s, double v);
-/* The current value of a counter or gauge, or the count of a histogram. For tests. */
-double metrics_value(const struct metric_series *s);
-
-/* Runs the collect callback, then renders every family in registration order (HELP, TYPE,
- * then each series in creation order; histograms as cumulative _bucket{le} lines ending with
- * le="+Inf", then _sum and _count) into a new NUL-terminated buffer. The caller frees
- * *ret. Returns 0. Loop thread. */
-int metrics_render(struct metric_registry *r, char **ret, size_t *ret_len);
-
-/* ---- sbxd's series ---------------------------------------------------------------------- */
-
-struct metrics;
-
-/* Creates sbxd's registry with every family and, for each of d's pools, every series of a
- * known label value (task statuses, streams, RPC methods and error kinds). Call after the
- * pools exist; d->metrics is not set by this function. Returns 0 or -EINVAL (a programming
- * error in a family definition; e says which). */
-int metrics_new(struct daemon *d, struct metrics **ret, struct err *e);
+/* Creates sbxd's registry with every family and, for each of the n_pools pools (pool_names
+ * in the order of metrics_pool), every series of a known label value (task statuses,
+ * streams, RPC methods and error kinds). Returns 0 or -EINVAL (a programming error in a
+ * family definition; e says which). */
+int metrics_new(const char *const *pool_names, size_t n_pools, struct metrics **ret, struct err *e);
 /* Frees everything. Accepts NULL; returns NULL. */
 struct metrics *metrics_free(struct metrics *m);
-/* Renders sbxd's exposition (the collect step reads the pools, the servers and /proc/self).
- * The caller frees *ret. Returns 0. Loop thread. */
+/* The series of pool i (as passed to metrics_new), for its owner to keep and hand to the
+ * hooks; NULL when m is NULL or i is out of range (the hooks then do nothing). */
+struct metrics_pool *metrics_pool(struct metrics *m, size_t i);
+/* Sets the source of scrape-time state; src (copied) and arg must outlive m. Without one,
+ * those gauges render as 0 and /healthz never says "draining". */
+void metrics_set_source(struct metrics *m, const struct metrics_source *src, void *arg);
+/* Renders sbxd's exposition (after the source's collect and a few /proc/self reads). The
+ * caller frees *ret. Returns 0. Loop thread. */
 int metrics_render_daemon(struct metrics *m, char **ret, size_t *ret_len);
-/* http.c's handler for sbxd (ud is the struct daemon): GET|HEAD /metrics is the exposition,
- * GET|HEAD /healthz is "ok" (503 "draining" once SIGTERM arrived), another method on those
+/* http.c's handler for sbxd (ud is the struct metrics): GET|HEAD /metrics is the exposition,
+ * GET|HEAD /healthz is "ok" (503 "draining" once the source says so), another method on those
  * paths is 405, anything else 404. Loop thread. */
 void metrics_http(void *ud, const struct http_request *req, struct http_response *res);
 
-/* Hooks of the core (each one line at its call site; all no-ops when d->metrics is NULL).
- * Loop thread. */
+/* Hooks (each one line at its call site; all no-ops when the handle is NULL). Loop thread
+ * unless said otherwise. */
 
-/* task_start: the task has its sandbox: observes sbx_task_queue_wait_seconds (request to
- * sandbox in hand). */
-void metrics_task_start(const struct task *t);
+/* The task has its sandbox: observes sbx_task_queue_wait_seconds (request_ns, the request's
+ * arrival, to start_ns). */
+void metrics_task_start(struct metrics_pool *ps, uint64_t request_ns, uint64_t start_ns);
 /* The task was handed to its sandbox's init (CTL_TASK sent; the task's process exists,
- * cloned at setup): observes sbx_task_start_seconds (request to that moment). */
-void metrics_task_running(const struct task *t);
+ * cloned at setup): observes sbx_task_start_seconds (request_ns to now). */
+void metrics_task_running(struct metrics_pool *ps, uint64_t request_ns);
 /* The task's outcome is final (status as in the result: exited, signaled, timeout,
- * output_limit, oom, error): counts sbx_tasks_total, observes sbx_task_duration_seconds
- * (start to exit), adds sbx_output_bytes_total per stream, sbx_output_truncated_total and
- * sbx_seccomp_denials_total. */
-void metrics_task_done(const struct task *t, const char *status);
-/* The sandbox's init reported READY: observes sbx_sandbox_create_seconds (creation start to
- * READY). */
-void metrics_sandbox_ready(const struct sandbox *sb);
+ * output_limit, oom, error; any other counts as error): counts sbx_tasks_total, observes
+ * sbx_task_duration_seconds (start to exit), adds sbx_output_bytes_total per stream,
+ * sbx_output_truncated_total and sbx_seccomp_denials_total. */
+void metrics_task_done(struct metrics_pool *ps, const char *status,
+                       const struct metrics_task_result *r);
+/* A sandbox's init reported READY: observes sbx_sandbox_create_seconds (created_ns, its
+ * creation start, to ready_ns). */
+void metrics_sandbox_ready(struct metrics_pool *ps, uint64_t created_ns, uint64_t ready_ns);
 /* A request for method arrived (method: the static name from a method table, or NULL for a
  * method that does not exist, counted as method="unknown"). Names outside the tables must
  * never be passed: the label set stays bounded. */
-void metrics_rpc_request(struct daemon *d, const char *method);
+void metrics_rpc_request(struct metrics *m, const char *method);
 /* A protocol-level error by kind (malformed, too_large, limit, busy, bad_request,
  * unknown_pool, unknown_method, ...): sbx_rpc_errors_total{kind}. kind is a string literal. */
-void metrics_rpc_error(struct daemon *d, const char *kind);
-
-/* API for the features being built next to this one. */
-
+void metrics_rpc_error(struct metrics *m, const char *kind);
 /* A request was refused by policy (reason: a literal such as "token_expired",
  * "token_unknown", "pool_not_allowed", "mount_not_allowed", "profile_not_allowed"):
- * sbx_denied_total{reason}. Loop thread. */
-void metrics_denied(struct daemon *d, const char *reason);
-/* Tokens currently valid: sbx_tokens_active. Loop thread. */
-void metrics_tokens_active(struct daemon *d, uint64_t n);
+ * sbx_denied_total{reason}. */
+void metrics_denied(struct metrics *m, const char *reason);
+/* Tokens currently valid: sbx_tokens_active. */
+void metrics_tokens_active(struct metrics *m, uint64_t n);
 /* One egress proxy request of a sandbox under profile (a configured profile name) with
  * outcome "allowed", "denied", "limit" (a byte limit cut it) or "error":
- * sbx_proxy_requests_total{profile,outcome}. Loop thread. */
-void metrics_proxy_request(struct daemon *d, const char *profile, const char *outcome);
+ * sbx_proxy_requests_total{profile,outcome}. */
+void metrics_proxy_request(struct metrics *m, const char *profile, const char *outcome);
 /* Sandboxes or cgroups left by a dead or leaking sbxd that the reaper removed:
- * sbx_sandbox_leaks_total += n. Loop thread. */
-void metrics_sandbox_leaks(struct daemon *d, uint64_t n);
+ * sbx_sandbox_leaks_total += n. */
+void metrics_sandbox_leaks(struct metrics *m, uint64_t n);
 /* One audit batch committed in `seconds` (begin to commit): sbx_audit_batch_seconds.
- * Any thread (the audit writer); m is d->metrics, which never changes after start-up. */
+ * Any thread (the audit writer); m never changes after start-up. */
 void metrics_audit_batch(struct metrics *m, double seconds);
 /* Audit events waiting to be written: sbx_audit_queue_depth. Any thread. */
 void metrics_audit_queue_depth(struct metrics *m, uint64_t n);

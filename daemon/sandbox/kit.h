@@ -15,7 +15,6 @@
 
 struct cgroup_root;
 struct config;
-struct daemon;
 struct forkserver;
 struct idslots;
 struct image;
@@ -41,9 +40,6 @@ struct sandbox_env {
     sandbox_track_cb track;
     sandbox_track_cb untrack;
     void *track_arg;
-    /* Handed to metrics_sandbox_ready only, which still reads it (metrics.c); never
-     * dereferenced below main. */
-    struct daemon *metrics_owner;
 };
 
 struct sandbox_kit {

@@ -22,7 +22,6 @@
 #include "sandbox/image.h"
 #include "sandbox/kit.h"
 #include "lib/log.h"
-#include "metrics/metrics.h"
 #include "sandbox/netns.h"
 #include "sandbox/spawn.h"
 #include "lib/sys.h"
@@ -424,7 +423,6 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         }
         set_nice(sb, 0);
         set_state(sb, SB_WARM);
-        metrics_sandbox_ready(sb);
         sb->ops->ready(sb->owner, sb);
         break;
     case CTL_SETUP_FAILED: {
@@ -598,7 +596,6 @@ void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void
     sb->kit = kit;
     sb->ops = ops;
     sb->owner = arg;
-    sb->d = env->metrics_owner;
     sb->pid = -1;
     sb->pidfd = -1;
     sb->ctl_fd = -1;

@@ -17,7 +17,6 @@
 #include "lib/workq.h"
 #include "sandbox/forkserver.h"
 
-struct daemon;
 struct cgroup;
 struct cgroup_usage;
 struct sandbox_kit;
@@ -66,9 +65,7 @@ struct sandbox_task_ops {
 struct sandbox {
     struct sandbox_kit *kit;
     const struct sandbox_ops *ops;
-    void *owner; /* the ops' arg: its pool (metrics.c reads it) */
-    /* Handed to metrics_sandbox_ready only (metrics.c reads it); never dereferenced here. */
-    struct daemon *d;
+    void *owner; /* the ops' arg: its pool */
     char id[24];
     enum sandbox_state state;
     struct cgroup *cg;

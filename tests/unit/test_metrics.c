@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The metrics registry and its exposition: name and label rules, label and HELP escaping,
  * value formatting, cumulative histogram buckets ending in +Inf with _sum and _count, the
- * series bound, atomic updates from threads, and sbxd's series and HTTP handler against a
- * daemon made of plain structs. server_connections is a link seam (server.c is not linked). */
+ * series bound, atomic updates from threads, and sbxd's series and HTTP handler fed by a
+ * fake source of values (two pools, one with a fork server, two connections). */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -18,29 +18,8 @@
 
 #include "metrics/metrics.h"
 
-#include "config/config.h"
-#include "wire/ctl.h"
-#include "daemon.h"
-#include "core/task.h"
 #include "metrics/http.h"
-#include "core/pool.h"
-#include "sandbox/sandbox.h"
-#include "api/server.h"
-#include "sandbox/forkserver.h"
-
-/* Link seam: the fake daemon's two servers each have two connections. */
-uint32_t server_connections(const struct server *s)
-{
-    (void)s;
-    return 2;
-}
-
-/* Link seam: forkserver.c is not linked; the pool with a fork server reports these. */
-void forkserver_get_stats(struct forkserver *z, struct forkserver_stats *ret)
-{
-    (void)z;
-    *ret = (struct forkserver_stats){.starts = 2, .spawned = 40, .failures = 1, .pid = 1234};
-}
+#include "metrics/registry.h"
 
 static char *render(struct metric_registry *r)
 {
@@ -352,43 +331,45 @@ static void metrics_observe__atomic_across_threads(void **state)
     metrics_registry_free(r);
 }
 
-/* sbxd's series against a daemon of plain structs: two pools, no loop. */
+/* sbxd's series against a fake source: two pools, no loop. */
 struct fake {
-    struct daemon d;
-    struct config cfg;
-    struct pool_config pc[2];
-    struct pool pools[2];
-    struct sandbox_kit kits[2];
-    struct pool *pool_ptrs[2];
+    struct metrics *m;
+    bool draining;
 };
+
+/* What the composition root would read from the pools and servers: "python" with a fork
+ * server, "heavy" without, and two connections. */
+static void fake_collect(void *arg, struct metrics_values *v)
+{
+    (void)arg;
+    assert_int_equal(v->n_pools, 2);
+    v->pools[0] = (struct metrics_pool_values){.warm = 2,
+                                               .target = 3,
+                                               .running = 4,
+                                               .queued = 5,
+                                               .max = 9,
+                                               .create_failures = 7,
+                                               .cold_starts = 6,
+                                               .fork_server_up = true,
+                                               .fork_server_spawned = 40,
+                                               .fork_server_failures = 1};
+    v->pools[1] = (struct metrics_pool_values){.target = 1, .max = 2};
+    v->rpc_connections = 2;
+}
+
+static bool fake_draining(void *arg)
+{
+    const struct fake *f = arg;
+    return f->draining;
+}
 
 static int fake_setup(void **state)
 {
+    static const struct metrics_source source = {fake_collect, fake_draining};
+    static const char *const pools[] = {"python", "heavy"};
     struct fake *f = calloc(1, sizeof(*f));
-    f->cfg.default_pool = "python";
-    f->pc[0].name = "python";
-    f->pc[0].warm = 3;
-    f->pc[0].max = 9;
-    f->pc[1].name = "heavy";
-    f->pc[1].warm = 1;
-    f->pc[1].max = 2;
-    for (int i = 0; i < 2; i++) {
-        f->pools[i].kit = &f->kits[i];
-        f->pools[i].pc = &f->pc[i];
-        f->pool_ptrs[i] = &f->pools[i];
-    }
-    f->pools[0].n_state[SB_WARM] = 2;
-    f->pools[0].n_state[SB_BUSY] = 4;
-    f->pools[0].n_queued = 5;
-    f->pools[0].failed = 7;
-    f->pools[0].cold_starts = 6;
-    f->kits[0].forkserver =
-        (struct forkserver *)&f->cfg; /* any non-NULL: forkserver_get_stats is faked */
-    f->d.cfg = &f->cfg;
-    f->d.pools = f->pool_ptrs;
-    f->d.n_pools = 2;
-    f->d.agents = (struct server *)&f->cfg; /* any non-NULL: server_connections is faked */
-    assert_int_equal(metrics_new(&f->d, &f->d.metrics, NULL), 0);
+    assert_int_equal(metrics_new(pools, 2, &f->m, NULL), 0);
+    metrics_set_source(f->m, &source, f);
     *state = f;
     return 0;
 }
@@ -396,7 +377,7 @@ static int fake_setup(void **state)
 static int fake_teardown(void **state)
 {
     struct fake *f = *state;
-    metrics_free(f->d.metrics);
+    metrics_free(f->m);
     free(f);
     return 0;
 }
@@ -405,7 +386,7 @@ static char *render_daemon(struct fake *f)
 {
     char *out = NULL;
     size_t len = 0;
-    assert_int_equal(metrics_render_daemon(f->d.metrics, &out, &len), 0);
+    assert_int_equal(metrics_render_daemon(f->m, &out, &len), 0);
     return out;
 }
 
@@ -451,22 +432,21 @@ static void metrics_new__every_pool_series_exists_at_zero(void **state)
 static void metrics_task_done__counts_status_duration_output(void **state)
 {
     struct fake *f = *state;
-    struct task t;
-    memset(&t, 0, sizeof(t));
-    t.d = &f->d;
-    t.pool = &f->pools[1];
-    t.t_request_ns = 1000000000ULL;
-    t.t_start_ns = 1002000000ULL;
-    t.t_exit_ns = 1302000000ULL;
-    t.out_bytes = 100;
-    t.err_bytes = 7;
-    t.seccomp_denials = 3;
-    metrics_task_start(&t);
-    metrics_task_done(&t, "exited");
-    t.cap.tripped = true;
-    t.seccomp_denials = CTL_DENIALS_UNKNOWN;
-    metrics_task_done(&t, "output_limit");
-    metrics_task_done(&t, "no-such-status");
+    struct metrics_pool *heavy = metrics_pool(f->m, 1);
+    struct metrics_task_result r = {.start_ns = 1002000000ULL,
+                                    .exit_ns = 1302000000ULL,
+                                    .stdout_bytes = 100,
+                                    .stderr_bytes = 7,
+                                    .denials_known = true,
+                                    .seccomp_denials = 3};
+    assert_null(metrics_pool(f->m, 2));
+    metrics_task_start(heavy, 1000000000ULL, r.start_ns);
+    metrics_task_done(heavy, "exited", &r);
+    r.truncated = true;
+    r.denials_known = false;
+    r.seccomp_denials = 0xffffffffu;
+    metrics_task_done(heavy, "output_limit", &r);
+    metrics_task_done(heavy, "no-such-status", &r);
     char *out = render_daemon(f);
     assert_line(out, "sbx_tasks_total{pool=\"heavy\",status=\"exited\"} 1");
     assert_line(out, "sbx_tasks_total{pool=\"heavy\",status=\"output_limit\"} 1");
@@ -488,18 +468,18 @@ static void metrics_task_done__counts_status_duration_output(void **state)
 static void metrics_rpc_request__unknown_methods_are_one_label(void **state)
 {
     struct fake *f = *state;
-    metrics_rpc_request(&f->d, "exec");
-    metrics_rpc_request(&f->d, NULL);
-    metrics_rpc_request(&f->d, NULL);
-    metrics_rpc_error(&f->d, "busy");
-    metrics_rpc_error(&f->d, "new_kind");
-    metrics_denied(&f->d, "token_expired");
-    metrics_proxy_request(&f->d, "pypi", "denied");
-    metrics_proxy_request(&f->d, "pypi", "made-up outcome");
-    metrics_tokens_active(&f->d, 4);
-    metrics_sandbox_leaks(&f->d, 2);
-    metrics_audit_batch(f->d.metrics, 0.003);
-    metrics_audit_queue_depth(f->d.metrics, 12);
+    metrics_rpc_request(f->m, "exec");
+    metrics_rpc_request(f->m, NULL);
+    metrics_rpc_request(f->m, NULL);
+    metrics_rpc_error(f->m, "busy");
+    metrics_rpc_error(f->m, "new_kind");
+    metrics_denied(f->m, "token_expired");
+    metrics_proxy_request(f->m, "pypi", "denied");
+    metrics_proxy_request(f->m, "pypi", "made-up outcome");
+    metrics_tokens_active(f->m, 4);
+    metrics_sandbox_leaks(f->m, 2);
+    metrics_audit_batch(f->m, 0.003);
+    metrics_audit_queue_depth(f->m, 12);
     char *out = render_daemon(f);
     assert_line(out, "sbx_rpc_requests_total{method=\"exec\"} 1");
     assert_line(out, "sbx_rpc_requests_total{method=\"unknown\"} 2");
@@ -522,7 +502,7 @@ static void metrics_http__routes_methods_and_health(void **state)
     struct http_response res;
     struct http_request get_metrics = {"GET", "/metrics", ""};
     memset(&res, 0, sizeof(res));
-    metrics_http(&f->d, &get_metrics, &res);
+    metrics_http(f->m, &get_metrics, &res);
     assert_int_equal(res.status, 200);
     assert_string_equal(res.content_type, "text/plain; version=0.0.4; charset=utf-8");
     assert_non_null(strstr(res.body, "# TYPE sbx_tasks_total counter\n"));
@@ -530,29 +510,29 @@ static void metrics_http__routes_methods_and_health(void **state)
 
     struct http_request post = {"POST", "/metrics", ""};
     memset(&res, 0, sizeof(res));
-    metrics_http(&f->d, &post, &res);
+    metrics_http(f->m, &post, &res);
     assert_int_equal(res.status, 405);
     assert_string_equal(res.allow, "GET, HEAD");
     free(res.body);
 
     struct http_request other = {"GET", "/", ""};
     memset(&res, 0, sizeof(res));
-    metrics_http(&f->d, &other, &res);
+    metrics_http(f->m, &other, &res);
     assert_int_equal(res.status, 404);
     free(res.body);
 
     struct http_request health = {"HEAD", "/healthz", ""};
     memset(&res, 0, sizeof(res));
-    metrics_http(&f->d, &health, &res);
+    metrics_http(f->m, &health, &res);
     assert_int_equal(res.status, 200);
     assert_string_equal(res.body, "ok\n");
     free(res.body);
-    f->d.draining = true;
+    f->draining = true;
     memset(&res, 0, sizeof(res));
-    metrics_http(&f->d, &health, &res);
+    metrics_http(f->m, &health, &res);
     assert_int_equal(res.status, 503);
     free(res.body);
-    f->d.draining = false;
+    f->draining = false;
 }
 
 int main(void)
