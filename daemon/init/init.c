@@ -36,7 +36,7 @@
 #include "wire/ctl.h"
 #include "lib/err.h"
 #include "init/mount.h"
-#include "sandbox/seccomp.h"
+#include "wire/bpf.h"
 #include "lib/sys.h"
 #include "lib/util.h"
 
