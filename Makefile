@@ -172,6 +172,7 @@ TEST_audit_EXTRA := daemon/audit/audit_writer.c $(L)/scrub.c daemon/audit/audit_
 TEST_scrub_EXTRA :=
 TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token/token_db.c $(L)/scrub.c
+TEST_egress_route_EXTRA := daemon/wire/egress_parse.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c daemon/sandbox/cgroup_v1.c \
                     daemon/sandbox/cgroup_v2.c
 # Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
