@@ -22,6 +22,8 @@
 
 #include "lib/alloc.h"
 #include "wire/ctl.h"
+#include "wire/egress_parse.h"
+#include "wire/netaddr.h"
 #include "config/embedded.h"
 #include "lib/textfile.h"
 #include "lib/yamlnode.h"
@@ -905,34 +907,9 @@ static int check_hostport(const char *s, const char **why)
 
 static int check_cidr(const char *s, const char **why)
 {
-    char buf[64];
-    unsigned char addr[16];
-    const char *slash = strchr(s, '/');
-    size_t alen = slash ? (size_t)(slash - s) : strlen(s);
+    struct netaddr_cidr c;
     *why = "must be an address or ADDRESS/PREFIX with zero host bits";
-    if (alen == 0 || alen >= sizeof(buf)) {
-        return -EINVAL;
-    }
-    memcpy(buf, s, alen);
-    buf[alen] = '\0';
-    unsigned max;
-    if (inet_pton(AF_INET, buf, addr) == 1) {
-        max = 32;
-    } else if (inet_pton(AF_INET6, buf, addr) == 1) {
-        max = 128;
-    } else {
-        return -EINVAL;
-    }
-    uint64_t prefix = max;
-    if (slash && (strlen(slash + 1) > 3 || parse_u64(slash + 1, &prefix) < 0 || prefix > max)) {
-        return -EINVAL;
-    }
-    for (unsigned bit = (unsigned)prefix; bit < max; bit++) {
-        if (addr[bit / 8] & (0x80u >> (bit % 8))) {
-            return -EINVAL;
-        }
-    }
-    return 0;
+    return netaddr_cidr_parse(s, &c) < 0 ? -EINVAL : 0;
 }
 
 static int check_route_name(const char *s, const char **why)
@@ -1175,16 +1152,6 @@ static int walk_strlist(struct walk *w, const struct field *f, const char *path,
     return 0;
 }
 
-static const struct {
-    const char *name;
-    uint32_t bit;
-} egress_methods[] = {
-    {"GET", EGRESS_METHOD_GET},         {"HEAD", EGRESS_METHOD_HEAD},
-    {"POST", EGRESS_METHOD_POST},       {"PUT", EGRESS_METHOD_PUT},
-    {"PATCH", EGRESS_METHOD_PATCH},     {"DELETE", EGRESS_METHOD_DELETE},
-    {"OPTIONS", EGRESS_METHOD_OPTIONS},
-};
-
 static int walk_methods(struct walk *w, const struct field *f, const char *path, yaml_node_t *v,
                         struct err *e)
 {
@@ -1199,11 +1166,9 @@ static int walk_methods(struct walk *w, const struct field *f, const char *path,
         yaml_node_t *item = yaml_document_get_node(w->doc, *it);
         struct mark im = item ? node_mark(item) : m;
         uint32_t bit = 0;
-        for (size_t i = 0; item && item->type == YAML_SCALAR_NODE && i < ARRAY_SIZE(egress_methods);
-             i++) {
-            if (strcmp((const char *)item->data.scalar.value, egress_methods[i].name) == 0) {
-                bit = egress_methods[i].bit;
-            }
+        if (item && item->type == YAML_SCALAR_NODE) {
+            const char *name = (const char *)item->data.scalar.value;
+            bit = egress_method_bit(name, strlen(name));
         }
         if (bit == 0) {
             return fail(e, w->file, &im,
