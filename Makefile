@@ -160,7 +160,10 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 # What reading YAML (the embedded files, a file from disk, the node tree) takes.
 YAML_SRCS := $(BUILD)/embedded.c $(L)/textfile.c $(L)/yamlnode.c
-TEST_config_EXTRA := $(YAML_SRCS) daemon/wire/egress_parse.c daemon/wire/netaddr.c
+# The config's parts beside config.c, and the validators of wire/ it reuses.
+CONFIG_SRCS := daemon/config/config_walk.c daemon/config/config_egress.c \
+               daemon/config/config_pool.c daemon/wire/egress_parse.c daemon/wire/netaddr.c
+TEST_config_EXTRA := $(YAML_SRCS) $(CONFIG_SRCS)
 TEST_seccomp_EXTRA := $(YAML_SRCS)
 TEST_hist_EXTRA := loadtest/hist.c
 TEST_cgroup_EXTRA := daemon/sandbox/cgroup_v1.c daemon/sandbox/cgroup_v2.c
@@ -182,7 +185,7 @@ FUZZ_NAMES := proto egress config seccomp
 FUZZ_proto_SRCS := daemon/wire/proto.c
 FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_inspect.c
 FUZZ_egress_LIBS := $(HTTP_PARSER_LIBS)
-FUZZ_config_SRCS := daemon/config/config.c $(YAML_SRCS) daemon/wire/egress_parse.c daemon/wire/netaddr.c
+FUZZ_config_SRCS := daemon/config/config.c $(CONFIG_SRCS) $(YAML_SRCS)
 FUZZ_seccomp_SRCS := daemon/sandbox/seccomp.c $(YAML_SRCS)
 FUZZ_REPLAYS := $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZ_NAMES))
 FUZZ_LIBS = $(shell pkg-config --libs msgpack yaml-0.1 libseccomp)
