@@ -149,6 +149,7 @@ struct field {
 #define CHECKED(key, type, mark, flags, off, check) {key, type, mark, flags, off, NULL, 0, 0, check}
 #define END {NULL, T_STR, 0, 0, 0, NULL, 0, 0, NULL}
 /* clang-format on */
+
 /* What the top level of a config file fills: the config, plus pools_dir, which is only
  * needed while loading. The config comes first, so its offsets also fit a struct config. */
 struct top {

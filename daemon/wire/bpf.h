@@ -230,12 +230,13 @@ static inline bool seccomp_prog_allows(const struct sock_filter *insns, uint32_t
 
 /* Whether sbxd-init's task child may install the program as soon as it is cloned, ahead of
  * its task, instead of just before execve: only if the program allows every call the child
- * makes after it, as musl makes them (init.c, init_task_child): the listener's hand-over
- * (sendmsg), receiving the task (recvmsg; close on a bad packet), setsid, lifting fds above 2
- * (fcntl F_DUPFD_CLOEXEC, then F_SETFD), dup2 onto 0-2, chdir, setrlimit (prlimit64) of
- * RLIMIT_NOFILE and RLIMIT_CORE, capset to nothing, execve, and on failure write and _exit.
- * A program that denies, counts or kills any of them is installed late, as before: the
- * child never meets its own filter. report is the child's socket to init. CHILD-SAFE. */
+ * makes after it, as musl makes them (init/task_child.c, init_task_child): the listener's
+ * hand-over (sendmsg), receiving the task (recvmsg; close on a bad packet), setsid, lifting
+ * fds above 2 (fcntl F_DUPFD_CLOEXEC, then F_SETFD), dup2 onto 0-2, chdir, setrlimit
+ * (prlimit64) of RLIMIT_NOFILE and RLIMIT_CORE, capset to nothing, execve, and on failure
+ * write and _exit. A program that denies, counts or kills any of them is installed late, as
+ * before: the child never meets its own filter. report is the child's socket to init.
+ * CHILD-SAFE. */
 static inline bool seccomp_prog_early_ok(const struct sock_filter *insns, uint32_t n, int report)
 {
     const uint64_t r = (uint64_t)report;
