@@ -160,7 +160,10 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 # What reading YAML (the embedded files, a file from disk, the node tree) takes.
 YAML_SRCS := $(BUILD)/embedded.c $(L)/textfile.c $(L)/yamlnode.c
-TEST_config_EXTRA := $(YAML_SRCS)
+# The config's parts beside config.c, and the validators of wire/ it reuses.
+CONFIG_SRCS := daemon/config/config_walk.c daemon/config/config_egress.c \
+               daemon/config/config_pool.c daemon/wire/egress_parse.c daemon/wire/netaddr.c
+TEST_config_EXTRA := $(YAML_SRCS) $(CONFIG_SRCS)
 TEST_seccomp_EXTRA := $(YAML_SRCS)
 TEST_hist_EXTRA := loadtest/hist.c
 TEST_cgroup_EXTRA := daemon/sandbox/cgroup_v1.c daemon/sandbox/cgroup_v2.c
@@ -173,6 +176,7 @@ TEST_scrub_EXTRA :=
 TEST_metrics_EXTRA := daemon/metrics/registry.c
 TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token/token_db.c $(L)/scrub.c
+TEST_egress_route_EXTRA := daemon/wire/egress_parse.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c daemon/sandbox/cgroup_v1.c \
                     daemon/sandbox/cgroup_v2.c
 # Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
@@ -182,7 +186,7 @@ FUZZ_NAMES := proto egress config seccomp
 FUZZ_proto_SRCS := daemon/wire/proto.c
 FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_inspect.c
 FUZZ_egress_LIBS := $(HTTP_PARSER_LIBS)
-FUZZ_config_SRCS := daemon/config/config.c $(YAML_SRCS)
+FUZZ_config_SRCS := daemon/config/config.c $(CONFIG_SRCS) $(YAML_SRCS)
 FUZZ_seccomp_SRCS := daemon/sandbox/seccomp.c $(YAML_SRCS)
 FUZZ_REPLAYS := $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZ_NAMES))
 FUZZ_LIBS = $(shell pkg-config --libs msgpack yaml-0.1 libseccomp)

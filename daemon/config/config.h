@@ -9,6 +9,7 @@
 
 #include "lib/err.h"
 #include "lib/log.h"
+#include "wire/egress_parse.h"
 
 /* The default first host id of the sandboxes' blocks (userns.host_id_base): above systemd's
  * range for containers (0x00080000-0x6fffffff) and the /etc/subuid ranges handed to users
@@ -47,18 +48,8 @@ static inline bool pool_config_limits_io(const struct pool_config *pc)
     return pc->io_read_bps > 0 || pc->io_read_iops > 0;
 }
 
-/* Egress (docs/EGRESS.md). Methods a route may allow, as bits. */
-#define EGRESS_METHOD_GET 0x01u
-#define EGRESS_METHOD_HEAD 0x02u
-#define EGRESS_METHOD_POST 0x04u
-#define EGRESS_METHOD_PUT 0x08u
-#define EGRESS_METHOD_PATCH 0x10u
-#define EGRESS_METHOD_DELETE 0x20u
-#define EGRESS_METHOD_OPTIONS 0x40u
-#define EGRESS_METHODS_ALL 0x7fu
-/* What a read_only profile allows. */
-#define EGRESS_METHODS_READ_ONLY (EGRESS_METHOD_GET | EGRESS_METHOD_HEAD | EGRESS_METHOD_OPTIONS)
-
+/* Egress (docs/EGRESS.md): the methods a route may allow are wire/egress_parse.h's
+ * EGRESS_METHOD_* bits. */
 /* A plain-HTTP route: a task's `METHOD http://NAME/PATH` under path_prefix goes to
  * upstream + PATH, with the credential header added by sbxd. */
 struct egress_route_config {

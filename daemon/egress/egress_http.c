@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "egress/egress_route.h"
 #include "lib/alloc.h"
 #include "lib/util.h"
 

@@ -13,7 +13,6 @@
 #include <strings.h>
 
 #include "lib/alloc.h"
-#include "config/config.h"
 #include "wire/ctl.h"
 #include "lib/err.h"
 #include "lib/util.h"
@@ -291,39 +290,6 @@ bool egress_path_safe(const char *path, size_t len)
         }
     }
     return true;
-}
-
-int egress_route_find(const struct egress_profile_config *p, const char *host, uint32_t method,
-                      const char *path, size_t len, size_t *ret_index, const char **why)
-{
-    bool named = false;
-    bool under = false;
-    for (size_t i = 0; i < p->n_routes; i++) {
-        const struct egress_route_config *r = &p->routes[i];
-        if (strcasecmp(r->name, host) != 0) {
-            continue;
-        }
-        named = true;
-        if (!egress_path_under(path, len, r->path_prefix)) {
-            continue;
-        }
-        under = true;
-        if (!(r->methods & method)) {
-            continue;
-        }
-        *ret_index = i;
-        return 0;
-    }
-    if (!named) {
-        *why = "no route by that name";
-        return -ENOENT;
-    }
-    if (!under) {
-        *why = "the path is outside the route's prefix";
-        return -EACCES;
-    }
-    *why = "the method is not allowed on the route";
-    return -EPERM;
 }
 
 /* ---- Heads ---- */

@@ -11,7 +11,6 @@
 #include <sys/types.h>
 
 struct ctl_task;
-struct egress_profile_config;
 struct err;
 
 /* Buffer size for a host name or address (253 bytes of name, NUL). */
@@ -51,15 +50,21 @@ int egress_allow_parse(const char *s, struct egress_allow *ret);
 /* Whether hp (normalized) matches the entry. */
 bool egress_allow_match(const struct egress_allow *a, const struct egress_hostport *hp);
 
+/* The methods a plain-HTTP route may allow, as bits (config.h's routes and profiles use them). */
+#define EGRESS_METHOD_GET 0x01u
+#define EGRESS_METHOD_HEAD 0x02u
+#define EGRESS_METHOD_POST 0x04u
+#define EGRESS_METHOD_PUT 0x08u
+#define EGRESS_METHOD_PATCH 0x10u
+#define EGRESS_METHOD_DELETE 0x20u
+#define EGRESS_METHOD_OPTIONS 0x40u
+#define EGRESS_METHODS_ALL 0x7fu
+/* What a read_only profile allows. */
+#define EGRESS_METHODS_READ_ONLY (EGRESS_METHOD_GET | EGRESS_METHOD_HEAD | EGRESS_METHOD_OPTIONS)
+
 /* The EGRESS_METHOD_* bit of a method name (exact, capitals), or 0. */
 uint32_t egress_method_bit(const char *m, size_t n);
 
-/* Route lookup in p for a plain-HTTP request. host is normalized; path is the request's
- * path without query (len bytes). Returns 0 and *ret_index, or -ENOENT (no route by that
- * name), -EACCES (a route by that name, but not this path) or -EPERM (path fine, method
- * not allowed); *why is a static phrase for the refusal. */
-int egress_route_find(const struct egress_profile_config *p, const char *host, uint32_t method,
-                      const char *path, size_t len, size_t *ret_index, const char **why);
 /* Whether path (len bytes, starting with '/') is safe to forward below a base path: URL
  * characters only, no "." or ".." segment (plain or percent-encoded), no empty segment, no
  * encoded '/', '\' or control character. */

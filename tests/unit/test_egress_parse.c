@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of egress_parse.c: host normalization, authorities, the CONNECT allowlist and
- * its wildcards, route matching by name, method and path prefix, path safety, strict request
- * and response heads (framing ambiguities refused), chunked and length-delimited bodies fed
- * in every split, hop-by-hop headers, the task's proxy environment, and 20000 randomly edited
- * heads, bodies and authorities that must be answered without a read outside their input. */
+ * its wildcards, path prefixes and path safety, strict request and response heads (framing
+ * ambiguities refused), chunked and length-delimited bodies fed in every split, hop-by-hop headers,
+ * the task's proxy environment, and 20000 randomly edited heads, bodies and authorities that must
+ * be answered without a read outside their input. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,7 +16,6 @@
 #include <cmocka.h>
 
 #include "lib/alloc.h"
-#include "config/config.h"
 #include "wire/ctl.h"
 #include "wire/egress_parse.h"
 #include "lib/err.h"
@@ -111,41 +110,7 @@ static void egress_allow_match__exact_and_wildcard(void **state)
     assert_int_equal(egress_allow_parse("*:443", &a), -EINVAL);
 }
 
-/* ---- routes and paths ---- */
-
-static struct egress_route_config routes[] = {
-    {.name = "api", .methods = EGRESS_METHOD_GET | EGRESS_METHOD_POST, .path_prefix = "/v1/"},
-    {.name = "api", .methods = EGRESS_METHOD_DELETE, .path_prefix = "/v1/items"},
-    {.name = "docs", .methods = EGRESS_METHODS_ALL, .path_prefix = "/"},
-};
-static const struct egress_profile_config profile = {.name = "p", .routes = routes, .n_routes = 3};
-
-static int route(const char *host, uint32_t method, const char *path, size_t *idx)
-{
-    const char *why = NULL;
-    int r = egress_route_find(&profile, host, method, path, strlen(path), idx, &why);
-    if (r < 0) {
-        assert_non_null(why);
-    }
-    return r;
-}
-
-static void egress_route_find__name_method_prefix(void **state)
-{
-    (void)state;
-    size_t idx = 99;
-    assert_int_equal(route("api", EGRESS_METHOD_GET, "/v1/x", &idx), 0);
-    assert_int_equal(idx, 0);
-    assert_int_equal(route("api", EGRESS_METHOD_DELETE, "/v1/items/7", &idx), 0);
-    assert_int_equal(idx, 1);
-    assert_int_equal(route("api", EGRESS_METHOD_DELETE, "/v1/itemsX", &idx), -EPERM);
-    assert_int_equal(route("api", EGRESS_METHOD_PUT, "/v1/x", &idx), -EPERM);
-    assert_int_equal(route("api", EGRESS_METHOD_GET, "/v2/x", &idx), -EACCES);
-    assert_int_equal(route("api", EGRESS_METHOD_GET, "/v1", &idx), -EACCES);
-    assert_int_equal(route("other", EGRESS_METHOD_GET, "/v1/x", &idx), -ENOENT);
-    assert_int_equal(route("docs", EGRESS_METHOD_PATCH, "/", &idx), 0);
-    assert_int_equal(idx, 2);
-}
+/* ---- paths and methods ---- */
 
 static void egress_path_under__whole_segments(void **state)
 {
@@ -792,7 +757,6 @@ int main(void)
         cmocka_unit_test(egress_host_normalize__forms),
         cmocka_unit_test(egress_authority_parse__ports),
         cmocka_unit_test(egress_allow_match__exact_and_wildcard),
-        cmocka_unit_test(egress_route_find__name_method_prefix),
         cmocka_unit_test(egress_path_under__whole_segments),
         cmocka_unit_test(egress_path_safe__dots_and_encodings),
         cmocka_unit_test(egress_method_bit__exact),
