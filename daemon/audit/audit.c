@@ -19,6 +19,7 @@
 #include "audit/audit_impl.h"
 #include "lib/log.h"
 #include "lib/scrub.h"
+#include "lib/list.h"
 #include "lib/util.h"
 
 #define TRUNC_MARK "[...]"

@@ -17,6 +17,7 @@
 #include "sandbox/image.h"
 #include "lib/log.h"
 #include "reaper.h"
+#include "lib/list.h"
 #include "lib/util.h"
 #include "sandbox/forkserver.h"
 

@@ -26,6 +26,7 @@
 #include "core/pool.h"
 #include "sandbox/sandbox.h"
 #include "api/server.h"
+#include "lib/list.h"
 #include "lib/util.h"
 #include "sandbox/forkserver.h"
 #include "wire/version.h"

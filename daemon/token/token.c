@@ -26,6 +26,7 @@
 #include "lib/scrub.h"
 #include "lib/sys.h"
 #include "token/token_impl.h"
+#include "lib/list.h"
 #include "lib/util.h"
 
 /* The timer re-reads the wall clock at least this often: the clock may be set. */
@@ -837,7 +838,6 @@ void token_detach(struct token_link *l)
     DLIST_REMOVE(t->links, l);
     t->running--;
     l->tok = NULL;
-    l->prev = l->next = NULL;
 }
 
 /* Opens one mount source as a detached, private, read-only tree. */
