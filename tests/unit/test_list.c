@@ -91,6 +91,46 @@ static void dlist_push_l__keeps_two_lists_apart(void **state)
     assert_ptr_equal(a.prev, &b);
 }
 
+static void dlist_append__keeps_order_and_tail(void **state)
+{
+    (void)state;
+    struct node n[3] = {{.v = 0}, {.v = 1}, {.v = 2}};
+    struct node *head = NULL, *tail = NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(n); i++) {
+        DLIST_APPEND(head, tail, &n[i]);
+    }
+    int got[4];
+    assert_int_equal(dlist_values(head, got, 4), 3);
+    assert_int_equal(got[0], 0);
+    assert_int_equal(got[2], 2);
+    assert_ptr_equal(tail, &n[2]);
+}
+
+static void dlist_unlink__fixes_head_and_tail(void **state)
+{
+    (void)state;
+    struct node n[3] = {{.v = 0}, {.v = 1}, {.v = 2}};
+    struct node *head = NULL, *tail = NULL;
+    for (size_t i = 0; i < ARRAY_SIZE(n); i++) {
+        DLIST_APPEND(head, tail, &n[i]);
+    }
+    int got[4];
+    DLIST_UNLINK(head, tail, &n[2]); /* last */
+    assert_ptr_equal(tail, &n[1]);
+    assert_null(n[1].next);
+    assert_null(n[2].prev);
+    DLIST_UNLINK(head, tail, &n[0]); /* first */
+    assert_ptr_equal(head, &n[1]);
+    assert_int_equal(dlist_values(head, got, 4), 1);
+    DLIST_UNLINK(head, tail, &n[1]); /* the only one */
+    assert_null(head);
+    assert_null(tail);
+    DLIST_APPEND(head, tail, &n[2]);
+    assert_ptr_equal(head, &n[2]);
+    assert_ptr_equal(tail, &n[2]);
+    assert_null(n[2].prev);
+}
+
 static void slist_append__keeps_fifo_order(void **state)
 {
     (void)state;
@@ -165,6 +205,8 @@ int main(void)
         cmocka_unit_test(dlist_push__puts_the_node_first),
         cmocka_unit_test(dlist_remove__unlinks_first_middle_and_last),
         cmocka_unit_test(dlist_push_l__keeps_two_lists_apart),
+        cmocka_unit_test(dlist_append__keeps_order_and_tail),
+        cmocka_unit_test(dlist_unlink__fixes_head_and_tail),
         cmocka_unit_test(slist_append__keeps_fifo_order),
         cmocka_unit_test(slist_pop__takes_the_first_and_empties_the_tail),
         cmocka_unit_test(slist_remove__unlinks_anywhere_and_fixes_the_tail),
