@@ -34,34 +34,6 @@
 #define DLIST_PUSH(head, node) DLIST_PUSH_L(head, node, prev, next)
 #define DLIST_REMOVE(head, node) DLIST_REMOVE_L(head, node, prev, next)
 
-/* Doubly linked with a tail too (`prev` and `next` fields), for a list kept in order:
- * append puts node last; unlink takes it out from wherever it is and clears its links. */
-#define DLIST_APPEND(head, tail, node)                                                             \
-    do {                                                                                           \
-        (node)->next = NULL;                                                                       \
-        (node)->prev = (tail);                                                                     \
-        if (tail) {                                                                                \
-            (tail)->next = (node);                                                                 \
-        } else {                                                                                   \
-            (head) = (node);                                                                       \
-        }                                                                                          \
-        (tail) = (node);                                                                           \
-    } while (0)
-#define DLIST_UNLINK(head, tail, node)                                                             \
-    do {                                                                                           \
-        if ((node)->prev) {                                                                        \
-            (node)->prev->next = (node)->next;                                                     \
-        } else {                                                                                   \
-            (head) = (node)->next;                                                                 \
-        }                                                                                          \
-        if ((node)->next) {                                                                        \
-            (node)->next->prev = (node)->prev;                                                     \
-        } else {                                                                                   \
-            (tail) = (node)->prev;                                                                 \
-        }                                                                                          \
-        (node)->prev = (node)->next = NULL;                                                        \
-    } while (0)
-
 /* Singly linked FIFO: `head` and `tail` (both NULL when empty), a node's `link` field points
  * to the next. Append puts node last; pop takes the first (NULL when empty), clears its link
  * and evaluates to it. */
@@ -108,3 +80,18 @@
         }                                                                                          \
         _found;                                                                                    \
     })
+
+/* Doubly linked with a tail too (`prev` and `next` fields), for a list kept in order:
+ * append puts node last; unlink takes it out from wherever it is and clears its links. */
+#define DLIST_APPEND(head, tail, node)                                                             \
+    do {                                                                                           \
+        (node)->prev = (tail);                                                                     \
+        SLIST_APPEND(head, tail, node, next);                                                      \
+    } while (0)
+#define DLIST_UNLINK(head, tail, node)                                                             \
+    do {                                                                                           \
+        if (!(node)->next) {                                                                       \
+            (tail) = (node)->prev;                                                                 \
+        }                                                                                          \
+        DLIST_REMOVE(head, node);                                                                  \
+    } while (0)
