@@ -37,7 +37,7 @@ LDFLAGS  := -pie -Wl,-z,relro,-z,now $(SANLD)
 # Each binary is built from folders (docs/ARCHITECTURE.md): sbxd from the composition root
 # and its layers, sbxd-init from init/, sbx from cli/; lib/ and wire/ are shared.
 L := daemon/lib
-COMMON_SRCS := $(L)/util.c $(L)/sys.c $(L)/err.c $(L)/log.c $(L)/alloc.c
+COMMON_SRCS := $(L)/util.c $(L)/sys.c $(L)/err.c $(L)/log.c $(L)/alloc.c $(L)/buf.c $(L)/strv.c
 CLIENT_SRCS := $(COMMON_SRCS) daemon/wire/proto.c
 SBXD_DIRS   := daemon daemon/api daemon/core daemon/egress daemon/sandbox daemon/token \
                daemon/audit daemon/metrics daemon/config daemon/wire daemon/lib

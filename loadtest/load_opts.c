@@ -4,23 +4,12 @@
 #include "load_opts.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
 #include <sysexits.h>
 
 #include "lib/util.h"
-
-void load_errorf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    (void)fputs("sbx-load: ", stderr);
-    (void)vfprintf(stderr, fmt, ap);
-    (void)fputc('\n', stderr);
-    va_end(ap);
-}
 
 void load_opts_usage(FILE *f)
 {

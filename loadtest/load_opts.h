@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "lib/log.h"
+
 #define LOAD_DEFAULT_SOCKET "./var/sbxd.sock"
 #define LOAD_DEFAULT_CONCURRENCY 8
 #define LOAD_PER_CONN_DEFAULT 64 /* in flight per connection when --connections is unset */
@@ -35,4 +37,4 @@ int load_opts_parse(int argc, char **argv, struct load_opts *o);
 void load_opts_usage(FILE *f);
 
 /* Prints "sbx-load: <message>" and a newline on stderr. */
-void load_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define load_errorf(...) log_prog_error("sbx-load", __VA_ARGS__)

@@ -21,6 +21,7 @@
 #include <uv.h>
 
 #include "lib/alloc.h"
+#include "lib/buf.h"
 #include "counters.h"
 #include "lib/err.h"
 #include "hist.h"
@@ -173,23 +174,21 @@ static void load_next_task(struct load *l, struct load_task_spec *ret)
 
 struct wreq {
     uv_write_t req;
-    char *data;
-    size_t len, cap;
+    struct buf b; /* the packed bytes; uncapped: sbx-load packs only what it composes */
 };
+
+static struct wreq *wreq_new(void)
+{
+    struct wreq *w = xcalloc(1, sizeof(*w));
+    /* One allocation holds a request. */
+    (void)buf_reserve(&w->b, 255);
+    return w;
+}
 
 static int wreq_pack_cb(void *data, const char *p, size_t n)
 {
     struct wreq *w = data;
-    if (w->cap - w->len < n) {
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap - w->len < n) {
-            cap *= 2;
-        }
-        w->data = xrealloc(w->data, cap);
-        w->cap = cap;
-    }
-    memcpy(w->data + w->len, p, n);
-    w->len += n;
+    (void)buf_append(&w->b, p, n);
     return 0;
 }
 
@@ -197,7 +196,7 @@ static void wreq_done_cb(uv_write_t *req, int status)
 {
     struct wreq *w = container_of(req, struct wreq, req);
     (void)status; /* a failed write shows up as a read error or EOF, handled there */
-    free(w->data);
+    buf_free(&w->b);
     free(w);
 }
 
@@ -208,7 +207,7 @@ static void conn_write(struct conn *c, struct wreq *w, uv_buf_t *bufs, unsigned 
 {
     int r = uv_write(&w->req, (uv_stream_t *)&c->pipe, bufs, n, wreq_done_cb);
     if (r < 0) {
-        free(w->data);
+        buf_free(&w->b);
         free(w);
         conn_fail(c, "write", r);
     }
@@ -326,7 +325,7 @@ static void conn_send_stdin(struct conn *c, const struct slot *s)
 {
     uint64_t total = (uint64_t)s->stdin_bytes;
     size_t n_chunks = (size_t)((total + LOAD_STDIN_CHUNK - 1) / LOAD_STDIN_CHUNK) + 1;
-    struct wreq *w = xcalloc(1, sizeof(*w));
+    struct wreq *w = wreq_new();
     scoped_free size_t *ends = xcalloc(n_chunks, sizeof(*ends));
     scoped_free uv_buf_t *bufs = xcalloc(2 * n_chunks, sizeof(*bufs));
     msgpack_packer pk;
@@ -341,14 +340,14 @@ static void conn_send_stdin(struct conn *c, const struct slot *s)
         msgpack_pack_array(&pk, 2);
         msgpack_pack_uint32(&pk, s->msgid);
         msgpack_pack_bin(&pk, k);
-        ends[i] = w->len;
+        ends[i] = w->b.len;
         left -= k;
     }
     left = total;
     size_t off = 0;
     for (size_t i = 0; i < n_chunks; i++) {
         size_t k = left > LOAD_STDIN_CHUNK ? LOAD_STDIN_CHUNK : (size_t)left;
-        bufs[nb++] = uv_buf_init(w->data + off, (unsigned)(ends[i] - off));
+        bufs[nb++] = uv_buf_init(w->b.p + off, (unsigned)(ends[i] - off));
         if (k > 0) {
             char *src = s->stdin_data ? (char *)s->stdin_data + (total - left) : load_stdin_block;
             bufs[nb++] = uv_buf_init(src, (unsigned)k);
@@ -363,7 +362,7 @@ static void conn_send_stdin(struct conn *c, const struct slot *s)
 static void load_issue(struct load *l, struct conn *c, uint64_t t0_ns, bool warmup)
 {
     struct load_task_spec spec;
-    struct wreq *w = xcalloc(1, sizeof(*w));
+    struct wreq *w = wreq_new();
     msgpack_packer pk;
     uint32_t idx = c->free_slots[--c->n_free];
     struct slot *s = &c->slots[idx];
@@ -403,7 +402,7 @@ static void load_issue(struct load *l, struct conn *c, uint64_t t0_ns, bool warm
     if (spec.stdin_bytes >= 0) {
         proto_pack_kv_bool(&pk, "stdin", true);
     }
-    uv_buf_t b = uv_buf_init(w->data, (unsigned)w->len);
+    uv_buf_t b = uv_buf_init(w->b.p, (unsigned)w->b.len);
     conn_write(c, w, &b, 1);
 }
 

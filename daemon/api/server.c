@@ -19,6 +19,7 @@
 #include "lib/log.h"
 #include "wire/proto.h"
 #include "api/rpc.h"
+#include "lib/list.h"
 #include "lib/util.h"
 
 struct server {

@@ -17,17 +17,13 @@
 
 #include "lib/alloc.h"
 #include "audit/audit_impl.h"
+#include "lib/buf.h"
 #include "lib/log.h"
 #include "lib/scrub.h"
+#include "lib/list.h"
 #include "lib/util.h"
 
 #define TRUNC_MARK "[...]"
-
-struct jbuf {
-    char *p;
-    size_t len;
-    size_t cap;
-};
 
 struct audit_ev {
     struct audit *a;
@@ -35,7 +31,7 @@ struct audit_ev {
     char task[AUDIT_TASK_MAX];
     bool has_task;
     int64_t time_ns;
-    struct jbuf j;
+    struct buf j;
     bool need_comma;
     bool in_array;
     bool array_comma;
@@ -126,28 +122,19 @@ int audit_hash_parse(const char *hex, size_t len, unsigned char out[AUDIT_HASH_B
 
 /* ---- JSON fields -------------------------------------------------------------------- */
 
-static void jb_put(struct jbuf *b, const char *s, size_t n)
+/* The fields are bounded by AUDIT_FIELDS_MAX before each is started, not by a cap. */
+static void jb_put(struct buf *b, const char *s, size_t n)
 {
-    if (b->cap - b->len < n + 1) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->len < n + 1) {
-            cap *= 2;
-        }
-        b->p = xrealloc(b->p, cap);
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
+    (void)buf_append(b, s, n);
 }
 
-static void jb_puts(struct jbuf *b, const char *s)
+static void jb_puts(struct buf *b, const char *s)
 {
-    jb_put(b, s, strlen(s));
+    (void)buf_puts(b, s);
 }
 
 /* A JSON string literal: valid UTF-8 passes, ill-formed bytes become U+FFFD. */
-static void jb_str(struct jbuf *b, const char *s, size_t n)
+static void jb_str(struct buf *b, const char *s, size_t n)
 {
     const unsigned char *p = (const unsigned char *)s;
     jb_put(b, "\"", 1);
@@ -243,6 +230,8 @@ struct audit_ev *audit_begin(struct audit *a, const char *type, const char *task
         ev->has_task = true;
     }
     ev->time_ns = audit_realtime_ns();
+    /* One allocation holds most events. */
+    (void)buf_reserve(&ev->j, 255);
     jb_put(&ev->j, "{", 1);
     return ev;
 }
@@ -397,7 +386,7 @@ uint64_t audit_end(struct audit_ev *ev)
     r->has_task = ev->has_task;
     r->len = ev->j.len;
     memcpy(r->fields, ev->j.p, ev->j.len + 1);
-    free(ev->j.p);
+    buf_free(&ev->j);
     free(ev);
 
     uint64_t ticket = ++a->next_ticket;

@@ -16,6 +16,7 @@
 
 #include "lib/alloc.h"
 #include "lib/log.h"
+#include "lib/strv.h"
 #include "wire/proto.h"
 #include "lib/util.h"
 
@@ -661,13 +662,11 @@ int audit_query_pack(struct sqlite3 *db, const struct audit_query *q, msgpack_pa
         return r;
     }
     /* Task ids first (bounded by limit + 1), then one chain each. */
-    size_t n = 0, cap = 0;
-    char **tasks = NULL;
+    scoped_strv struct strv tasks = STRV_INIT;
     if (q->task) {
-        tasks = xcalloc(1, sizeof(*tasks));
         (void)sqlite3_bind_text(ev, 1, q->task, -1, SQLITE_TRANSIENT);
         if (sqlite3_step(ev) == SQLITE_ROW) {
-            tasks[n++] = xstrdup(q->task);
+            strv_push(&tasks, q->task);
         }
         sqlite3_reset(ev);
     } else {
@@ -682,18 +681,14 @@ int audit_query_pack(struct sqlite3 *db, const struct audit_query *q, msgpack_pa
         int rc;
         while ((rc = sqlite3_step(list)) == SQLITE_ROW) {
             const char *t = (const char *)sqlite3_column_text(list, 0);
-            if (n == cap) {
-                cap = cap ? cap * 2 : 64;
-                tasks = xrealloc(tasks, cap * sizeof(*tasks));
-            }
-            tasks[n++] = xstrdup(t ? t : "");
+            strv_push(&tasks, t ? t : "");
         }
         if (rc != SQLITE_DONE) {
             r = ro_fail(db, e, "query");
         }
     }
-    bool more = n > q->limit;
-    size_t shown = more ? q->limit : n;
+    bool more = tasks.n > q->limit;
+    size_t shown = more ? q->limit : tasks.n;
     msgpack_sbuffer chains;
     msgpack_sbuffer_init(&chains);
     msgpack_packer cp;
@@ -704,7 +699,7 @@ int audit_query_pack(struct sqlite3 *db, const struct audit_query *q, msgpack_pa
             more = true;
             break;
         }
-        r = pack_chain(db, ev, tasks[i], &cp, e);
+        r = pack_chain(db, ev, tasks.v[i], &cp, e);
         packed++;
     }
     (void)tx(db, "COMMIT", NULL);
@@ -716,10 +711,6 @@ int audit_query_pack(struct sqlite3 *db, const struct audit_query *q, msgpack_pa
         proto_pack_kv_bool(pk, "more", more);
     }
     msgpack_sbuffer_destroy(&chains);
-    for (size_t i = 0; i < n; i++) {
-        free(tasks[i]);
-    }
-    free(tasks);
     return r;
 }
 

@@ -23,7 +23,9 @@
 #include <msgpack.h>
 
 #include "lib/alloc.h"
+#include "lib/buf.h"
 #include "lib/err.h"
+#include "lib/log.h"
 #include "wire/proto.h"
 #include "cli/sbx_json.h"
 #include "lib/util.h"
@@ -38,78 +40,71 @@
 #define SBX_OUT_HIGH (1u << 20)     /* unwritten output above which the socket is not read */
 #define SBX_JSON_CAP (64u << 20)    /* --json: stdout + stderr bytes kept */
 #define SBX_TEXT_MAX 512            /* daemon text shown in one message or table cell */
+#define SBX_QUEUE_MIN 4096          /* first allocation of a byte queue */
 
 #define SBX_EXIT_TIMEOUT 124
 #define SBX_EXIT_NOEXEC 127
 #define SBX_EXIT_SIGNAL 128
 #define SBX_EXIT_KILLED 137
 
-/* A byte queue: appended at the end, consumed from the front. */
-struct buf {
-    char *data;
+/* A byte queue: appended at the end, consumed from the front (off); the consumed bytes are
+ * moved out only when an append needs their room, so a slow reader costs no copies. */
+struct byteq {
+    struct buf b;
     size_t off; /* first unconsumed byte */
-    size_t len; /* end of the data */
-    size_t cap;
 };
 
-static size_t buf_pending(const struct buf *b)
+static size_t byteq_pending(const struct byteq *q)
 {
-    return b->len - b->off;
+    return q->b.len - q->off;
 }
 
-static void buf_append(struct buf *b, const void *p, size_t n)
+/* The unconsumed bytes ("" when there are none). */
+static const char *byteq_data(const struct byteq *q)
+{
+    return q->b.p ? q->b.p + q->off : "";
+}
+
+static void byteq_append(struct byteq *q, const void *p, size_t n)
 {
     if (n == 0) {
         return;
     }
-    if (b->cap - b->len < n && b->off > 0) {
-        memmove(b->data, b->data + b->off, b->len - b->off);
-        b->len -= b->off;
-        b->off = 0;
+    if (q->off > 0 && buf_room(&q->b) < n) {
+        buf_consume(&q->b, q->off);
+        q->off = 0;
     }
-    if (b->cap - b->len < n) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap - b->len < n) {
-            cap *= 2;
-        }
-        b->data = xrealloc(b->data, cap);
-        b->cap = cap;
+    if (q->b.cap == 0) {
+        (void)buf_reserve(&q->b, SBX_QUEUE_MIN - 1);
     }
-    memcpy(b->data + b->len, p, n);
-    b->len += n;
+    /* Uncapped: what feeds a queue stops while it is above SBX_SEND_HIGH or SBX_OUT_HIGH,
+     * and --json output is bounded by SBX_JSON_CAP. */
+    (void)buf_append(&q->b, p, n);
 }
 
-static void buf_consume(struct buf *b, size_t n)
+static void byteq_consume(struct byteq *q, size_t n)
 {
-    b->off += n;
-    if (b->off == b->len) {
-        b->off = b->len = 0;
+    q->off += n;
+    if (q->off == q->b.len) {
+        q->off = 0;
+        buf_reset(&q->b);
     }
 }
 
-static void buf_release(struct buf *b)
+static void byteq_release(struct byteq *q)
 {
-    free(b->data);
-    *b = (struct buf){0};
+    buf_free(&q->b);
+    q->off = 0;
 }
 
-/* msgpack_packer_write callback: packs straight into a struct buf. */
-static int buf_pack_cb(void *data, const char *p, size_t n)
+/* msgpack_packer_write callback: packs straight into a struct byteq. */
+static int byteq_pack_cb(void *data, const char *p, size_t n)
 {
-    buf_append(data, p, n);
+    byteq_append(data, p, n);
     return 0;
 }
 
-static void sbx_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sbx_errorf(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    (void)fputs("sbx: ", stderr);
-    (void)vfprintf(stderr, fmt, ap);
-    (void)fputc('\n', stderr);
-    va_end(ap);
-}
+#define sbx_errorf(...) log_prog_error("sbx", __VA_ARGS__)
 
 /* Daemon text (str or bin) sanitized into buf; "" for other types. */
 static const char *sbx_text(const msgpack_object *o, char *buf, size_t size)
@@ -128,7 +123,7 @@ static const char *sbx_text(const msgpack_object *o, char *buf, size_t size)
 struct sbx_conn {
     int fd;
     struct proto_reader *reader;
-    struct buf out;    /* packed, not yet sent */
+    struct byteq out;  /* packed, not yet sent */
     msgpack_packer pk; /* packs into out */
     uint32_t next_msgid;
     bool eof;          /* sbxd closed its side (or reset the connection) */
@@ -140,7 +135,7 @@ static void sbx_conn_close(struct sbx_conn *c)
 {
     c->fd = fd_close(c->fd);
     c->reader = proto_reader_free(c->reader);
-    buf_release(&c->out);
+    byteq_release(&c->out);
 }
 
 /* Connects to the Unix socket at path; the socket is non-blocking afterwards. */
@@ -171,7 +166,7 @@ static int sbx_conn_open(struct sbx_conn *c, const char *path, struct err *e)
     if (r < 0) {
         return err_setx(e, r, "out of memory");
     }
-    msgpack_packer_init(&c->pk, &c->out, buf_pack_cb);
+    msgpack_packer_init(&c->pk, &c->out, byteq_pack_cb);
     c->fd = take_fd(&fd);
     return 0;
 }
@@ -179,8 +174,8 @@ static int sbx_conn_open(struct sbx_conn *c, const char *path, struct err *e)
 /* Sends what the socket takes now. Returns 0 or -errno with e set. */
 static int sbx_conn_send(struct sbx_conn *c, struct err *e)
 {
-    while (buf_pending(&c->out) > 0 && !c->write_closed) {
-        ssize_t n = send(c->fd, c->out.data + c->out.off, buf_pending(&c->out), MSG_NOSIGNAL);
+    while (byteq_pending(&c->out) > 0 && !c->write_closed) {
+        ssize_t n = send(c->fd, byteq_data(&c->out), byteq_pending(&c->out), MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) {
             continue;
         }
@@ -190,13 +185,13 @@ static int sbx_conn_send(struct sbx_conn *c, struct err *e)
         if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
             /* sbxd went away: what it said before is still readable. */
             c->write_closed = true;
-            buf_release(&c->out);
+            byteq_release(&c->out);
             return 0;
         }
         if (n < 0) {
             return err_setx(e, -errno, "sending to sbxd: %s", strerror(errno));
         }
-        buf_consume(&c->out, (size_t)n);
+        byteq_consume(&c->out, (size_t)n);
     }
     return 0;
 }
@@ -305,7 +300,7 @@ static int sbx_call(struct sbx_conn *c, const char *method, sbx_pack_args_cb pac
         struct proto_msg m;
         int r;
 
-        if (buf_pending(&c->out) > 0 && !c->write_closed) {
+        if (byteq_pending(&c->out) > 0 && !c->write_closed) {
             p.events |= POLLOUT;
         }
         if (RETRY_EINTR(poll(&p, 1, -1)) < 0) {
@@ -439,9 +434,7 @@ static int sbx_usage_error(const struct sbx_cmd *cmd, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    (void)fputs("sbx: ", stderr);
-    (void)vfprintf(stderr, fmt, ap);
-    (void)fputc('\n', stderr);
+    log_prog_verror("sbx", fmt, ap);
     va_end(ap);
     sbx_usage(stderr, cmd);
     return EX_USAGE;
@@ -673,7 +666,7 @@ struct sbx_exec_opts {
 /* One of our output streams: where a task stream goes, queued until it is writable. */
 struct sbx_out {
     int fd;
-    struct buf q;
+    struct byteq q;
     size_t chunk; /* largest write that cannot block for long once poll says POLLOUT */
     bool closed;  /* a write failed (EPIPE...): further output is dropped */
 };
@@ -699,8 +692,8 @@ static void sbx_exec_release(struct sbx_exec *x)
     sbx_conn_close(&x->c);
     proto_msg_done(&x->resp);
     x->sigfd = fd_close(x->sigfd);
-    buf_release(&x->out[0].q);
-    buf_release(&x->out[1].q);
+    byteq_release(&x->out[0].q);
+    byteq_release(&x->out[1].q);
     free(take_ptr(&x->stdin_buf));
     free(take_ptr(&x->opts.env));
 }
@@ -858,9 +851,9 @@ static void sbx_exec_output(struct sbx_exec *x, int which, const char *p, size_t
             n = room;
         }
         x->kept += n;
-        buf_append(&out->q, p, n);
+        byteq_append(&out->q, p, n);
     } else if (!out->closed) {
-        buf_append(&out->q, p, n);
+        byteq_append(&out->q, p, n);
     }
 }
 
@@ -911,8 +904,8 @@ static void sbx_exec_read_stdin(struct sbx_exec *x)
 
 static void sbx_exec_write_out(struct sbx_out *out)
 {
-    size_t n = buf_pending(&out->q);
-    ssize_t w = write(out->fd, out->q.data + out->q.off, n < out->chunk ? n : out->chunk);
+    size_t n = byteq_pending(&out->q);
+    ssize_t w = write(out->fd, byteq_data(&out->q), n < out->chunk ? n : out->chunk);
 
     if (w < 0 && (errno == EINTR || errno == EAGAIN)) {
         return;
@@ -920,15 +913,15 @@ static void sbx_exec_write_out(struct sbx_out *out)
     if (w <= 0) {
         /* EPIPE and friends: nobody reads this stream any more; keep the task running. */
         out->closed = true;
-        buf_release(&out->q);
+        byteq_release(&out->q);
         return;
     }
-    buf_consume(&out->q, (size_t)w);
+    byteq_consume(&out->q, (size_t)w);
 }
 
 static size_t sbx_exec_unwritten(const struct sbx_exec *x)
 {
-    return x->opts.json ? 0 : buf_pending(&x->out[0].q) + buf_pending(&x->out[1].q);
+    return x->opts.json ? 0 : byteq_pending(&x->out[0].q) + byteq_pending(&x->out[1].q);
 }
 
 enum { PFD_SOCK, PFD_SIG, PFD_STDIN, PFD_OUT, PFD_ERR, PFD_N };
@@ -954,18 +947,18 @@ static int sbx_exec_loop(struct sbx_exec *x)
             p[PFD_SOCK].fd = x->c.fd;
             p[PFD_SOCK].events =
                 (short)((!x->c.eof && unwritten < SBX_OUT_HIGH ? POLLIN : 0) |
-                        (buf_pending(&x->c.out) > 0 && !x->c.write_closed ? POLLOUT : 0));
+                        (byteq_pending(&x->c.out) > 0 && !x->c.write_closed ? POLLOUT : 0));
             if (p[PFD_SOCK].events == 0) {
                 p[PFD_SOCK].fd = -1;
             }
         }
         p[PFD_SIG] = (struct pollfd){.fd = x->sigfd, .events = POLLIN};
         if (x->started && x->stdin_open && !x->done && !x->c.write_closed &&
-            buf_pending(&x->c.out) < SBX_SEND_HIGH) {
+            byteq_pending(&x->c.out) < SBX_SEND_HIGH) {
             p[PFD_STDIN] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
         }
         for (int i = 0; i < 2; i++) {
-            if (!x->opts.json && buf_pending(&x->out[i].q) > 0) {
+            if (!x->opts.json && byteq_pending(&x->out[i].q) > 0) {
                 p[PFD_OUT + i] = (struct pollfd){.fd = x->out[i].fd, .events = POLLOUT};
             }
         }
@@ -1056,9 +1049,9 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
         return EX_SOFTWARE;
     }
     if (json) {
-        const struct buf *o = &x->out[0].q, *e = &x->out[1].q;
-        sbx_json_write_result(stdout, res, o->data ? o->data + o->off : "", buf_pending(o),
-                              e->data ? e->data + e->off : "", buf_pending(e), x->dropped);
+        const struct byteq *o = &x->out[0].q, *e = &x->out[1].q;
+        sbx_json_write_result(stdout, res, byteq_data(o), byteq_pending(o), byteq_data(e),
+                              byteq_pending(e), x->dropped);
         if (fflush(stdout) != 0 && errno != EPIPE) {
             sbx_errorf("writing the result: %s", strerror(errno));
         }

@@ -13,28 +13,12 @@
 #include "lib/alloc.h"
 #include "lib/log.h"
 #include "metrics/metrics.h"
+#include "lib/list.h"
 #include "lib/util.h"
 #include "sandbox/kit.h"
 
 #define BACKOFF_MIN_NS (50ULL * 1000 * 1000)
 #define BACKOFF_MAX_NS (5ULL * 1000 * 1000 * 1000)
-
-/* A FIFO on the DLIST macros: new nodes go first, the oldest is the tail. */
-#define FIFO_PUSH(head, tail, node)                                                                \
-    do {                                                                                           \
-        DLIST_PUSH(head, node);                                                                    \
-        if (!(tail)) {                                                                             \
-            (tail) = (node);                                                                       \
-        }                                                                                          \
-    } while (0)
-#define FIFO_REMOVE(head, tail, node)                                                              \
-    do {                                                                                           \
-        if ((tail) == (node)) {                                                                    \
-            (tail) = (node)->prev;                                                                 \
-        }                                                                                          \
-        DLIST_REMOVE(head, node);                                                                  \
-        (node)->prev = (node)->next = NULL;                                                        \
-    } while (0)
 
 static void retry_cb(uv_timer_t *h);
 
@@ -92,9 +76,9 @@ uint32_t pool_wanted(const struct pool *p)
 
 static struct pool_waiter *queue_pop(struct pool *p)
 {
-    struct pool_waiter *w = p->q_tail;
+    struct pool_waiter *w = p->q_head;
     if (w) {
-        FIFO_REMOVE(p->q_head, p->q_tail, w);
+        DLIST_UNLINK(p->q_head, p->q_tail, w);
         p->n_queued--;
     }
     return w;
@@ -102,9 +86,9 @@ static struct pool_waiter *queue_pop(struct pool *p)
 
 static struct sandbox *warm_pop(struct pool *p)
 {
-    struct sandbox *sb = p->warm_tail;
+    struct sandbox *sb = p->warm_head;
     if (sb) {
-        FIFO_REMOVE(p->warm_head, p->warm_tail, sb);
+        DLIST_UNLINK(p->warm_head, p->warm_tail, sb);
     }
     return sb;
 }
@@ -128,7 +112,7 @@ int pool_submit(struct pool *p, struct pool_waiter *w)
         return -EBUSY;
     }
     w->cold = true;
-    FIFO_PUSH(p->q_head, p->q_tail, w);
+    DLIST_APPEND(p->q_head, p->q_tail, w);
     p->n_queued++;
     sched_refill(p->sched);
     return 0;
@@ -138,7 +122,7 @@ void pool_cancel(struct pool *p, struct pool_waiter *w)
 {
     for (struct pool_waiter *x = p->q_head; x; x = x->next) {
         if (x == w) {
-            FIFO_REMOVE(p->q_head, p->q_tail, w);
+            DLIST_UNLINK(p->q_head, p->q_tail, w);
             p->n_queued--;
             return;
         }
@@ -178,7 +162,7 @@ static void sandbox_ready_cb(void *arg, struct sandbox *sb)
         p->cold_starts++;
         w->ops->got(w, sb);
     } else {
-        FIFO_PUSH(p->warm_head, p->warm_tail, sb);
+        DLIST_APPEND(p->warm_head, p->warm_tail, sb);
     }
     sched_refill(p->sched);
 }
@@ -232,7 +216,7 @@ static void sandbox_unwarm_cb(void *arg, struct sandbox *sb)
     struct pool *p = arg;
     for (struct sandbox *x = p->warm_head; x; x = x->next) {
         if (x == sb) {
-            FIFO_REMOVE(p->warm_head, p->warm_tail, sb);
+            DLIST_UNLINK(p->warm_head, p->warm_tail, sb);
             return;
         }
     }

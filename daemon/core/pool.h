@@ -37,7 +37,7 @@ struct pool {
     struct sched *sched;
     struct sandbox_kit *kit; /* owned */
     const struct pool_config *pc;
-    /* FIFOs (newest at the head, oldest at the tail): WARM sandboxes, and the waiters. */
+    /* FIFOs (lib/list.h, oldest at the head): WARM sandboxes, and the waiters. */
     struct sandbox *warm_head;
     struct sandbox *warm_tail;
     uint32_t n_state[SB_DEAD + 1]; /* sandboxes of this pool by state, until freed */

@@ -13,6 +13,7 @@
 #include "lib/alloc.h"
 #include "lib/log.h"
 #include "metrics/metrics.h"
+#include "lib/list.h"
 #include "lib/util.h"
 
 static void client_read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);

@@ -78,3 +78,18 @@ const char *log_quote(const char *s, char *buf, size_t size)
     buf[o] = '\0';
     return buf;
 }
+
+void log_prog_verror(const char *prog, const char *fmt, va_list ap)
+{
+    (void)fprintf(stderr, "%s: ", prog);
+    (void)vfprintf(stderr, fmt, ap);
+    (void)fputc('\n', stderr);
+}
+
+void log_prog_error(const char *prog, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    log_prog_verror(prog, fmt, ap);
+    va_end(ap);
+}

@@ -5,6 +5,7 @@
  * Each .c file defines LOG_MOD before including this header. The formatted text is the
  * fields after mod=, written by the caller in logfmt (use log_quote for client strings).
  * Not CHILD-SAFE (stdio). The level is the only process-wide global besides the daemon. */
+#include <stdarg.h>
 #include <stddef.h>
 
 enum log_level { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
@@ -17,6 +18,11 @@ void log_write(enum log_level lvl, const char *mod, int r, const char *fmt, ...)
 int log_parse_level(const char *s, enum log_level *ret);
 /* Quotes and escapes s for logfmt into buf (truncating long values with "..."); returns buf. */
 const char *log_quote(const char *s, char *buf, size_t size);
+/* A command-line tool's message for a person, not logfmt: "prog: text" and a newline on
+ * stderr. For the client binaries (sbx, sbx-load). */
+void log_prog_error(const char *prog, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_prog_verror(const char *prog, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 #ifndef LOG_MOD
 #define LOG_MOD "?"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/buf.h"
 #include "lib/util.h"
 
 #define SCRUB_SECRET_MAX 4096
@@ -53,26 +54,11 @@ static const struct prefix builtin_prefixes[] = {
 static const char *const aws_key_prefixes[] = {"AKIA", "ASIA", "AIDA", "AROA", "AGPA",
                                                "ANPA", "ANVA", "AIPA", "ABIA", "ACCA"};
 
-/* Output buffer. */
-struct out {
-    char *p;
-    size_t len;
-    size_t cap;
-};
-
-static void out_put(struct out *o, const char *s, size_t n)
+/* Uncapped: the caller bounds text, and each match (at least one byte) becomes one
+ * SCRUB_MARK. */
+static void out_put(struct buf *o, const char *s, size_t n)
 {
-    if (o->cap - o->len < n + 1) {
-        size_t cap = o->cap ? o->cap : 64;
-        while (cap - o->len < n + 1) {
-            cap *= 2;
-        }
-        o->p = xrealloc(o->p, cap);
-        o->cap = cap;
-    }
-    memcpy(o->p + o->len, s, n);
-    o->len += n;
-    o->p[o->len] = '\0';
+    (void)buf_append(o, s, n);
 }
 
 static bool is_alnum(unsigned char c)
@@ -719,7 +705,7 @@ static bool match_at(const struct scrub *s, const struct text *t, size_t i, size
     return match_entropy(t, i, re);
 }
 
-static void scrub_into(const struct scrub *s, const char *text, size_t len, struct out *o,
+static void scrub_into(const struct scrub *s, const char *text, size_t len, struct buf *o,
                        size_t *ret_count)
 {
     struct text t = {(const unsigned char *)text, len};
@@ -745,15 +731,9 @@ static void scrub_into(const struct scrub *s, const char *text, size_t len, stru
 char *scrub_dup(const struct scrub *s, const char *text, size_t len, size_t *ret_len,
                 size_t *ret_count)
 {
-    struct out o = {0};
+    struct buf o = BUF_INIT;
     scrub_into(s, text, len, &o, ret_count);
-    if (!o.p) {
-        out_put(&o, "", 0);
-    }
-    if (ret_len) {
-        *ret_len = o.len;
-    }
-    return o.p;
+    return buf_steal(&o, ret_len);
 }
 
 const char *scrub_copy(const struct scrub *s, const char *text, size_t len, char *buf, size_t size)

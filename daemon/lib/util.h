@@ -9,43 +9,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* Intrusive doubly linked lists: a node has `prev` and `next` pointers, head is the list's
- * first node (an lvalue). Push puts node first; remove unlinks it (its own pointers are
- * left as they were). */
-#define DLIST_PUSH(head, node)                                                                     \
-    do {                                                                                           \
-        (node)->prev = NULL;                                                                       \
-        (node)->next = (head);                                                                     \
-        if (head) {                                                                                \
-            (head)->prev = (node);                                                                 \
-        }                                                                                          \
-        (head) = (node);                                                                           \
-    } while (0)
-#define DLIST_REMOVE(head, node)                                                                   \
-    do {                                                                                           \
-        if ((node)->prev) {                                                                        \
-            (node)->prev->next = (node)->next;                                                     \
-        } else {                                                                                   \
-            (head) = (node)->next;                                                                 \
-        }                                                                                          \
-        if ((node)->next) {                                                                        \
-            (node)->next->prev = (node)->prev;                                                     \
-        }                                                                                          \
-    } while (0)
-
-/* Intrusive singly linked FIFO: node goes last (its `link` field set to NULL), after tail, or
- * as head when the queue is empty. head and tail are lvalues. */
-#define SLIST_APPEND(head, tail, node, link)                                                       \
-    do {                                                                                           \
-        (node)->link = NULL;                                                                       \
-        if (tail) {                                                                                \
-            (tail)->link = (node);                                                                 \
-        } else {                                                                                   \
-            (head) = (node);                                                                       \
-        }                                                                                          \
-        (tail) = (node);                                                                           \
-    } while (0)
-
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define container_of(ptr, type, member) ((type *)((char *)(ptr)-offsetof(type, member)))
 

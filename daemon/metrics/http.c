@@ -12,6 +12,7 @@
 
 #include "lib/alloc.h"
 #include "lib/log.h"
+#include "lib/list.h"
 #include "lib/util.h"
 
 struct http_conn;

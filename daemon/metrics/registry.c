@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/list.h"
 #include "lib/log.h"
 #include "lib/util.h"
 

@@ -16,8 +16,10 @@
 
 #define LOG_MOD "cgroup"
 #include "lib/alloc.h"
+#include "lib/buf.h"
 #include "sandbox/cgroup_impl.h"
 #include "lib/log.h"
+#include "lib/strv.h"
 #include "lib/util.h"
 
 /* /proc/self/mountinfo can be long in containers; anything past this is not believable. */
@@ -85,27 +87,23 @@ static ssize_t read_whole(const char *path, char **ret)
     if (fd < 0) {
         return -errno;
     }
-    size_t cap = 16384, len = 0;
-    scoped_free char *buf = xmalloc(cap);
+    scoped(buf_free) struct buf b = BUF_INIT_MAX(CGROUP_PROCFILE_MAX - 1);
+    (void)buf_reserve(&b, 16383);
     for (;;) {
-        if (len + 1 >= cap) {
-            if (cap >= CGROUP_PROCFILE_MAX) {
-                return -EFBIG;
-            }
-            cap *= 2;
-            buf = xrealloc(buf, cap);
+        if (buf_room(&b) == 0 && buf_reserve(&b, 1) < 0) {
+            return -EFBIG;
         }
-        ssize_t n = RETRY_EINTR(read(fd, buf + len, cap - 1 - len));
+        ssize_t n = RETRY_EINTR(read(fd, buf_tail(&b), buf_room(&b)));
         if (n < 0) {
             return -errno;
         }
         if (n == 0) {
             break;
         }
-        len += (size_t)n;
+        buf_commit(&b, (size_t)n);
     }
-    buf[len] = '\0';
-    *ret = take_ptr(&buf);
+    size_t len = 0;
+    *ret = buf_steal(&b, &len);
     return (ssize_t)len;
 }
 
@@ -946,20 +944,6 @@ const char *cgroup_name(const struct cgroup *cg)
     return cg->name;
 }
 
-struct name_list {
-    char **v;
-    size_t n, cap;
-};
-
-static void name_list_freep(struct name_list *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i]);
-    }
-    free(l->v);
-    l->v = NULL;
-}
-
 static void closedirp(DIR **d)
 {
     if (*d) {
@@ -969,7 +953,7 @@ static void closedirp(DIR **d)
 
 int cgroup_root_list(struct cgroup_root *root, void (*fn)(const char *name, void *ud), void *ud)
 {
-    scoped(name_list_freep) struct name_list names = {0};
+    scoped_strv struct strv names = STRV_INIT;
     /* A child may exist in some hierarchies only (an interrupted remove): list the union. */
     for (size_t h = 0; h < root->nhier; h++) {
         int fd = openat(root->hier[h].dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -987,18 +971,9 @@ int cgroup_root_list(struct cgroup_root *root, void (*fn)(const char *name, void
             if (de->d_type != DT_DIR || !name_valid(de->d_name)) {
                 continue;
             }
-            bool seen = false;
-            for (size_t i = 0; i < names.n && !seen; i++) {
-                seen = strcmp(names.v[i], de->d_name) == 0;
+            if (!strv_contains(&names, de->d_name)) {
+                strv_push(&names, de->d_name);
             }
-            if (seen) {
-                continue;
-            }
-            if (names.n == names.cap) {
-                names.cap = names.cap ? names.cap * 2 : 16;
-                names.v = xrealloc(names.v, names.cap * sizeof(*names.v));
-            }
-            names.v[names.n++] = xstrdup(de->d_name);
         }
         if (errno != 0) {
             return -errno;

@@ -18,6 +18,7 @@
 
 #define LOG_MOD "cgroup"
 #include "lib/alloc.h"
+#include "lib/buf.h"
 #include "sandbox/cgroup_impl.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -28,25 +29,30 @@
 #define V1_KILL_ROUNDS 64
 #define V1_KILL_SLEEP_MAX_NS 16000000L
 
+/* An array of pids kept in a buf (uncapped: the kernel bounds what cgroup.procs lists). */
 struct pidvec {
-    pid_t *v;
-    size_t n, cap;
+    struct buf b;
 };
+
+static pid_t *pidvec_v(const struct pidvec *p)
+{
+    return (pid_t *)(void *)p->b.p;
+}
+
+static size_t pidvec_n(const struct pidvec *p)
+{
+    return p->b.len / sizeof(pid_t);
+}
 
 static void pidvec_freep(struct pidvec *p)
 {
-    free(p->v);
-    p->v = NULL;
+    buf_free(&p->b);
 }
 
 static int pidvec_add_cb(pid_t pid, void *ud)
 {
     struct pidvec *p = ud;
-    if (p->n == p->cap) {
-        p->cap = p->cap ? p->cap * 2 : 64;
-        p->v = xrealloc(p->v, p->cap * sizeof(*p->v));
-    }
-    p->v[p->n++] = pid;
+    memcpy(buf_push(&p->b, sizeof(pid)), &pid, sizeof(pid));
     return 0;
 }
 
@@ -58,23 +64,25 @@ static int pid_cmp(const void *a, const void *b)
 
 static void pidvec_sort_unique(struct pidvec *p)
 {
-    if (p->n < 2) {
+    pid_t *v = pidvec_v(p);
+    size_t n = pidvec_n(p);
+    if (n < 2) {
         return;
     }
-    qsort(p->v, p->n, sizeof(*p->v), pid_cmp);
+    qsort(v, n, sizeof(*v), pid_cmp);
     size_t w = 1;
-    for (size_t i = 1; i < p->n; i++) {
-        if (p->v[i] != p->v[w - 1]) {
-            p->v[w++] = p->v[i];
+    for (size_t i = 1; i < n; i++) {
+        if (v[i] != v[w - 1]) {
+            v[w++] = v[i];
         }
     }
-    p->n = w;
+    p->b.len = w * sizeof(*v);
 }
 
 /* Whether the first n (sorted) entries hold pid. */
 static bool pidvec_has(const struct pidvec *p, size_t n, pid_t pid)
 {
-    return n > 0 && bsearch(&pid, p->v, n, sizeof(*p->v), pid_cmp) != NULL;
+    return n > 0 && bsearch(&pid, pidvec_v(p), n, sizeof(pid), pid_cmp) != NULL;
 }
 
 /* Streams cgroup.procs of dfd (it can be longer than any fixed buffer) and calls cb for
@@ -174,14 +182,16 @@ static int kill_round(const int *dfds, size_t n, struct pidvec *done, size_t *li
     scoped(pidvec_freep) struct pidvec listed = {0};
     scoped(pidvec_freep) struct pidvec still = {0};
     int r = procs_collect(dfds, n, &listed);
-    *listed_n = listed.n;
-    if (r < 0 || listed.n == 0) {
+    size_t n_listed = pidvec_n(&listed);
+    const pid_t *lv = pidvec_v(&listed);
+    *listed_n = n_listed;
+    if (r < 0 || n_listed == 0) {
         return r;
     }
-    scoped_free int *fds = xmalloc(listed.n * sizeof(*fds));
+    scoped_free int *fds = xmalloc(n_listed * sizeof(*fds));
     bool nosys = false;
-    for (size_t i = 0; i < listed.n; i++) {
-        fds[i] = pidfd_open(listed.v[i], 0);
+    for (size_t i = 0; i < n_listed; i++) {
+        fds[i] = pidfd_open(lv[i], 0);
         if (fds[i] < 0 && errno == ENOSYS) {
             nosys = true;
         } else if (fds[i] < 0 && errno != ESRCH) {
@@ -192,10 +202,10 @@ static int kill_round(const int *dfds, size_t n, struct pidvec *done, size_t *li
     }
     r = procs_collect(dfds, n, &still);
     int signalled = 0;
-    size_t done_sorted = done->n; /* earlier rounds; this round's pids are distinct */
-    for (size_t i = 0; r == 0 && i < listed.n; i++) {
-        pid_t pid = listed.v[i];
-        if (!pidvec_has(&still, still.n, pid)) {
+    size_t done_sorted = pidvec_n(done); /* earlier rounds; this round's pids are distinct */
+    for (size_t i = 0; r == 0 && i < n_listed; i++) {
+        pid_t pid = lv[i];
+        if (!pidvec_has(&still, pidvec_n(&still), pid)) {
             continue;
         }
         int k = -1;
@@ -211,7 +221,7 @@ static int kill_round(const int *dfds, size_t n, struct pidvec *done, size_t *li
             signalled++;
         }
     }
-    close_all(fds, listed.n);
+    close_all(fds, n_listed);
     pidvec_sort_unique(done);
     return r < 0 ? r : signalled;
 }

@@ -26,6 +26,7 @@
 #include "sandbox/image.h"
 #include "lib/log.h"
 #include "lib/sys.h"
+#include "lib/list.h"
 #include "lib/util.h"
 
 /* Starts that fail, or fork servers lost, in a row before the pool stops trying. */

@@ -24,8 +24,10 @@
 #include "wire/ctl.h"
 #include "lib/log.h"
 #include "lib/scrub.h"
+#include "lib/strv.h"
 #include "lib/sys.h"
 #include "token/token_impl.h"
+#include "lib/list.h"
 #include "lib/util.h"
 
 /* The timer re-reads the wall clock at least this often: the clock may be set. */
@@ -64,8 +66,7 @@ struct token_store {
     uint64_t (*now_ms)(void);
     /* The policy, copied. */
     struct token_policy pol;
-    char **pol_strings;
-    size_t n_pol_strings;
+    struct strv pol_strings; /* what pol points into, freed with the store */
     /* Tokens. */
     struct token **buckets;
     size_t n_buckets; /* a power of two */
@@ -309,8 +310,7 @@ static void token_insert(struct token_store *s, struct token *t)
     size_t b = token_bucket(s, t->hash);
     t->hnext = s->buckets[b];
     s->buckets[b] = t;
-    t->prev = s->tail;
-    SLIST_APPEND(s->head, s->tail, t, next);
+    DLIST_APPEND(s->head, s->tail, t);
     s->n_tokens++;
 }
 
@@ -323,16 +323,7 @@ static void token_unlink(struct token_store *s, struct token *t)
     if (*pp) {
         *pp = t->hnext;
     }
-    if (t->prev) {
-        t->prev->next = t->next;
-    } else {
-        s->head = t->next;
-    }
-    if (t->next) {
-        t->next->prev = t->prev;
-    } else {
-        s->tail = t->prev;
-    }
+    DLIST_UNLINK(s->head, s->tail, t);
     s->n_tokens--;
 }
 
@@ -516,8 +507,8 @@ static void token_schedule(struct token_store *s)
 
 static char *token_pol_str(struct token_store *s, const char *v)
 {
-    s->pol_strings = xrealloc(s->pol_strings, (s->n_pol_strings + 1) * sizeof(char *));
-    return s->pol_strings[s->n_pol_strings++] = xstrdup(v);
+    strv_push(&s->pol_strings, v);
+    return s->pol_strings.v[s->pol_strings.n - 1];
 }
 
 static const char *const *token_pol_strv(struct token_store *s, const char *const *v, size_t n)
@@ -527,8 +518,7 @@ static const char *const *token_pol_strv(struct token_store *s, const char *cons
         out[i] = token_pol_str(s, v[i]);
     }
     /* The array itself is kept with the strings, cast back when freed. */
-    s->pol_strings = xrealloc(s->pol_strings, (s->n_pol_strings + 1) * sizeof(char *));
-    s->pol_strings[s->n_pol_strings++] = (char *)out;
+    strv_push_owned(&s->pol_strings, (char *)out);
     return out;
 }
 
@@ -618,10 +608,7 @@ struct token_store *token_store_free(struct token_store *s)
     }
     token_db_close(&s->wdb);
     token_db_close(&s->db);
-    for (size_t i = 0; i < s->n_pol_strings; i++) {
-        free(s->pol_strings[i]);
-    }
-    free(s->pol_strings);
+    strv_free(&s->pol_strings);
     free(s->buckets);
     free(s->ops);
     free(s->db_path);
@@ -837,7 +824,6 @@ void token_detach(struct token_link *l)
     DLIST_REMOVE(t->links, l);
     t->running--;
     l->tok = NULL;
-    l->prev = l->next = NULL;
 }
 
 /* Opens one mount source as a detached, private, read-only tree. */
