@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* A pool's fork server: sbxd-init started in mount and network namespaces of its
- * own, as the host's root, where it builds the pool's root filesystem once and then forks
- * sandboxes on request (init.c, "the fork server"). Each sandbox is sbxd's child
- * (CLONE_PARENT), so reaping and pidfds work as for any sandbox. A fork server that cannot start,
- * or dies, costs nothing but speed: the caller then makes the sandbox from scratch. */
+/* sbxd's side of a pool's fork server: sbxd-init started in mount and network namespaces of
+ * its own, as the host's root, where it builds the pool's root filesystem once and then forks
+ * sandboxes on request (init/forkserver.c is the other side). Each sandbox is sbxd's child
+ * (CLONE_PARENT), so reaping and pidfds work as for any sandbox. A fork server that cannot
+ * start, or dies, costs nothing but speed: the caller then makes the sandbox from scratch. */
 #define LOG_MOD "forkserver"
 #include "sandbox/forkserver.h"
 
