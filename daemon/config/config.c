@@ -20,6 +20,7 @@
 #include "lib/alloc.h"
 #include "wire/ctl.h"
 #include "config/embedded.h"
+#include "lib/strv.h"
 #include "lib/textfile.h"
 #include "lib/util.h"
 
@@ -129,31 +130,11 @@ static int build_add_pool(struct build *b, const char *file, const char *text, s
     return 0;
 }
 
-struct names {
-    char **v;
-    size_t n;
-};
-
-static void names_done(struct names *ns)
-{
-    for (size_t i = 0; i < ns->n; i++) {
-        free(ns->v[i]);
-    }
-    free(ns->v);
-    ns->v = NULL;
-    ns->n = 0;
-}
-
 static void dir_closep(DIR **d)
 {
     if (*d) {
         (void)closedir(*d);
     }
-}
-
-static int name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static bool is_pool_file(const char *n)
@@ -168,7 +149,7 @@ static int build_pools_dir(struct build *b, const char *dir, const char *cfg, co
                            struct err *e)
 {
     scoped(dir_closep) DIR *d = opendir(dir);
-    scoped(names_done) struct names ns = {NULL, 0};
+    scoped_strv struct strv ns = STRV_INIT;
 
     if (!d) {
         int r = -errno;
@@ -191,13 +172,12 @@ static int build_pools_dir(struct build *b, const char *dir, const char *cfg, co
             return failr(e, -E2BIG, cfg, dm, "pools_dir '%s': more than %d pool files", dir,
                          CONFIG_POOLS_MAX);
         }
-        ns.v = xrealloc(ns.v, (ns.n + 1) * sizeof(*ns.v));
-        ns.v[ns.n++] = xstrdup(de->d_name);
+        strv_push(&ns, de->d_name);
     }
     if (ns.n == 0) {
         return fail(e, cfg, dm, "pools_dir '%s' has no *.yaml pool files", dir);
     }
-    qsort(ns.v, ns.n, sizeof(*ns.v), name_cmp);
+    strv_sort(&ns);
     size_t dlen = strlen(dir);
     while (dlen > 1 && dir[dlen - 1] == '/') {
         dlen--;
