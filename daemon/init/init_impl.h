@@ -54,7 +54,7 @@ struct init {
     int sigfd;
     struct ctl_setup setup;
     unsigned short filter_len;
-    /* The task child installs the filter as soon as it is cloned (seccomp_prog_early_ok),
+    /* The task child installs the filter as soon as it is cloned (bpf_early_ok),
      * not when its task comes: the task then starts that much sooner. */
     bool filter_early;
     char *buf; /* INIT_BUF_SIZE bytes, 8-aligned: the packet being received */

@@ -567,7 +567,7 @@ static int init_answer_one(struct init *in)
     memset(in->resp, 0, in->resp_size);
     in->resp->id = in->notif->id;
     in->resp->val = 0;
-    in->resp->error = -seccomp_prog_notify_errno(in->filter, in->filter_len, &in->notif->data);
+    in->resp->error = -bpf_notify_errno(in->filter, in->filter_len, &in->notif->data);
     in->resp->flags = 0;
     if (RETRY_EINTR(ioctl(in->listener, SECCOMP_IOCTL_NOTIF_SEND, in->resp)) < 0 &&
         errno != ENOENT) {

@@ -43,7 +43,7 @@
 
 /* The task child's own memory, which init never touches: its task packet, then (8-aligned)
  * the argv and envp pointers, which it must not malloc (it shares our memory, see
- * task_child_clone, and its filter may be on by then: seccomp_prog_early_ok proves
+ * task_child_clone, and its filter may be on by then: bpf_early_ok proves
  * nothing about malloc's calls), then the path of the PATH search. Every string of a task
  * holds at least its NUL, hence the bound on the pointers. One buffer, so that a small task
  * touches one page of it: untouched pages cost nothing. */
@@ -119,13 +119,13 @@ static int init_child_send_fd(int report, int fd)
  * denials, not counted (init sees no listener). Returns 0 or -errno. */
 static int init_child_seccomp(const struct init *in, int report)
 {
-    if (!seccomp_prog_notifies(in->filter, in->filter_len)) {
+    if (!bpf_notifies(in->filter, in->filter_len)) {
         return sys_seccomp_filter(in->filter, in->filter_len);
     }
     int fd = sys_seccomp_filter_flags(in->filter, in->filter_len, SECCOMP_FILTER_FLAG_NEW_LISTENER);
     if (fd == -EBUSY || fd == -EINVAL) {
         memcpy(init_child_filter, in->filter, in->filter_len * sizeof(in->filter[0]));
-        seccomp_prog_strip_notify(init_child_filter, in->filter_len);
+        bpf_strip_notify(init_child_filter, in->filter_len);
         return sys_seccomp_filter(init_child_filter, in->filter_len);
     }
     if (fd < 0) {
@@ -399,8 +399,7 @@ void task_child_clone(struct init *in, int proxy)
         pid1_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, r, "guard the task's stack");
         _exit(1);
     }
-    in->filter_early =
-        in->filter_len > 0 && seccomp_prog_early_ok(in->filter, in->filter_len, sp[1]);
+    in->filter_early = in->filter_len > 0 && bpf_early_ok(in->filter, in->filter_len, sp[1]);
     /* In struct init, whose page this sandbox writes anyway: the child may read it after
      * we return. */
     in->child_arg = (struct init_child_arg){
