@@ -45,7 +45,7 @@ struct metric_family {
 struct metric_registry {
     struct metric_family *families;
     struct metric_family *tail;
-    metrics_collect_cb collect;
+    registry_collect_cb collect;
     void *collect_ud;
 };
 
@@ -72,7 +72,7 @@ static void atomic_add_double(uint64_t *p, double v)
     } while (!__atomic_compare_exchange_n(p, &old, want, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
-int metrics_registry_new(struct metric_registry **ret)
+int registry_new(struct metric_registry **ret)
 {
     *ret = xcalloc(1, sizeof(**ret));
     return 0;
@@ -87,7 +87,7 @@ static void series_free(struct metric_series *s, size_t n_labels)
     free(s);
 }
 
-struct metric_registry *metrics_registry_free(struct metric_registry *r)
+struct metric_registry *registry_free(struct metric_registry *r)
 {
     if (!r) {
         return NULL;
@@ -116,7 +116,7 @@ struct metric_registry *metrics_registry_free(struct metric_registry *r)
     return NULL;
 }
 
-void metrics_registry_on_collect(struct metric_registry *r, metrics_collect_cb fn, void *ud)
+void registry_on_collect(struct metric_registry *r, registry_collect_cb fn, void *ud)
 {
     r->collect = fn;
     r->collect_ud = ud;
@@ -145,10 +145,10 @@ static bool has_suffix(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-int metrics_family_new(struct metric_registry *r, enum metric_type type, const char *name,
-                       const char *help, const char *const *labels, size_t n_labels,
-                       const double *buckets, size_t n_buckets, struct metric_family **ret,
-                       struct err *e)
+int registry_family_new(struct metric_registry *r, enum metric_type type, const char *name,
+                        const char *help, const char *const *labels, size_t n_labels,
+                        const double *buckets, size_t n_buckets, struct metric_family **ret,
+                        struct err *e)
 {
     if (!name_ok(name, true)) {
         return err_setx(e, -EINVAL, "metric name '%s' is not [a-zA-Z_:][a-zA-Z0-9_:]*",
@@ -210,7 +210,7 @@ int metrics_family_new(struct metric_registry *r, enum metric_type type, const c
     }
     SLIST_APPEND(r->families, r->tail, f, next);
     if (n_labels == 0) {
-        (void)metrics_series(f, NULL);
+        (void)registry_series(f, NULL);
     }
     *ret = f;
     return 0;
@@ -271,7 +271,7 @@ static void series_append(struct metric_family *f, struct metric_series *s)
     f->n_series++;
 }
 
-struct metric_series *metrics_series(struct metric_family *f, const char *const *values)
+struct metric_series *registry_series(struct metric_family *f, const char *const *values)
 {
     char clean[METRICS_MAX_LABELS][METRICS_MAX_VALUE_LEN + 1];
     if (f->n_labels == 0) {
@@ -305,12 +305,12 @@ struct metric_series *metrics_series(struct metric_family *f, const char *const 
     return s;
 }
 
-void metrics_inc(struct metric_series *s)
+void registry_inc(struct metric_series *s)
 {
-    metrics_add(s, 1.0);
+    registry_add(s, 1.0);
 }
 
-void metrics_add(struct metric_series *s, double v)
+void registry_add(struct metric_series *s, double v)
 {
     if (!s || s->fam->type == METRIC_HISTOGRAM) {
         return;
@@ -321,7 +321,7 @@ void metrics_add(struct metric_series *s, double v)
     atomic_add_double(&s->bits, v);
 }
 
-void metrics_set(struct metric_series *s, double v)
+void registry_set(struct metric_series *s, double v)
 {
     if (!s || s->fam->type == METRIC_HISTOGRAM) {
         return;
@@ -329,7 +329,7 @@ void metrics_set(struct metric_series *s, double v)
     __atomic_store_n(&s->bits, double_to_bits(v), __ATOMIC_RELAXED);
 }
 
-void metrics_observe(struct metric_series *s, double v)
+void registry_observe(struct metric_series *s, double v)
 {
     if (!s || s->fam->type != METRIC_HISTOGRAM || isnan(v)) {
         return;
@@ -344,7 +344,7 @@ void metrics_observe(struct metric_series *s, double v)
     atomic_add_double(&s->bits, v);
 }
 
-double metrics_value(const struct metric_series *s)
+double registry_value(const struct metric_series *s)
 {
     if (!s) {
         return 0;
@@ -492,7 +492,7 @@ static const char *type_name(enum metric_type t)
     return "untyped";
 }
 
-int metrics_render(struct metric_registry *r, char **ret, size_t *ret_len)
+int registry_render(struct metric_registry *r, char **ret, size_t *ret_len)
 {
     if (r->collect) {
         r->collect(r->collect_ud);
