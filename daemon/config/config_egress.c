@@ -495,7 +495,7 @@ int config_egress_walk_methods(struct walk *w, const struct field *f, const char
         uint32_t bit = 0;
         if (item && item->type == YAML_SCALAR_NODE) {
             const char *name = (const char *)item->data.scalar.value;
-            bit = egress_method_bit(name, strlen(name));
+            bit = egress_parse_method_bit(name, strlen(name));
         }
         if (bit == 0) {
             return fail(e, w->file, &im,
