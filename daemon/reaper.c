@@ -22,6 +22,7 @@
 #include "config/config.h"
 #include "daemon.h"
 #include "lib/log.h"
+#include "lib/strv.h"
 #include "metrics/metrics.h"
 #include "lib/util.h"
 
@@ -42,12 +43,6 @@ struct sweep_item {
     struct err e;
 };
 
-struct names {
-    char **v;
-    size_t n;
-    size_t cap;
-};
-
 struct reaper {
     struct daemon *d;
     int lock_fd;
@@ -56,7 +51,7 @@ struct reaper {
     uv_work_t list_w;
     uv_work_t remove_w;
     bool sweeping;
-    struct names listed;
+    struct strv listed;
     struct sweep_item *items;
     size_t n_items;
     int list_r;
@@ -69,40 +64,12 @@ struct reaper {
     uint64_t start_cgroups;
     uint64_t start_procs;
     uint64_t abandoned;
-    struct names start_ids; /* sandboxes removed at start-up */
+    struct strv start_ids; /* sandboxes removed at start-up */
 };
-
-static void names_add(struct names *l, const char *s)
-{
-    if (l->n == l->cap) {
-        l->cap = l->cap ? l->cap * 2 : 16;
-        l->v = xrealloc(l->v, l->cap * sizeof(*l->v));
-    }
-    l->v[l->n++] = xstrdup(s);
-}
-
-static void names_clear(struct names *l)
-{
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i]);
-    }
-    free(l->v);
-    memset(l, 0, sizeof(*l));
-}
-
-static bool names_has(const struct names *l, const char *s)
-{
-    for (size_t i = 0; s && i < l->n; i++) {
-        if (strcmp(l->v[i], s) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
 
 static void names_add_cb(const char *name, void *ud)
 {
-    names_add(ud, name);
+    strv_push(ud, name);
 }
 
 /* ---- the live-sandbox set ----------------------------------------------------------- */
@@ -243,10 +210,9 @@ int reaper_lock(struct daemon *d, struct err *e)
 int reaper_startup(struct daemon *d, struct err *e)
 {
     struct reaper *rp = d->reaper;
-    struct names found = {0};
+    scoped_strv struct strv found = STRV_INIT;
     int r = cgroup_root_list(d->cg_root, names_add_cb, &found);
     if (r < 0) {
-        names_clear(&found);
         return err_set(e, r, "listing our cgroup subtree");
     }
     int failed = 0;
@@ -257,7 +223,7 @@ int reaper_startup(struct daemon *d, struct err *e)
         rp->start_procs += (uint64_t)killed;
         if (r == 0 || r == -ENOENT) {
             rp->start_cgroups++;
-            names_add(&rp->start_ids, found.v[i]);
+            strv_push(&rp->start_ids, found.v[i]);
             log_debug("cgroup=%s killed=%d msg=\"removed what a previous sbxd left\"", found.v[i],
                       killed);
         } else {
@@ -274,7 +240,6 @@ int reaper_startup(struct daemon *d, struct err *e)
                  (unsigned long long)rp->start_cgroups, (unsigned long long)rp->start_procs,
                  failed);
     }
-    names_clear(&found);
     return (int)rp->start_cgroups;
 }
 
@@ -293,7 +258,7 @@ static void abandon_one(const struct audit_open_task *t, void *ud)
         audit_id(ev, "sandbox", t->sandbox);
         /* Cgroups are reused by later sandboxes of a pool: the one it ran in is recorded. */
         const char *cg = t->cgroup ? t->cgroup : t->sandbox;
-        audit_id(ev, "how", names_has(&rp->start_ids, cg) ? "reaped" : "gone");
+        audit_id(ev, "how", strv_contains(&rp->start_ids, cg) ? "reaped" : "gone");
         audit_id(ev, "by", "reaper");
         audit_end(ev);
     }
@@ -358,7 +323,7 @@ static void sweep_end(struct reaper *r)
     free(r->items);
     r->items = NULL;
     r->n_items = 0;
-    names_clear(&r->listed);
+    strv_free(&r->listed);
     r->sweeping = false;
 }
 
@@ -461,8 +426,8 @@ struct reaper *reaper_free(struct reaper *r)
         }
     }
     free(r->buckets);
-    names_clear(&r->start_ids);
-    names_clear(&r->listed);
+    strv_free(&r->start_ids);
+    strv_free(&r->listed);
     r->lock_fd = fd_close(r->lock_fd);
     free(r);
     return NULL;

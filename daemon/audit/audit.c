@@ -2,7 +2,7 @@
 /* The audit trail's loop side: events built with scrubbed JSON fields, the hash function,
  * the lock-protected queue to the writer thread (audit_writer.c), and the waits that the
  * writer's wake-up of the loop (loopwake.h) ends after each commit. Nothing here touches
- * SQLite except through audit_db_open / audit_db_close at start-up and exit. */
+ * SQLite except through audit_writer_db_open / audit_writer_db_close at start-up and exit. */
 #define LOG_MOD "audit"
 #include "audit/audit.h"
 
@@ -620,12 +620,12 @@ int audit_open(uv_loop_t *loop, const char *path, const struct audit_options *o,
     pthread_condattr_destroy(&ca);
     a->wake.fd = -1;
     if (o->enabled) {
-        int r = audit_db_open(a, e);
+        int r = audit_writer_db_open(a, e);
         if (r < 0) {
             audit_close(a);
             return r;
         }
-        r = loop_wake_init(loop, &a->wake, committed_cb, e);
+        r = loopwake_init(loop, &a->wake, committed_cb, e);
         if (r < 0) {
             audit_close(a);
             return err_prefix(e, r, "audit");
@@ -715,7 +715,7 @@ void audit_shutdown(struct audit *a)
     a->loop_handles_open = false;
     pthread_mutex_unlock(&a->mu);
     if (was_open) {
-        loop_wake_stop(&a->wake, NULL);
+        loopwake_stop(&a->wake, NULL);
         uv_close((uv_handle_t *)&a->flush_timer, NULL);
     }
 }
@@ -745,14 +745,14 @@ struct audit *audit_close(struct audit *a)
                  (unsigned long long)a->st.committed, (unsigned long long)a->st.batches,
                  (unsigned long long)a->head_seq, head);
     }
-    audit_free_recs(a->q_head);
+    audit_writer_free_recs(a->q_head);
     while (a->w_head) {
         struct waiter *w = a->w_head;
         a->w_head = w->next;
         free(w);
     }
-    audit_db_close(a);
-    loop_wake_free(&a->wake);
+    audit_writer_db_close(a);
+    loopwake_free(&a->wake);
     pthread_cond_destroy(&a->cond);
     pthread_mutex_destroy(&a->mu);
     free(a->path);

@@ -89,12 +89,12 @@ struct audit {
 
 /* audit_writer.c: opens the database (WAL, schema, the chain's head, statements) on the
  * opening thread. Returns 0 or -errno. */
-int audit_db_open(struct audit *a, struct err *e);
+int audit_writer_db_open(struct audit *a, struct err *e);
 /* audit_writer.c: finalizes the statements and closes the database. */
-void audit_db_close(struct audit *a);
+void audit_writer_db_close(struct audit *a);
 /* audit_writer.c: the writer thread's body (pthread_create argument: a). */
 void *audit_writer_main(void *arg);
 /* Frees a list of queued events. Any thread. */
-void audit_free_recs(struct rec *r);
+void audit_writer_free_recs(struct rec *r);
 /* CLOCK_REALTIME in nanoseconds. Any thread. */
 int64_t audit_realtime_ns(void);

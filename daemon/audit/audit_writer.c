@@ -145,7 +145,7 @@ static int prepare(struct audit *a, struct err *e)
     return 0;
 }
 
-int audit_db_open(struct audit *a, struct err *e)
+int audit_writer_db_open(struct audit *a, struct err *e)
 {
     /* SECURITY: the trail holds who ran what; only sbxd's user may read it. SQLite gives
      * the -wal and -shm files the database file's mode. */
@@ -197,7 +197,7 @@ int audit_db_open(struct audit *a, struct err *e)
     return prepare(a, e);
 }
 
-void audit_db_close(struct audit *a)
+void audit_writer_db_close(struct audit *a)
 {
     sqlite3_stmt *sts[] = {a->st_begin, a->st_commit, a->st_rollback, a->st_insert, a->st_head};
     for (size_t i = 0; i < ARRAY_SIZE(sts); i++) {
@@ -486,7 +486,7 @@ static void maybe_prune(struct audit *a)
     a->next_prune_ns = now_ns() + (r == PRUNE_CHUNK ? 0 : PRUNE_INTERVAL_NS);
 }
 
-void audit_free_recs(struct rec *r)
+void audit_writer_free_recs(struct rec *r)
 {
     while (r) {
         struct rec *next = r->next;
@@ -510,7 +510,7 @@ static uint64_t last_ticket(const struct rec *r, size_t *n)
  * fd stays open until audit_close, after the writer is joined. */
 static void wake_loop(struct audit *a)
 {
-    loop_wake_signal(&a->wake);
+    loopwake_signal(&a->wake);
 }
 
 static void deadline_in(struct timespec *ts, uint64_t ns)
@@ -614,7 +614,7 @@ void *audit_writer_main(void *arg)
             if (hook) {
                 hook(hook_arg, (double)(t1 - t0) / 1e9, queued);
             }
-            audit_free_recs(batch);
+            audit_writer_free_recs(batch);
             batch = NULL;
             maybe_prune(a);
             continue;
@@ -645,7 +645,7 @@ void *audit_writer_main(void *arg)
             log_error("events=%zu msg=\"giving up on the audit trail: these events are lost, "
                       "new tasks are refused\" detail=\"%s\"",
                       count, err_msg(&e));
-            audit_free_recs(batch);
+            audit_writer_free_recs(batch);
             batch = NULL;
             continue;
         }

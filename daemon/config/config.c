@@ -20,6 +20,7 @@
 #include "lib/alloc.h"
 #include "wire/ctl.h"
 #include "config/embedded.h"
+#include "lib/strv.h"
 #include "lib/textfile.h"
 #include "lib/util.h"
 
@@ -52,7 +53,7 @@ static const struct field userns_fields[] = {
 /* Capability tokens (docs/TOKENS.md). */
 static const struct field tokens_fields[] = {
     CHECKED("mount_roots", T_STRLIST, CM_TOK_MOUNT_ROOTS, 0, TOP(c.token_mount_roots),
-            check_abs_path),
+            config_egress_check_abs_path),
     RANGE("max_ttl", T_DURATION, CM_TOK_MAX_TTL, TOP(c.token_max_ttl_ns), 1000000000ULL,
           30ULL * 24 * 3600 * 1000000000ULL),
     RANGE("default_ttl", T_DURATION, CM_TOK_DEFAULT_TTL, TOP(c.token_default_ttl_ns), 1000000000ULL,
@@ -117,7 +118,7 @@ static int build_add_pool(struct build *b, const char *file, const char *text, s
     if (c->n_pools >= CONFIG_POOLS_MAX) {
         return err_setx(e, -E2BIG, "%s: too many pools (at most %d)", file, CONFIG_POOLS_MAX);
     }
-    int r = pool_parse(file, text, len, &p, &pm, e);
+    int r = config_pool_parse(file, text, len, &p, &pm, e);
     if (r < 0) {
         return r;
     }
@@ -129,31 +130,11 @@ static int build_add_pool(struct build *b, const char *file, const char *text, s
     return 0;
 }
 
-struct names {
-    char **v;
-    size_t n;
-};
-
-static void names_done(struct names *ns)
-{
-    for (size_t i = 0; i < ns->n; i++) {
-        free(ns->v[i]);
-    }
-    free(ns->v);
-    ns->v = NULL;
-    ns->n = 0;
-}
-
 static void dir_closep(DIR **d)
 {
     if (*d) {
         (void)closedir(*d);
     }
-}
-
-static int name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static bool is_pool_file(const char *n)
@@ -168,11 +149,12 @@ static int build_pools_dir(struct build *b, const char *dir, const char *cfg, co
                            struct err *e)
 {
     scoped(dir_closep) DIR *d = opendir(dir);
-    scoped(names_done) struct names ns = {NULL, 0};
+    scoped_strv struct strv ns = STRV_INIT;
 
     if (!d) {
         int r = -errno;
-        return failr(e, r, cfg, dm, "pools_dir '%s': cannot open: %s", dir, err_name(r));
+        return config_walk_failr(e, r, cfg, dm, "pools_dir '%s': cannot open: %s", dir,
+                                 err_name(r));
     }
     for (;;) {
         errno = 0;
@@ -180,7 +162,8 @@ static int build_pools_dir(struct build *b, const char *dir, const char *cfg, co
         if (!de) {
             if (errno != 0) {
                 int r = -errno;
-                return failr(e, r, cfg, dm, "pools_dir '%s': cannot read: %s", dir, err_name(r));
+                return config_walk_failr(e, r, cfg, dm, "pools_dir '%s': cannot read: %s", dir,
+                                         err_name(r));
             }
             break;
         }
@@ -188,16 +171,15 @@ static int build_pools_dir(struct build *b, const char *dir, const char *cfg, co
             continue;
         }
         if (ns.n >= CONFIG_POOLS_MAX) {
-            return failr(e, -E2BIG, cfg, dm, "pools_dir '%s': more than %d pool files", dir,
-                         CONFIG_POOLS_MAX);
+            return config_walk_failr(e, -E2BIG, cfg, dm, "pools_dir '%s': more than %d pool files",
+                                     dir, CONFIG_POOLS_MAX);
         }
-        ns.v = xrealloc(ns.v, (ns.n + 1) * sizeof(*ns.v));
-        ns.v[ns.n++] = xstrdup(de->d_name);
+        strv_push(&ns, de->d_name);
     }
     if (ns.n == 0) {
         return fail(e, cfg, dm, "pools_dir '%s' has no *.yaml pool files", dir);
     }
-    qsort(ns.v, ns.n, sizeof(*ns.v), name_cmp);
+    strv_sort(&ns);
     size_t dlen = strlen(dir);
     while (dlen > 1 && dir[dlen - 1] == '/') {
         dlen--;
@@ -281,10 +263,10 @@ static void config_clear(struct config *c)
     }
     free(c->pools);
     for (size_t i = 0; i < c->n_egress_profiles; i++) {
-        profile_clear(&c->egress_profiles[i]);
+        config_egress_profile_clear(&c->egress_profiles[i]);
     }
     free(c->egress_profiles);
-    strlist_free(c->token_mount_roots, c->n_token_mount_roots);
+    config_egress_strlist_free(c->token_mount_roots, c->n_token_mount_roots);
     free(c->source);
     free(c->socket_path);
     free(c->admin_socket_path);
@@ -342,50 +324,50 @@ static bool cgroup_parent_ok(const char *s)
 static int config_check_globals(const struct config *c, const struct mark *m, struct err *e)
 {
     const char *f = c->source;
-    int r = fields_check(config_fields, NULL, (const char *)c, f, m, e);
+    int r = config_walk_fields_check(config_fields, NULL, (const char *)c, f, m, e);
     if (r < 0) {
         return r;
     }
     if (strcmp(c->socket_path, c->admin_socket_path) == 0) {
-        return fail(e, f, mark_pick(m, CM_ADMIN_SOCKET, CM_SOCKET),
+        return fail(e, f, config_walk_mark_pick(m, CM_ADMIN_SOCKET, CM_SOCKET),
                     "'socket' and 'admin_socket' must differ");
     }
     if (*c->metrics_addr && !metrics_addr_ok(c->metrics_addr)) {
-        return fail(e, f, mark_pick(m, CM_METRICS, -1),
+        return fail(e, f, config_walk_mark_pick(m, CM_METRICS, -1),
                     "'metrics' must be ADDR:PORT like 127.0.0.1:9464, or \"\" to disable");
     }
     if (c->cgroup_parent && !cgroup_parent_ok(c->cgroup_parent)) {
-        return fail(e, f, mark_pick(m, CM_CG_PARENT, -1),
+        return fail(e, f, config_walk_mark_pick(m, CM_CG_PARENT, -1),
                     "'cgroup.parent' must be a path without '..'");
     }
     if (c->userns) {
         /* SECURITY: a map starting at host id 0 would make sandbox root the host's root. */
         if (c->userns_base == 0) {
-            return fail(e, f, mark_pick(m, CM_USERNS_BASE, CM_USERNS_ENABLED),
+            return fail(e, f, config_walk_mark_pick(m, CM_USERNS_BASE, CM_USERNS_ENABLED),
                         "'userns.host_id_base' must not be 0 (host root)");
         }
         if (c->userns_count < 1) {
-            return fail(e, f, mark_pick(m, CM_USERNS_COUNT, CM_USERNS_ENABLED),
+            return fail(e, f, config_walk_mark_pick(m, CM_USERNS_COUNT, CM_USERNS_ENABLED),
                         "'userns.id_count' must be at least 1");
         }
         /* (uid_t)-1 is no id, so the last mapped id stays below it. */
         if ((uint64_t)c->userns_base + (uint64_t)c->userns_count * c->userns_slots >
             (uint64_t)UINT32_MAX) {
-            return fail(e, f, mark_pick(m, CM_USERNS_SLOTS, CM_USERNS_BASE),
+            return fail(e, f, config_walk_mark_pick(m, CM_USERNS_SLOTS, CM_USERNS_BASE),
                         "'userns.host_id_base' + 'userns.id_count' * 'userns.slots' must not "
                         "exceed %u",
                         UINT32_MAX);
         }
     }
     if (c->token_default_ttl_ns > c->token_max_ttl_ns) {
-        return fail(e, f, mark_pick(m, CM_TOK_DEFAULT_TTL, CM_TOK_MAX_TTL),
+        return fail(e, f, config_walk_mark_pick(m, CM_TOK_DEFAULT_TTL, CM_TOK_MAX_TTL),
                     "'tokens.default_ttl' must not exceed 'tokens.max_ttl'");
     }
     if (c->audit_max_rows != 0 && c->audit_max_rows < 1000) {
-        return fail(e, f, mark_pick(m, CM_AUDIT_MAX_ROWS, CM_AUDIT),
+        return fail(e, f, config_walk_mark_pick(m, CM_AUDIT_MAX_ROWS, CM_AUDIT),
                     "'audit.max_rows' must be 0 (no limit) or at least 1000");
     }
-    return config_check_egress(c, m, e);
+    return config_egress_check(c, m, e);
 }
 
 /* Rules across the config and its pools. cm, pm: marks, or NULL. */
@@ -393,24 +375,25 @@ static int config_check_cross(const struct config *c, const struct mark *cm,
                               const struct pool_marks *pm, struct err *e)
 {
     if (c->n_pools == 0 || !c->pools) {
-        return fail(e, c->source, mark_pick(cm, CM_POOLS_DIR, -1), "at least one pool is required");
+        return fail(e, c->source, config_walk_mark_pick(cm, CM_POOLS_DIR, -1),
+                    "at least one pool is required");
     }
     for (size_t i = 0; i < c->n_pools; i++) {
         const struct pool_config *p = &c->pools[i];
         const struct mark *m = pm ? pm[i].m : NULL;
         for (size_t j = 0; j < i; j++) {
             if (p->name && c->pools[j].name && strcmp(p->name, c->pools[j].name) == 0) {
-                return fail(e, p->file, mark_pick(m, PM_NAME, -1),
+                return fail(e, p->file, config_walk_mark_pick(m, PM_NAME, -1),
                             "pool name '%s' is already used by %s", p->name,
                             c->pools[j].file ? c->pools[j].file : "another pool");
             }
         }
         if (c->userns && p->uid >= c->userns_count) {
-            return fail(e, p->file, mark_pick(m, PM_UID, -1),
+            return fail(e, p->file, config_walk_mark_pick(m, PM_UID, -1),
                         "'uid' (%u) must be below userns.id_count (%u)", p->uid, c->userns_count);
         }
         if (c->userns && p->gid >= c->userns_count) {
-            return fail(e, p->file, mark_pick(m, PM_GID, PM_UID),
+            return fail(e, p->file, config_walk_mark_pick(m, PM_GID, PM_UID),
                         "'gid' (%u) must be below userns.id_count (%u)", p->gid, c->userns_count);
         }
     }
@@ -422,7 +405,7 @@ static int config_check_cross(const struct config *c, const struct mark *cm,
             sum += c->pools[i].max;
         }
         if (sum > c->userns_slots) {
-            return fail(e, c->source, mark_pick(cm, CM_USERNS_SLOTS, CM_USERNS),
+            return fail(e, c->source, config_walk_mark_pick(cm, CM_USERNS_SLOTS, CM_USERNS),
                         "the pools' max add up to %llu sandboxes, more than userns.slots (%u)",
                         (unsigned long long)sum, c->userns_slots);
         }
@@ -436,7 +419,7 @@ static int config_check_cross(const struct config *c, const struct mark *cm,
                              c->pools[i].name ? c->pools[i].name : "?");
             o = n < 0 ? sizeof(names) : o + (size_t)n;
         }
-        return fail(e, c->source, mark_pick(cm, CM_DEFAULT_POOL, -1),
+        return fail(e, c->source, config_walk_mark_pick(cm, CM_DEFAULT_POOL, -1),
                     "default_pool '%s' is not a loaded pool (loaded: %s)", c->default_pool, names);
     }
     return 0;
@@ -449,7 +432,7 @@ int config_validate(const struct config *c, struct err *e)
         return r;
     }
     for (size_t i = 0; i < c->n_pools; i++) {
-        r = pool_check(&c->pools[i], NULL, e);
+        r = config_pool_check(&c->pools[i], NULL, e);
         if (r < 0) {
             return r;
         }
@@ -470,7 +453,7 @@ int config_parse(const char *name, const char *text, size_t len, const char *bas
                  struct config **ret, struct err *e)
 {
     scoped(top_clear) struct top t;
-    scoped(ydoc_done) struct ydoc y = {.loaded = false};
+    scoped(config_walk_ydoc_done) struct ydoc y = {.loaded = false};
     scoped_free struct pool_marks *pm = NULL;
     struct mark cm[CM_COUNT];
 
@@ -478,16 +461,16 @@ int config_parse(const char *name, const char *text, size_t len, const char *bas
     memset(cm, 0, sizeof(cm));
     config_defaults(&t.c);
     t.c.source = xstrdup(name);
-    int r = ydoc_load(name, text, len, &y, e);
+    int r = config_walk_ydoc_load(name, text, len, &y, e);
     if (r < 0) {
         return r;
     }
     struct walk w = {name, &y.doc, cm, (char *)&t};
-    r = walk_document(&w, config_fields, e);
+    r = config_walk_document(&w, config_fields, e);
     if (r < 0) {
         return r;
     }
-    ydoc_done(&y);
+    config_walk_ydoc_done(&y);
     /* Derived default: a short max_ttl also shortens the default. */
     if (cm[CM_TOK_DEFAULT_TTL].line == 0 && t.c.token_default_ttl_ns > t.c.token_max_ttl_ns) {
         t.c.token_default_ttl_ns = t.c.token_max_ttl_ns;

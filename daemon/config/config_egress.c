@@ -71,7 +71,7 @@ static const struct field route_fields[] = {
     CHECKED("path_prefix", T_STR, RM_PATH_PREFIX, 0, ROUTE(path_prefix), check_path_prefix),
     CHECKED("upstream", T_STR, RM_UPSTREAM, 0, ROUTE(upstream), check_upstream),
     CHECKED("credential_file", T_STR, RM_CREDENTIAL, F_NULLABLE, ROUTE(credential_file),
-            check_abs_path),
+            config_egress_check_abs_path),
     CHECKED("header", T_STR, RM_HEADER, 0, ROUTE(header), check_header_name),
     END,
 };
@@ -307,7 +307,7 @@ static int check_upstream(const char *s, const char **why)
     return 0;
 }
 
-int check_abs_path(const char *s, const char **why)
+int config_egress_check_abs_path(const char *s, const char **why)
 {
     if (s[0] != '/') {
         *why = "must be an absolute path";
@@ -351,8 +351,8 @@ static int check_header_name(const char *s, const char **why)
     return 0;
 }
 
-int fields_check(const struct field *fields, const char *parent, const char *target,
-                 const char *file, const struct mark *marks, struct err *e);
+int config_walk_fields_check(const struct field *fields, const char *parent, const char *target,
+                             const char *file, const struct mark *marks, struct err *e);
 
 static void route_clear(struct egress_route_config *r)
 {
@@ -376,7 +376,7 @@ static void route_defaults(struct egress_route_config *r)
     };
 }
 
-void strlist_free(char **v, size_t n)
+void config_egress_strlist_free(char **v, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         free(v[i]);
@@ -384,11 +384,11 @@ void strlist_free(char **v, size_t n)
     free(v);
 }
 
-void profile_clear(struct egress_profile_config *p)
+void config_egress_profile_clear(struct egress_profile_config *p)
 {
     free(p->name);
-    strlist_free(p->allow, p->n_allow);
-    strlist_free(p->allow_addresses, p->n_allow_addresses);
+    config_egress_strlist_free(p->allow, p->n_allow);
+    config_egress_strlist_free(p->allow_addresses, p->n_allow_addresses);
     for (size_t i = 0; i < p->n_routes; i++) {
         route_clear(&p->routes[i]);
     }
@@ -416,8 +416,8 @@ static int walk_list_start(struct walk *w, const struct field *f, const char *pa
         return 1;
     }
     if (v->type != kind) {
-        struct mark m = node_mark(v);
-        return fail(e, w->file, &m, "'%s' must be %s, not %s", path, type_desc(f->type),
+        struct mark m = config_walk_node_mark(v);
+        return fail(e, w->file, &m, "'%s' must be %s, not %s", path, config_walk_type_desc(f->type),
                     yamlnode_kind(v));
     }
     return 0;
@@ -431,7 +431,7 @@ static int walk_entry(struct walk *w, yaml_node_t *v, const struct field *fields
     memset(marks, 0, n * sizeof(*marks));
     marks[0] = root;
     struct walk ew = {w->file, w->doc, marks, target};
-    return walk_map(&ew, v, fields, path, e);
+    return config_walk_map(&ew, v, fields, path, e);
 }
 
 /* Appends the entry at elem (size bytes) to arr, an array of *n, which takes it over.
@@ -444,10 +444,10 @@ static void *list_push(void *arr, size_t *n, const void *elem, size_t size)
     return a;
 }
 
-int walk_strlist(struct walk *w, const struct field *f, const char *path, yaml_node_t *v,
-                 struct err *e)
+int config_egress_walk_strlist(struct walk *w, const struct field *f, const char *path,
+                               yaml_node_t *v, struct err *e)
 {
-    struct mark m = node_mark(v);
+    struct mark m = config_walk_node_mark(v);
     char ***list = (char ***)(w->target + f->off);
     size_t *n = (size_t *)(w->target + f->off + sizeof(char **));
     int r = walk_list_start(w, f, path, v, YAML_SEQUENCE_NODE, e);
@@ -460,7 +460,7 @@ int walk_strlist(struct walk *w, const struct field *f, const char *path, yaml_n
         if (!item) {
             return fail(e, w->file, &m, "malformed sequence");
         }
-        struct mark im = node_mark(item);
+        struct mark im = config_walk_node_mark(item);
         const char *s = (const char *)item->data.scalar.value;
         if (item->type != YAML_SCALAR_NODE || yamlnode_is_null(item) || *s == '\0' ||
             strlen(s) != item->data.scalar.length) {
@@ -479,23 +479,23 @@ int walk_strlist(struct walk *w, const struct field *f, const char *path, yaml_n
     return 0;
 }
 
-int walk_methods(struct walk *w, const struct field *f, const char *path, yaml_node_t *v,
-                 struct err *e)
+int config_egress_walk_methods(struct walk *w, const struct field *f, const char *path,
+                               yaml_node_t *v, struct err *e)
 {
-    struct mark m = node_mark(v);
+    struct mark m = config_walk_node_mark(v);
     uint32_t bits = 0;
     if (v->type != YAML_SEQUENCE_NODE ||
         v->data.sequence.items.start == v->data.sequence.items.top) {
-        return fail(e, w->file, &m, "'%s' must be %s", path, type_desc(f->type));
+        return fail(e, w->file, &m, "'%s' must be %s", path, config_walk_type_desc(f->type));
     }
     for (yaml_node_item_t *it = v->data.sequence.items.start; it < v->data.sequence.items.top;
          it++) {
         yaml_node_t *item = yaml_document_get_node(w->doc, *it);
-        struct mark im = item ? node_mark(item) : m;
+        struct mark im = item ? config_walk_node_mark(item) : m;
         uint32_t bit = 0;
         if (item && item->type == YAML_SCALAR_NODE) {
             const char *name = (const char *)item->data.scalar.value;
-            bit = egress_method_bit(name, strlen(name));
+            bit = egress_parse_method_bit(name, strlen(name));
         }
         if (bit == 0) {
             return fail(e, w->file, &im,
@@ -509,10 +509,10 @@ int walk_methods(struct walk *w, const struct field *f, const char *path, yaml_n
     return 0;
 }
 
-int walk_routes(struct walk *w, const struct field *f, const char *path, yaml_node_t *v,
-                struct err *e)
+int config_egress_walk_routes(struct walk *w, const struct field *f, const char *path,
+                              yaml_node_t *v, struct err *e)
 {
-    struct mark m = node_mark(v);
+    struct mark m = config_walk_node_mark(v);
     struct egress_route_config **routes = (struct egress_route_config **)(w->target + f->off);
     size_t *n = (size_t *)(w->target + f->off + sizeof(void *));
     int ret = walk_list_start(w, f, path, v, YAML_SEQUENCE_NODE, e);
@@ -525,7 +525,7 @@ int walk_routes(struct walk *w, const struct field *f, const char *path, yaml_no
         if (!item) {
             return fail(e, w->file, &m, "malformed sequence");
         }
-        struct mark im = node_mark(item);
+        struct mark im = config_walk_node_mark(item);
         char rpath[128];
         (void)snprintf(rpath, sizeof(rpath), "%s[%zu]", path, *n);
         if (item->type != YAML_MAPPING_NODE) {
@@ -548,7 +548,7 @@ int walk_routes(struct walk *w, const struct field *f, const char *path, yaml_no
         if (!r.upstream) {
             return fail(e, w->file, &im, "'%s': missing required key 'upstream'", rpath);
         }
-        ret = fields_check(route_fields, rpath, (const char *)&r, w->file, rm, e);
+        ret = config_walk_fields_check(route_fields, rpath, (const char *)&r, w->file, rm, e);
         if (ret < 0) {
             return ret;
         }
@@ -564,7 +564,7 @@ static int profile_finish(struct egress_profile_config *p, const char *file, con
                           struct err *e)
 {
     if (p->read_only && p->n_allow > 0) {
-        return fail(e, file, mark_pick(pm, PFM_ALLOW, PFM_READ_ONLY),
+        return fail(e, file, config_walk_mark_pick(pm, PFM_ALLOW, PFM_READ_ONLY),
                     "egress profile '%s': a read_only profile cannot allow CONNECT destinations "
                     "(the method inside TLS cannot be checked)",
                     p->name);
@@ -575,7 +575,7 @@ static int profile_finish(struct egress_profile_config *p, const char *file, con
             r->methods = p->read_only ? EGRESS_METHODS_READ_ONLY : EGRESS_METHODS_ALL;
         }
         if (p->read_only && (r->methods & ~(uint32_t)EGRESS_METHODS_READ_ONLY)) {
-            return fail(e, file, mark_pick(pm, PFM_ROUTES, PFM_READ_ONLY),
+            return fail(e, file, config_walk_mark_pick(pm, PFM_ROUTES, PFM_READ_ONLY),
                         "egress profile '%s': route '%s' allows methods beyond GET, HEAD and "
                         "OPTIONS in a read_only profile",
                         p->name, r->name);
@@ -584,10 +584,10 @@ static int profile_finish(struct egress_profile_config *p, const char *file, con
     return 0;
 }
 
-int walk_profiles(struct walk *w, const struct field *f, const char *path, yaml_node_t *v,
-                  struct err *e)
+int config_egress_walk_profiles(struct walk *w, const struct field *f, const char *path,
+                                yaml_node_t *v, struct err *e)
 {
-    struct mark m = node_mark(v);
+    struct mark m = config_walk_node_mark(v);
     struct egress_profile_config **list = (struct egress_profile_config **)(w->target + f->off);
     size_t *n = (size_t *)(w->target + f->off + sizeof(void *));
     int start = walk_list_start(w, f, path, v, YAML_MAPPING_NODE, e);
@@ -601,9 +601,9 @@ int walk_profiles(struct walk *w, const struct field *f, const char *path, yaml_
         if (!k || !val) {
             return fail(e, w->file, &m, "malformed mapping");
         }
-        struct mark km = node_mark(k);
+        struct mark km = config_walk_node_mark(k);
         const char *name = (const char *)k->data.scalar.value;
-        if (k->type != YAML_SCALAR_NODE || !name_ok(name)) {
+        if (k->type != YAML_SCALAR_NODE || !config_walk_name_ok(name)) {
             return fail(e, w->file, &km, "egress profile names must match [a-z0-9_-]{1,32}");
         }
         if (strcmp(name, "none") == 0) {
@@ -619,9 +619,9 @@ int walk_profiles(struct walk *w, const struct field *f, const char *path, yaml_
         }
         char ppath[160];
         (void)snprintf(ppath, sizeof(ppath), "%.64s.%.32s", path, name);
-        scoped(profile_clear) struct egress_profile_config p;
+        scoped(config_egress_profile_clear) struct egress_profile_config p;
         struct mark pm[PFM_COUNT];
-        struct mark vm = node_mark(val);
+        struct mark vm = config_walk_node_mark(val);
         profile_defaults(&p, name);
         memset(pm, 0, sizeof(pm));
         pm[PFM_ROOT] = vm;
@@ -635,7 +635,7 @@ int walk_profiles(struct walk *w, const struct field *f, const char *path, yaml_
         if (r < 0) {
             return r;
         }
-        r = fields_check(profile_fields, ppath, (const char *)&p, w->file, pm, e);
+        r = config_walk_fields_check(profile_fields, ppath, (const char *)&p, w->file, pm, e);
         if (r < 0) {
             return r;
         }
@@ -651,18 +651,18 @@ int walk_profiles(struct walk *w, const struct field *f, const char *path, yaml_
 
 /* Checks egress profiles of a hand-made or parsed config: every value's syntax and the
  * profile rules. m: the config's marks, or NULL. */
-int config_check_egress(const struct config *c, const struct mark *m, struct err *e)
+int config_egress_check(const struct config *c, const struct mark *m, struct err *e)
 {
     const char *f = c->source;
-    const struct mark *pm = mark_pick(m, CM_EGRESS_PROFILES, CM_EGRESS);
+    const struct mark *pm = config_walk_mark_pick(m, CM_EGRESS_PROFILES, CM_EGRESS);
     const char *why = NULL;
     if (c->egress_port < 1024 || c->egress_port > 65535) {
-        return fail(e, f, mark_pick(m, CM_EGRESS_PORT, CM_EGRESS),
+        return fail(e, f, config_walk_mark_pick(m, CM_EGRESS_PORT, CM_EGRESS),
                     "'egress.port' must be between 1024 and 65535");
     }
     for (size_t i = 0; i < c->n_egress_profiles; i++) {
         const struct egress_profile_config *p = &c->egress_profiles[i];
-        if (!name_ok(p->name) || strcmp(p->name, "none") == 0) {
+        if (!config_walk_name_ok(p->name) || strcmp(p->name, "none") == 0) {
             return fail(e, f, pm,
                         "egress profile names must match [a-z0-9_-]{1,32} and not be "
                         "'none'");
@@ -697,7 +697,8 @@ int config_check_egress(const struct config *c, const struct mark *m, struct err
                 check_upstream(r->upstream, &why) < 0 || !r->path_prefix ||
                 check_path_prefix(r->path_prefix, &why) < 0 || !r->header ||
                 check_header_name(r->header, &why) < 0 ||
-                (r->credential_file && check_abs_path(r->credential_file, &why) < 0) ||
+                (r->credential_file &&
+                 config_egress_check_abs_path(r->credential_file, &why) < 0) ||
                 r->methods == 0 || (r->methods & ~(uint32_t)EGRESS_METHODS_ALL)) {
                 return fail(e, f, pm, "egress profile '%s': route %zu is incomplete or invalid%s%s",
                             p->name, j, why ? ": " : "", why ? why : "");

@@ -177,60 +177,61 @@ struct walk {
 /* config_walk.c */
 
 /* Sets e to "file:line:col: msg" (or "file: msg" without a mark) and returns r. */
-int failr(struct err *e, int r, const char *file, const struct mark *m, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-#define fail(e, file, m, ...) failr((e), -EINVAL, (file), (m), __VA_ARGS__)
+int config_walk_failr(struct err *e, int r, const char *file, const struct mark *m, const char *fmt,
+                      ...) __attribute__((format(printf, 5, 6)));
+#define fail(e, file, m, ...) config_walk_failr((e), -EINVAL, (file), (m), __VA_ARGS__)
 /* The mark of slot id, else of slot alt (-1: none), else the root's; NULL without marks. */
-const struct mark *mark_pick(const struct mark *marks, int id, int alt);
+const struct mark *config_walk_mark_pick(const struct mark *marks, int id, int alt);
 /* Whether s is a name: [a-z0-9_-]{1,32}. */
-bool name_ok(const char *s);
+bool config_walk_name_ok(const char *s);
 /* Where a node starts in its file. */
-struct mark node_mark(const yaml_node_t *n);
+struct mark config_walk_node_mark(const yaml_node_t *n);
 /* Frees y's document, if loaded (a scoped() cleanup). */
-void ydoc_done(struct ydoc *y);
+void config_walk_ydoc_done(struct ydoc *y);
 /* Parses text as exactly one YAML document into y (an empty stream gives a document without
  * a root); y is left unloaded on failure. Returns 0 or -EINVAL/-ENOMEM with e. */
-int ydoc_load(const char *file, const char *text, size_t len, struct ydoc *y, struct err *e);
+int config_walk_ydoc_load(const char *file, const char *text, size_t len, struct ydoc *y,
+                          struct err *e);
 /* What a value of type t must be, for messages ("a size like 512MiB"). */
-const char *type_desc(enum field_type t);
+const char *config_walk_type_desc(enum field_type t);
 /* Walks the mapping map through fields into w->target; parent is the keys' path, or NULL at
  * the top. Returns 0 or -EINVAL with e. */
-int walk_map(struct walk *w, yaml_node_t *map, const struct field *fields, const char *parent,
-             struct err *e);
+int config_walk_map(struct walk *w, yaml_node_t *map, const struct field *fields,
+                    const char *parent, struct err *e);
 /* Walks a whole document; an empty one (or a bare null) leaves every default. */
-int walk_document(struct walk *w, const struct field *fields, struct err *e);
+int config_walk_document(struct walk *w, const struct field *fields, struct err *e);
 /* Checks each field of a table against its type and range. target: the struct; marks: its
  * marks, or NULL. Returns 0 or -EINVAL with e. */
-int fields_check(const struct field *fields, const char *parent, const char *target,
-                 const char *file, const struct mark *marks, struct err *e);
+int config_walk_fields_check(const struct field *fields, const char *parent, const char *target,
+                             const char *file, const struct mark *marks, struct err *e);
 
 /* config_egress.c */
 
 /* The `egress:` table of the config file. */
 extern const struct field egress_fields[];
-/* The values of T_STRLIST, T_METHODS, T_PROFILES and T_ROUTES fields, for walk_map. */
-int walk_strlist(struct walk *w, const struct field *f, const char *path, yaml_node_t *v,
-                 struct err *e);
-int walk_methods(struct walk *w, const struct field *f, const char *path, yaml_node_t *v,
-                 struct err *e);
-int walk_profiles(struct walk *w, const struct field *f, const char *path, yaml_node_t *v,
-                  struct err *e);
-int walk_routes(struct walk *w, const struct field *f, const char *path, yaml_node_t *v,
-                struct err *e);
+/* The values of T_STRLIST, T_METHODS, T_PROFILES and T_ROUTES fields, for config_walk_map. */
+int config_egress_walk_strlist(struct walk *w, const struct field *f, const char *path,
+                               yaml_node_t *v, struct err *e);
+int config_egress_walk_methods(struct walk *w, const struct field *f, const char *path,
+                               yaml_node_t *v, struct err *e);
+int config_egress_walk_profiles(struct walk *w, const struct field *f, const char *path,
+                                yaml_node_t *v, struct err *e);
+int config_egress_walk_routes(struct walk *w, const struct field *f, const char *path,
+                              yaml_node_t *v, struct err *e);
 /* An absolute path: the check of credential files and token mount roots. */
-int check_abs_path(const char *s, const char **why);
+int config_egress_check_abs_path(const char *s, const char **why);
 /* Frees a profile's members and zeroes it. */
-void profile_clear(struct egress_profile_config *p);
+void config_egress_profile_clear(struct egress_profile_config *p);
 /* Frees n strings and their array. */
-void strlist_free(char **v, size_t n);
+void config_egress_strlist_free(char **v, size_t n);
 /* Checks egress profiles of a hand-made or parsed config: every value's syntax and the
  * profile rules. m: the config's marks, or NULL. */
-int config_check_egress(const struct config *c, const struct mark *m, struct err *e);
+int config_egress_check(const struct config *c, const struct mark *m, struct err *e);
 
 /* config_pool.c */
 
 /* Pool rules, each field's and beyond. m: the pool's marks, or NULL for "file: msg". */
-int pool_check(const struct pool_config *p, const struct mark *m, struct err *e);
+int config_pool_check(const struct pool_config *p, const struct mark *m, struct err *e);
 /* Parses and checks one pool file into *ret, its marks into *ret_marks. */
-int pool_parse(const char *file, const char *text, size_t len, struct pool_config *ret,
-               struct pool_marks *ret_marks, struct err *e);
+int config_pool_parse(const char *file, const char *text, size_t len, struct pool_config *ret,
+                      struct pool_marks *ret_marks, struct err *e);

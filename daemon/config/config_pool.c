@@ -76,47 +76,47 @@ static void pool_defaults(struct pool_config *p, const char *file)
 }
 
 /* Pool rules beyond each field's own. m: the pool's marks, or NULL for "file: msg". */
-int pool_check(const struct pool_config *p, const struct mark *m, struct err *e)
+int config_pool_check(const struct pool_config *p, const struct mark *m, struct err *e)
 {
     const char *f = p->file;
-    int r = fields_check(pool_fields, NULL, (const char *)p, f, m, e);
+    int r = config_walk_fields_check(pool_fields, NULL, (const char *)p, f, m, e);
     if (r < 0) {
         return r;
     }
     if (p->warm > p->max) {
-        return fail(e, f, mark_pick(m, PM_WARM, PM_MAX), "'warm' (%u) must not exceed 'max' (%u)",
-                    p->warm, p->max);
+        return fail(e, f, config_walk_mark_pick(m, PM_WARM, PM_MAX),
+                    "'warm' (%u) must not exceed 'max' (%u)", p->warm, p->max);
     }
     if (p->max_timeout_ns < p->timeout_ns) {
-        return fail(e, f, mark_pick(m, PM_MAX_TIMEOUT, PM_TIMEOUT),
+        return fail(e, f, config_walk_mark_pick(m, PM_MAX_TIMEOUT, PM_TIMEOUT),
                     "'max_timeout' must not be shorter than 'timeout'");
     }
     /* SECURITY: tasks never run as root, not even root of their own user namespace. */
     if (p->uid == 0) {
-        return fail(e, f, mark_pick(m, PM_UID, -1), "'uid' must not be 0 (root)");
+        return fail(e, f, config_walk_mark_pick(m, PM_UID, -1), "'uid' must not be 0 (root)");
     }
     if (p->gid == 0) {
-        return fail(e, f, mark_pick(m, PM_GID, PM_UID), "'gid' must not be 0 (root)");
+        return fail(e, f, config_walk_mark_pick(m, PM_GID, PM_UID), "'gid' must not be 0 (root)");
     }
     return 0;
 }
 
 /* Parses and checks one pool file into *ret, its marks into *ret_marks. */
-int pool_parse(const char *file, const char *text, size_t len, struct pool_config *ret,
-               struct pool_marks *ret_marks, struct err *e)
+int config_pool_parse(const char *file, const char *text, size_t len, struct pool_config *ret,
+                      struct pool_marks *ret_marks, struct err *e)
 {
     scoped(config_pool_clear) struct pool_config p = {0};
-    scoped(ydoc_done) struct ydoc y = {.loaded = false};
+    scoped(config_walk_ydoc_done) struct ydoc y = {.loaded = false};
     struct pool_marks pm;
 
     memset(&pm, 0, sizeof(pm));
     pool_defaults(&p, file);
-    int r = ydoc_load(file, text, len, &y, e);
+    int r = config_walk_ydoc_load(file, text, len, &y, e);
     if (r < 0) {
         return r;
     }
     struct walk w = {file, &y.doc, pm.m, (char *)&p};
-    r = walk_document(&w, pool_fields, e);
+    r = config_walk_document(&w, pool_fields, e);
     if (r < 0) {
         return r;
     }
@@ -130,7 +130,7 @@ int pool_parse(const char *file, const char *text, size_t len, struct pool_confi
     if (pm.m[PM_GID].line == 0) {
         p.gid = p.uid;
     }
-    r = pool_check(&p, pm.m, e);
+    r = config_pool_check(&p, pm.m, e);
     if (r < 0) {
         return r;
     }
@@ -144,5 +144,5 @@ int config_parse_pool(const char *name, const char *text, size_t len, struct poo
                       struct err *e)
 {
     struct pool_marks pm;
-    return pool_parse(name, text, len, ret, &pm, e);
+    return config_pool_parse(name, text, len, ret, &pm, e);
 }

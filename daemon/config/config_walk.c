@@ -19,7 +19,8 @@
 #include "lib/yamlnode.h"
 #include "lib/util.h"
 
-int failr(struct err *e, int r, const char *file, const struct mark *m, const char *fmt, ...)
+int config_walk_failr(struct err *e, int r, const char *file, const struct mark *m, const char *fmt,
+                      ...)
 {
     char msg[ERR_MSG_MAX];
     va_list ap;
@@ -35,9 +36,9 @@ int failr(struct err *e, int r, const char *file, const struct mark *m, const ch
     return err_setx(e, r, "%s: %s", file, msg);
 }
 
-#define fail(e, file, m, ...) failr((e), -EINVAL, (file), (m), __VA_ARGS__)
+#define fail(e, file, m, ...) config_walk_failr((e), -EINVAL, (file), (m), __VA_ARGS__)
 /* The mark of slot id, else of slot alt (-1: none), else the root's; NULL without marks. */
-const struct mark *mark_pick(const struct mark *marks, int id, int alt)
+const struct mark *config_walk_mark_pick(const struct mark *marks, int id, int alt)
 {
     if (!marks) {
         return NULL;
@@ -51,7 +52,7 @@ const struct mark *mark_pick(const struct mark *marks, int id, int alt)
     return &marks[0];
 }
 
-bool name_ok(const char *s)
+bool config_walk_name_ok(const char *s)
 {
     size_t n = 0;
     if (!s) {
@@ -66,7 +67,7 @@ bool name_ok(const char *s)
     return n >= 1 && n <= NAME_LEN_MAX;
 }
 
-void ydoc_done(struct ydoc *y)
+void config_walk_ydoc_done(struct ydoc *y)
 {
     if (y->loaded) {
         yaml_document_delete(&y->doc);
@@ -93,7 +94,7 @@ static struct mark mark_of(yaml_mark_t m)
     return (struct mark){q.line, q.col, q.line};
 }
 
-struct mark node_mark(const yaml_node_t *n)
+struct mark config_walk_node_mark(const yaml_node_t *n)
 {
     return mark_of(n->start_mark);
 }
@@ -112,11 +113,12 @@ static int yaml_problem(const char *file, const char *text, size_t len, const ya
 
 /* Parses text as exactly one YAML document into y (an empty stream gives a document without
  * a root); y is left unloaded on failure. */
-int ydoc_load(const char *file, const char *text, size_t len, struct ydoc *y, struct err *e)
+int config_walk_ydoc_load(const char *file, const char *text, size_t len, struct ydoc *y,
+                          struct err *e)
 {
     scoped(yparser_done) struct yparser yp = {.ready = false};
-    scoped(ydoc_done) struct ydoc first = {.loaded = false};
-    scoped(ydoc_done) struct ydoc extra = {.loaded = false};
+    scoped(config_walk_ydoc_done) struct ydoc first = {.loaded = false};
+    scoped(config_walk_ydoc_done) struct ydoc extra = {.loaded = false};
 
     if (!yaml_parser_initialize(&yp.p)) {
         return err_setx(e, -ENOMEM, "%s: out of memory while parsing", file);
@@ -134,7 +136,7 @@ int ydoc_load(const char *file, const char *text, size_t len, struct ydoc *y, st
     extra.loaded = true;
     yaml_node_t *root = yaml_document_get_root_node(&extra.doc);
     if (root) {
-        struct mark m = node_mark(root);
+        struct mark m = config_walk_node_mark(root);
         return fail(e, file, &m, "only one YAML document is allowed");
     }
     y->doc = first.doc;
@@ -200,7 +202,7 @@ static int parse_cgroup_version(const char *s, int *ret)
     return 0;
 }
 
-const char *type_desc(enum field_type t)
+const char *config_walk_type_desc(enum field_type t)
 {
     switch (t) {
     case T_STR:
@@ -246,7 +248,8 @@ static int walk_string(struct walk *w, const struct field *f, const char *path,
             return 0;
         }
         if (!(f->flags & F_EMPTY_OK)) {
-            return fail(e, w->file, m, "'%s' must be %s, not empty", path, type_desc(f->type));
+            return fail(e, w->file, m, "'%s' must be %s, not empty", path,
+                        config_walk_type_desc(f->type));
         }
         s = "";
     }
@@ -322,7 +325,7 @@ static int walk_scalar(struct walk *w, const struct field *f, const char *path,
         break;
     }
     if (r < 0) {
-        return fail(e, w->file, m, "'%s' must be %s", path, type_desc(f->type));
+        return fail(e, w->file, m, "'%s' must be %s", path, config_walk_type_desc(f->type));
     }
     return 0;
 }
@@ -330,7 +333,7 @@ static int walk_scalar(struct walk *w, const struct field *f, const char *path,
 static int walk_value(struct walk *w, const struct field *f, const char *path, yaml_node_t *v,
                       struct err *e)
 {
-    struct mark m = node_mark(v);
+    struct mark m = config_walk_node_mark(v);
     if (f->type == T_MAP) {
         if (yamlnode_is_null(v)) {
             return 0;
@@ -338,22 +341,22 @@ static int walk_value(struct walk *w, const struct field *f, const char *path, y
         if (v->type != YAML_MAPPING_NODE) {
             return fail(e, w->file, &m, "'%s' must be a mapping, not %s", path, yamlnode_kind(v));
         }
-        return walk_map(w, v, f->sub, path, e);
+        return config_walk_map(w, v, f->sub, path, e);
     }
     switch (f->type) {
     case T_STRLIST:
-        return walk_strlist(w, f, path, v, e);
+        return config_egress_walk_strlist(w, f, path, v, e);
     case T_METHODS:
-        return walk_methods(w, f, path, v, e);
+        return config_egress_walk_methods(w, f, path, v, e);
     case T_PROFILES:
-        return walk_profiles(w, f, path, v, e);
+        return config_egress_walk_profiles(w, f, path, v, e);
     case T_ROUTES:
-        return walk_routes(w, f, path, v, e);
+        return config_egress_walk_routes(w, f, path, v, e);
     default:
         break;
     }
     if (v->type != YAML_SCALAR_NODE) {
-        return fail(e, w->file, &m, "'%s' must be %s, not %s", path, type_desc(f->type),
+        return fail(e, w->file, &m, "'%s' must be %s, not %s", path, config_walk_type_desc(f->type),
                     yamlnode_kind(v));
     }
     return walk_scalar(w, f, path, v, &m, e);
@@ -371,18 +374,18 @@ static const struct field *field_find(const struct field *fields, const char *ke
 
 /* Every key must be known and appear once, so the loop stops at the first stray key and
  * never does more than one pass per table entry. */
-int walk_map(struct walk *w, yaml_node_t *map, const struct field *fields, const char *parent,
-             struct err *e)
+int config_walk_map(struct walk *w, yaml_node_t *map, const struct field *fields,
+                    const char *parent, struct err *e)
 {
     for (yaml_node_pair_t *pair = map->data.mapping.pairs.start; pair < map->data.mapping.pairs.top;
          pair++) {
         yaml_node_t *k = yaml_document_get_node(w->doc, pair->key);
         yaml_node_t *v = yaml_document_get_node(w->doc, pair->value);
         if (!k || !v) {
-            struct mark m = node_mark(map);
+            struct mark m = config_walk_node_mark(map);
             return fail(e, w->file, &m, "malformed mapping");
         }
-        struct mark km = node_mark(k);
+        struct mark km = config_walk_node_mark(k);
         if (k->type != YAML_SCALAR_NODE) {
             return fail(e, w->file, &km, "keys must be strings, not %s", yamlnode_kind(k));
         }
@@ -402,7 +405,7 @@ int walk_map(struct walk *w, yaml_node_t *map, const struct field *fields, const
             return fail(e, w->file, &km, "duplicate key '%s' (first on line %zu)", path,
                         slot->key_line);
         }
-        *slot = node_mark(v);
+        *slot = config_walk_node_mark(v);
         slot->key_line = km.line;
         int r = walk_value(w, f, path, v, e);
         if (r < 0) {
@@ -413,14 +416,14 @@ int walk_map(struct walk *w, yaml_node_t *map, const struct field *fields, const
 }
 
 /* Walks a whole document; an empty one (or a bare null) leaves every default. */
-int walk_document(struct walk *w, const struct field *fields, struct err *e)
+int config_walk_document(struct walk *w, const struct field *fields, struct err *e)
 {
     yaml_node_t *root = yaml_document_get_root_node(w->doc);
     w->marks[0] = (struct mark){1, 1, 1};
     if (!root) {
         return 0;
     }
-    w->marks[0] = node_mark(root);
+    w->marks[0] = config_walk_node_mark(root);
     if (yamlnode_is_null(root)) {
         return 0;
     }
@@ -428,7 +431,7 @@ int walk_document(struct walk *w, const struct field *fields, struct err *e)
         return fail(e, w->file, &w->marks[0], "the top level must be a mapping of keys, not %s",
                     yamlnode_kind(root));
     }
-    return walk_map(w, root, fields, NULL, e);
+    return config_walk_map(w, root, fields, NULL, e);
 }
 
 /* "16MiB", "1KiB", "1" (bytes), "30s", "500ms": a limit as a person would write it. */
@@ -471,15 +474,15 @@ static int range_fail(const struct field *f, const char *path, const char *file,
 
 /* Checks each field of a table against its type and range: names, non-empty strings, enum
  * values, numeric ranges. target: the struct; marks: its marks, or NULL. */
-int fields_check(const struct field *fields, const char *parent, const char *target,
-                 const char *file, const struct mark *marks, struct err *e)
+int config_walk_fields_check(const struct field *fields, const char *parent, const char *target,
+                             const char *file, const struct mark *marks, struct err *e)
 {
     for (const struct field *f = fields; f->key; f++) {
         if (f->flags & F_LOAD_ONLY) {
             continue;
         }
         const void *v = target + f->off;
-        const struct mark *m = mark_pick(marks, f->mark, -1);
+        const struct mark *m = config_walk_mark_pick(marks, f->mark, -1);
         char path[96];
         int r = 0;
         (void)snprintf(path, sizeof(path), "%s%s%s", parent ? parent : "", parent ? "." : "",
@@ -492,10 +495,11 @@ int fields_check(const struct field *fields, const char *parent, const char *tar
                 return fail(e, file, m, "'%s' must be set", path);
             }
             if (s && !*s && !(f->flags & F_EMPTY_OK)) {
-                return fail(e, file, m, "'%s' must be %s, not empty", path, type_desc(f->type));
+                return fail(e, file, m, "'%s' must be %s, not empty", path,
+                            config_walk_type_desc(f->type));
             }
-            if (s && f->type == T_NAME && !name_ok(s)) {
-                return fail(e, file, m, "'%s' must be %s", path, type_desc(f->type));
+            if (s && f->type == T_NAME && !config_walk_name_ok(s)) {
+                return fail(e, file, m, "'%s' must be %s", path, config_walk_type_desc(f->type));
             }
             break;
         }
@@ -524,25 +528,25 @@ int fields_check(const struct field *fields, const char *parent, const char *tar
         case T_LOG_LEVEL: {
             int l = (int)*(const enum log_level *)v;
             if (l < (int)LOG_ERROR || l > (int)LOG_DEBUG) {
-                return fail(e, file, m, "'%s' must be %s", path, type_desc(f->type));
+                return fail(e, file, m, "'%s' must be %s", path, config_walk_type_desc(f->type));
             }
             break;
         }
         case T_CGROUP_VERSION: {
             int ver = *(const int *)v;
             if (ver < 0 || ver > 2) {
-                return fail(e, file, m, "'%s' must be %s", path, type_desc(f->type));
+                return fail(e, file, m, "'%s' must be %s", path, config_walk_type_desc(f->type));
             }
             break;
         }
         case T_BOOL:
-        case T_STRLIST: /* egress lists: config_check_egress */
+        case T_STRLIST: /* egress lists: config_egress_check */
         case T_METHODS:
         case T_PROFILES:
         case T_ROUTES:
             break;
         case T_MAP:
-            r = fields_check(f->sub, f->key, target, file, marks, e);
+            r = config_walk_fields_check(f->sub, f->key, target, file, marks, e);
             break;
         }
         if (r < 0) {

@@ -116,7 +116,7 @@ static int route_build(const struct egress_route_config *rc, struct scrub *scrub
     memset(&r, 0, sizeof(r));
     r.rc = rc;
     if (strncasecmp(rc->upstream, "http://", 7) != 0 ||
-        egress_authority_parse(auth, alen, 80, &r.up) < 0) {
+        egress_parse_authority(auth, alen, 80, &r.up) < 0) {
         return err_setx(e, -EINVAL, "route '%s': bad upstream '%s'", rc->name, rc->upstream);
     }
     const char *base = auth + alen;
@@ -124,7 +124,7 @@ static int route_build(const struct egress_route_config *rc, struct scrub *scrub
     while (blen > 0 && base[blen - 1] == '/') {
         blen--;
     }
-    if (blen > 0 && !egress_path_safe(base, blen)) {
+    if (blen > 0 && !egress_parse_path_safe(base, blen)) {
         return err_setx(e, -EINVAL, "route '%s': bad upstream base path", rc->name);
     }
     if (rc->credential_file) {
@@ -165,7 +165,7 @@ int egress_new(const struct config *cfg, const struct egress_handles *h, struct 
         p->routes = xcalloc(pc->n_routes + 1, sizeof(*p->routes));
         int r = 0;
         for (size_t j = 0; j < pc->n_allow && r == 0; j++) {
-            if (egress_allow_parse(pc->allow[j], &p->allow[j]) < 0) {
+            if (egress_parse_allow(pc->allow[j], &p->allow[j]) < 0) {
                 r = err_setx(e, -EINVAL, "allow '%s' is not host:port", pc->allow[j]);
             }
         }

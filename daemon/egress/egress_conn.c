@@ -489,7 +489,7 @@ void egress_conn_resolve(struct econn *c)
 static void hello_check(struct econn *c)
 {
     char sni[EGRESS_HOST_SIZE];
-    int r = egress_sni_parse((const uint8_t *)c->buf, c->len, sni);
+    int r = egress_inspect_sni_parse((const uint8_t *)c->buf, c->len, sni);
     if (r == -EAGAIN) {
         if (c->client_eof) {
             egress_conn_close(c);
@@ -549,7 +549,7 @@ static void connect_decide(struct econn *c)
     }
     bool ok = false;
     for (size_t i = 0; i < p->pc->n_allow && !ok; i++) {
-        ok = egress_allow_match(&p->allow[i], &c->req.dest);
+        ok = egress_parse_allow_match(&p->allow[i], &c->req.dest);
     }
     if (!ok) {
         (void)snprintf(reason, sizeof(reason), "CONNECT to %s is not allowed by profile '%s'",
@@ -595,7 +595,7 @@ static void head_data(struct econn *c, const char *data, size_t n)
     }
     memcpy(c->buf + c->len, data, n);
     c->len += n;
-    size_t hl = egress_head_end(c->buf, c->len < EGRESS_HEAD_MAX ? c->len : EGRESS_HEAD_MAX);
+    size_t hl = egress_parse_head_end(c->buf, c->len < EGRESS_HEAD_MAX ? c->len : EGRESS_HEAD_MAX);
     if (hl == 0) {
         if (c->len >= EGRESS_HEAD_MAX) {
             egress_conn_refuse(c, 431, "denied", "the request head is larger than 16 KiB");
@@ -608,7 +608,7 @@ static void head_data(struct econn *c, const char *data, size_t n)
     if (c->s->st.requests < UINT32_MAX) {
         c->s->st.requests++;
     }
-    if (egress_request_parse(c->buf, hl, &c->req, &why) < 0) {
+    if (egress_parse_request(c->buf, hl, &c->req, &why) < 0) {
         egress_conn_refuse(c, 400, "denied", why);
         return;
     }

@@ -62,8 +62,9 @@ static struct ebuf *upstream_head(struct econn *c)
     append_str(b, cap, "\r\n");
     for (size_t i = 0; i < q->n_headers; i++) {
         const struct egress_header *h = &q->headers[i];
-        if (egress_header_is(h, "host") || egress_header_hop_by_hop(h, q->headers, q->n_headers) ||
-            (rt->cred && egress_header_is(h, hname))) {
+        if (egress_parse_header_is(h, "host") ||
+            egress_parse_header_hop_by_hop(h, q->headers, q->n_headers) ||
+            (rt->cred && egress_parse_header_is(h, hname))) {
             continue;
         }
         append(b, cap, h->name, h->name_len);
@@ -121,13 +122,13 @@ void egress_http_decide(struct econn *c)
         return;
     }
     const struct eroute *rt = &p->routes[idx];
-    if (!egress_path_safe(q->path, q->path_len)) {
+    if (!egress_parse_path_safe(q->path, q->path_len)) {
         egress_conn_refuse(c, 403, "denied",
                            "the path has '.', '..' or empty segments or encoded separators");
         return;
     }
     for (size_t i = 0; i < q->n_headers; i++) {
-        if (egress_header_is(&q->headers[i], "upgrade")) {
+        if (egress_parse_header_is(&q->headers[i], "upgrade")) {
             egress_conn_refuse(c, 403, "denied", "protocol upgrades are not allowed");
             return;
         }
@@ -145,8 +146,8 @@ void egress_http_decide(struct econn *c)
     c->route = rt;
     c->dest = rt->up;
     c->head_request = q->method_bit == EGRESS_METHOD_HEAD;
-    egress_body_init(&c->req_body, q->framing, q->content_length);
-    egress_scrub_init(&c->scrub, rt->cred, rt->cred_len);
+    egress_parse_body_init(&c->req_body, q->framing, q->content_length);
+    egress_inspect_scrub_init(&c->scrub, rt->cred, rt->cred_len);
     egress_conn_resolve(c);
 }
 
@@ -193,7 +194,7 @@ void egress_http_client_data(struct econn *c, struct ebuf *b)
         free(b); /* after the request: pipelining is not spoken, the bytes are dropped */
         return;
     }
-    if (egress_body_feed(&c->req_body, data, n, &used, NULL, NULL) < 0) {
+    if (egress_parse_body_feed(&c->req_body, data, n, &used, NULL, NULL) < 0) {
         free(b);
         if (!c->responded) {
             egress_conn_refuse(c, 400, "denied", "malformed chunked request body");
@@ -227,7 +228,7 @@ void egress_http_client_data(struct econn *c, struct ebuf *b)
 static void emit_body(void *ud, const char *data, size_t n)
 {
     struct econn *c = ud;
-    c->out->len += egress_scrub_feed(&c->scrub, data, n, false, c->out->data + c->out->len);
+    c->out->len += egress_inspect_scrub_feed(&c->scrub, data, n, false, c->out->data + c->out->len);
 }
 
 /* Sends the response head: status line, the upstream's end-to-end headers (scrubbed), and
@@ -241,9 +242,10 @@ static void send_response_head(struct econn *c, const struct egress_response *rs
     if (rs->status >= 200) {
         for (size_t i = 0; i < rs->n_headers; i++) {
             const struct egress_header *h = &rs->headers[i];
-            if (egress_header_hop_by_hop(h, rs->headers, rs->n_headers) ||
-                (rs->framing == EGRESS_BODY_CHUNKED && (egress_header_is(h, "transfer-encoding") ||
-                                                        egress_header_is(h, "content-length")))) {
+            if (egress_parse_header_hop_by_hop(h, rs->headers, rs->n_headers) ||
+                (rs->framing == EGRESS_BODY_CHUNKED &&
+                 (egress_parse_header_is(h, "transfer-encoding") ||
+                  egress_parse_header_is(h, "content-length")))) {
                 continue;
             }
             append(b, cap, h->name, h->name_len);
@@ -255,14 +257,14 @@ static void send_response_head(struct econn *c, const struct egress_response *rs
     }
     append_str(b, cap, "\r\n");
     /* SECURITY: an upstream that echoes the credential in a header does not hand it over. */
-    egress_scrub_buf(&c->scrub, b->data, b->len);
+    egress_inspect_scrub_buf(&c->scrub, b->data, b->len);
     (void)egress_conn_send(c, &c->client, b);
 }
 
 static void http_response_done(struct econn *c)
 {
     struct ebuf *b = egress_conn_buf_new(c, EGRESS_SECRET_MAX);
-    b->len = egress_scrub_feed(&c->scrub, NULL, 0, true, b->data);
+    b->len = egress_inspect_scrub_feed(&c->scrub, NULL, 0, true, b->data);
     if (egress_conn_send(c, &c->client, b) < 0) {
         return;
     }
@@ -282,7 +284,7 @@ void egress_http_upstream_data(struct econn *c, const char *data, size_t n)
         c->rlen += take;
         data += take;
         n -= take;
-        size_t hl = egress_head_end(c->rhead, c->rlen);
+        size_t hl = egress_parse_head_end(c->rhead, c->rlen);
         if (hl == 0) {
             if (c->rlen >= EGRESS_HEAD_MAX) {
                 egress_conn_refuse(c, 502, "error", "the upstream's response head is too large");
@@ -291,7 +293,7 @@ void egress_http_upstream_data(struct econn *c, const char *data, size_t n)
         }
         struct egress_response rs;
         const char *why = NULL;
-        if (egress_response_parse(c->rhead, hl, c->head_request, &rs, &why) < 0 ||
+        if (egress_parse_response(c->rhead, hl, c->head_request, &rs, &why) < 0 ||
             rs.status == 101 || (rs.status < 200 && ++c->interim > EGRESS_INTERIM_MAX)) {
             if (c->responded) {
                 egress_conn_close(c);
@@ -311,7 +313,7 @@ void egress_http_upstream_data(struct econn *c, const char *data, size_t n)
         memcpy(tail + rest, data, n);
         if (rs.status >= 200) {
             c->resp_head_done = true;
-            egress_body_init(&c->resp_body, rs.framing, rs.content_length);
+            egress_parse_body_init(&c->resp_body, rs.framing, rs.content_length);
             free(c->rhead);
             c->rhead = NULL;
             c->rlen = 0;
@@ -338,7 +340,7 @@ void egress_http_upstream_data(struct econn *c, const char *data, size_t n)
     }
     size_t used = 0;
     c->out = egress_conn_buf_new(c, n + EGRESS_SECRET_MAX);
-    int r = egress_body_feed(&c->resp_body, data, n, &used, emit_body, c);
+    int r = egress_parse_body_feed(&c->resp_body, data, n, &used, emit_body, c);
     struct ebuf *out = take_ptr(&c->out);
     if (r < 0) {
         free(out);

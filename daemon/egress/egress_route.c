@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Finds the route of a plain-HTTP request in an egress profile: by the route's name, its path
- * prefix (whole segments, egress_path_under) and its methods, in the profile's order. It only
+ * prefix (whole segments, egress_parse_path_under) and its methods, in the profile's order. It only
  * reads the profile; the request is parsed and normalized by wire/egress_parse.c. */
 #include "egress/egress_route.h"
 
@@ -22,7 +22,7 @@ int egress_route_find(const struct egress_profile_config *p, const char *host, u
             continue;
         }
         named = true;
-        if (!egress_path_under(path, len, r->path_prefix)) {
+        if (!egress_parse_path_under(path, len, r->path_prefix)) {
             continue;
         }
         under = true;

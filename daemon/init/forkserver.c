@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* sbxd-init as a pool's fork server (docs/ARCHITECTURE.md): it builds the pool's template as
  * its own root, then forks one sandbox per CTL_SPAWN, each of which goes on as any sandbox's
- * init (init_sandbox, pid1.c). It runs as the host's root in namespaces of its own, with
+ * init (pid1_sandbox, pid1.c). It runs as the host's root in namespaces of its own, with
  * CAP_SYS_ADMIN and CAP_SETUID only, and never runs anything of a task. */
 #include "init/init_impl.h"
 
@@ -75,8 +75,8 @@ static int init_forkserver_child(void *arg)
      * and the task gets one of its own (setsid) anyway. */
     (void)setpgid(0, 0);
     size_t got = 0;
-    ssize_t n = init_recv_setup(in, &got);
-    init_sandbox(in, n, got);
+    ssize_t n = pid1_recv_setup(in, &got);
+    pid1_sandbox(in, n, got);
 }
 
 /* Forks one sandbox: joins its network namespace for the clone (and returns to its own),
@@ -155,13 +155,13 @@ static void init_forkserver_serve(struct init *in, int self_net)
     int r = 0;
     /* On our stack, not in in->buf: every fork leaves in->buf's pages shared with the new
      * sandbox, and a write to them would copy one; no sandbox gets our stack
-     * (init_forkserver_loop). One byte over, so that a longer packet shows as one of the wrong
+     * (forkserver_loop). One byte over, so that a longer packet shows as one of the wrong
      * size. */
     union {
         struct ctl_spawn sp;
         char bytes[sizeof(struct ctl_spawn) + 1];
     } pkt;
-    ssize_t n = init_recv_sized(pkt.bytes, sizeof(pkt.bytes), in->ctl, fds, MAX_FDS, &got);
+    ssize_t n = pid1_recv_sized(pkt.bytes, sizeof(pkt.bytes), in->ctl, fds, MAX_FDS, &got);
     if (n == 0) {
         _exit(0);
     }
@@ -193,12 +193,12 @@ static void init_forkserver_serve(struct init *in, int self_net)
         fds[i] = fd_close(fds[i]);
     }
     if (pid < 0) {
-        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORKSERVER, pid, err_msg(&e));
+        pid1_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORKSERVER, pid, err_msg(&e));
         return;
     }
     ev.type = CTL_SPAWNED;
     ev.pid = (uint32_t)pid;
-    init_send_with_fd(in, &ev, pidfd);
+    pid1_send_with_fd(in, &ev, pidfd);
     (void)fd_close(pidfd);
 }
 
@@ -233,7 +233,7 @@ static int init_find_mapping(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
 }
 
 /* The loop, on its own stack (arg: our network namespace's fd). */
-__attribute__((noreturn)) static void init_forkserver_loop(void *arg)
+__attribute__((noreturn)) static void forkserver_loop(void *arg)
 {
     for (;;) {
         init_forkserver_serve(init_forkserver_in, (int)(intptr_t)arg);
@@ -243,10 +243,10 @@ __attribute__((noreturn)) static void init_forkserver_loop(void *arg)
 /* The fork server: builds the pool's template as its own root, reports READY, then forks a
  * sandbox per CTL_SPAWN. It runs as the host's root in mount and network namespaces of its
  * own, and never runs anything of a task. */
-__attribute__((noreturn)) void init_forkserver(struct init *in, ssize_t n, size_t got)
+__attribute__((noreturn)) void forkserver_run(struct init *in, ssize_t n, size_t got)
 {
     struct err e = ERR_INIT;
-    int r = init_parse_setup(in, n, got, CTL_FORKSERVER, &e);
+    int r = pid1_parse_setup(in, n, got, CTL_FORKSERVER, &e);
     /* Ours, to come back to after each fork (the template's /proc shows no process). */
     int self_net = -1;
     if (r == 0) {
@@ -264,18 +264,18 @@ __attribute__((noreturn)) void init_forkserver(struct init *in, ssize_t n, size_
         (void)init_find_mapping((uintptr_t)&local, &stack_lo, &stack_hi);
     }
     if (r == 0) {
-        r = init_mount(in, MOUNT_TEMPLATE, &e);
+        r = pid1_mount(in, MOUNT_TEMPLATE, &e);
     }
     if (r == 0) {
-        r = init_child_stack_guard();
+        r = task_child_stack_guard();
         if (r < 0) {
             r = err_set(&e, r, "guard the task child's stack");
         }
     }
     if (r == 0) {
-        r = init_stack_guard(init_forkserver_stack_area, &init_forkserver_stack);
+        r = task_child_guard_page(init_forkserver_stack_area, &init_forkserver_stack);
         if (r == 0 && sys_clone_vm_supported()) {
-            r = init_stack_guard(init_sandbox_stack_area, &init_sandbox_stack);
+            r = task_child_guard_page(init_sandbox_stack_area, &init_sandbox_stack);
             ((volatile char *)
                  init_sandbox_stack_area)[sizeof(init_sandbox_stack_area) - INIT_SANDBOX_PAD] = 0;
         }
@@ -290,7 +290,7 @@ __attribute__((noreturn)) void init_forkserver(struct init *in, ssize_t n, size_
      * own namespace, and none in ours). Everything else goes, and it never executes
      * anything. */
     if (r == 0) {
-        r = init_child_capset((1u << CAP_SYS_ADMIN) | (1u << CAP_SETUID));
+        r = task_child_capset((1u << CAP_SYS_ADMIN) | (1u << CAP_SETUID));
         if (r == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
             r = -errno;
         }
@@ -299,11 +299,11 @@ __attribute__((noreturn)) void init_forkserver(struct init *in, ssize_t n, size_
         }
     }
     if (r < 0) {
-        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORKSERVER, r, err_msg(&e));
+        pid1_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORKSERVER, r, err_msg(&e));
         _exit(1);
     }
-    init_buf_release();
-    init_ready(in, -1);
+    pid1_buf_release();
+    pid1_ready(in, -1);
     /* No fork comes before the loop runs on its own stack: from here no child gets the
      * stack we started on nor the loop's, and each starts on its own (init_forkserver_fork).
      * A failure leaves a stack in every child, as before. */
@@ -312,6 +312,6 @@ __attribute__((noreturn)) void init_forkserver(struct init *in, ssize_t n, size_
         (void)madvise(init_forkserver_stack_area, sizeof(init_forkserver_stack_area),
                       MADV_DONTFORK);
     }
-    sys_run_on_stack(init_forkserver_stack, INIT_FORKSERVER_STACK, init_forkserver_loop,
+    sys_run_on_stack(init_forkserver_stack, INIT_FORKSERVER_STACK, forkserver_loop,
                      (void *)(intptr_t)self_net);
 }

@@ -23,7 +23,7 @@
 #define INIT_TASK_MAX (sizeof(struct ctl_task) + CTL_TASK_DATA_MAX)
 #define INIT_BUF_SIZE ((INIT_TASK_MAX > INIT_SETUP_MAX ? INIT_TASK_MAX : INIT_SETUP_MAX) + 1)
 
-/* The room left below every stack of init's for its guard page (init_stack_guard): any page
+/* The room left below every stack of init's for its guard page (task_child_guard_page): any page
  * size up to it. */
 #define INIT_GUARD_ROOM (64 * 1024)
 
@@ -47,14 +47,14 @@ struct init_child_arg {
  * ("Address space" in docs/ARCHITECTURE.md). */
 struct init {
     int ctl;
-    /* Forked by the pool's fork server (init_forkserver): the root comes from its template, and our
+    /* Forked by the pool's fork server (forkserver_run): the root comes from its template, and our
      * ids are still the host's until CTL_SETUP (sbxd has written the maps by then). */
     bool from_forkserver;
     int image_fd; /* CTL_SETUP_IMAGE_FD: the image's root until the mounts are built, else -1 */
     int sigfd;
     struct ctl_setup setup;
     unsigned short filter_len;
-    /* The task child installs the filter as soon as it is cloned (seccomp_prog_early_ok),
+    /* The task child installs the filter as soon as it is cloned (bpf_early_ok),
      * not when its task comes: the task then starts that much sooner. */
     bool filter_early;
     char *buf; /* INIT_BUF_SIZE bytes, 8-aligned: the packet being received */
@@ -87,46 +87,46 @@ struct init {
 
 /* Sends a CTL_SETUP_FAILED or CTL_EXEC_FAILED (type) to sbxd; exits when the control socket
  * fails. */
-void init_send_failure(const struct init *in, uint32_t type, uint32_t stage, int err,
+void pid1_send_failure(const struct init *in, uint32_t type, uint32_t stage, int err,
                        const char *msg);
 /* Sends an event to sbxd with one fd attached; exits when the control socket fails. */
-void init_send_with_fd(const struct init *in, struct ctl_event *ev, int fd);
+void pid1_send_with_fd(const struct init *in, struct ctl_event *ev, int fd);
 /* Receives one packet from sock into buf (size bytes) with up to nfds fds. CHILD-SAFE. */
-ssize_t init_recv_sized(char *buf, size_t size, int sock, int *fds, size_t nfds, size_t *got);
-/* init_recv_sized into an INIT_BUF_SIZE buffer. CHILD-SAFE. */
-ssize_t init_recv_into(char *buf, int sock, int *fds, size_t nfds, size_t *got);
+ssize_t pid1_recv_sized(char *buf, size_t size, int sock, int *fds, size_t nfds, size_t *got);
+/* pid1_recv_sized into an INIT_BUF_SIZE buffer. CHILD-SAFE. */
+ssize_t pid1_recv_into(char *buf, int sock, int *fds, size_t nfds, size_t *got);
 /* Receives one setup packet into in->buf; exits on EOF. */
-ssize_t init_recv_setup(struct init *in, size_t *got);
+ssize_t pid1_recv_setup(struct init *in, size_t *got);
 /* Checks a CTL_SETUP or CTL_FORKSERVER (type) in in->buf into in->setup and in->filter.
  * Returns 0 or -errno with e. */
-int init_parse_setup(struct init *in, ssize_t n, size_t got, uint32_t type, struct err *e);
+int pid1_parse_setup(struct init *in, ssize_t n, size_t got, uint32_t type, struct err *e);
 /* Builds the filesystem of in->setup in mode (mount.c). Returns 0 or -errno with e. */
-int init_mount(struct init *in, enum mount_mode mode, struct err *e);
+int pid1_mount(struct init *in, enum mount_mode mode, struct err *e);
 /* Reports CTL_READY, with the egress proxy's listener when proxy >= 0 (closed here). */
-void init_ready(const struct init *in, int proxy);
+void pid1_ready(const struct init *in, int proxy);
 /* Checks the CTL_TASK in buf; with ret_argv (the task child, CHILD-SAFE, e NULL) also points
  * argv and envp into it. Returns 0 or -EPROTO with e. */
-int init_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp, struct err *e);
+int pid1_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp, struct err *e);
 /* A sandbox's init from its setup (n bytes in in->buf, got fds) on: never returns. */
-__attribute__((noreturn)) void init_sandbox(struct init *in, ssize_t n, size_t got);
+__attribute__((noreturn)) void pid1_sandbox(struct init *in, ssize_t n, size_t got);
 /* Gives back the pages of the setup packet's buffer (the fork server, once). */
-void init_buf_release(void);
+void pid1_buf_release(void);
 
 /* task_child.c */
 
 /* Makes the page below area + INIT_GUARD_ROOM PROT_NONE, once, and points *stack there.
  * Returns 0 or -errno. */
-int init_stack_guard(char *area, char **stack);
-/* init_stack_guard for the task child's stack. */
-int init_child_stack_guard(void);
+int task_child_guard_page(char *area, char **stack);
+/* task_child_guard_page for the task child's stack. */
+int task_child_stack_guard(void);
 /* Narrows effective and permitted to caps, inheritable to none. Returns 0 or -errno.
  * CHILD-SAFE. */
-int init_child_capset(uint32_t caps);
+int task_child_capset(uint32_t caps);
 /* Clones the task child ahead of its task (init's side); exits after CTL_SETUP_FAILED on
  * failure. proxy is closed in the child. */
-void init_clone_task_child(struct init *in, int proxy);
+void task_child_clone(struct init *in, int proxy);
 
 /* forkserver.c */
 
 /* The fork server, from its CTL_FORKSERVER (n bytes in in->buf, got fds) on: never returns. */
-__attribute__((noreturn)) void init_forkserver(struct init *in, ssize_t n, size_t got);
+__attribute__((noreturn)) void forkserver_run(struct init *in, ssize_t n, size_t got);

@@ -57,7 +57,7 @@ static void init_send(const struct init *in, struct ctl_event *ev)
     }
 }
 
-void init_send_failure(const struct init *in, uint32_t type, uint32_t stage, int err,
+void pid1_send_failure(const struct init *in, uint32_t type, uint32_t stage, int err,
                        const char *msg)
 {
     struct ctl_event ev;
@@ -72,23 +72,23 @@ void init_send_failure(const struct init *in, uint32_t type, uint32_t stage, int
 /* Receives one packet from sock into buf (size bytes), with up to nfds fds (CLOEXEC) into
  * fds (*got of them). Returns the length, 0 on EOF, or -errno (-EMSGSIZE when truncated or
  * when the fds were off: fd_recv closed them). CHILD-SAFE. */
-ssize_t init_recv_sized(char *buf, size_t size, int sock, int *fds, size_t nfds, size_t *got)
+ssize_t pid1_recv_sized(char *buf, size_t size, int sock, int *fds, size_t nfds, size_t *got)
 {
     bool bad = false;
     ssize_t n = fd_recv(sock, buf, size, fds, nfds, got, &bad, 0);
     return n >= 0 && bad ? -EMSGSIZE : n;
 }
 
-/* init_recv_sized into an INIT_BUF_SIZE buffer. */
-ssize_t init_recv_into(char *buf, int sock, int *fds, size_t nfds, size_t *got)
+/* pid1_recv_sized into an INIT_BUF_SIZE buffer. */
+ssize_t pid1_recv_into(char *buf, int sock, int *fds, size_t nfds, size_t *got)
 {
-    return init_recv_sized(buf, INIT_BUF_SIZE, sock, fds, nfds, got);
+    return pid1_recv_sized(buf, INIT_BUF_SIZE, sock, fds, nfds, got);
 }
 
-/* init_recv_into init's own buffer. */
+/* pid1_recv_into init's own buffer. */
 static ssize_t init_recv(struct init *in, int sock, int *fds, size_t nfds, size_t *got)
 {
-    return init_recv_into(in->buf, sock, fds, nfds, got);
+    return pid1_recv_into(in->buf, sock, fds, nfds, got);
 }
 
 /* Returns the index just past the NUL of the string at data[off] within len, or 0. */
@@ -115,7 +115,7 @@ static bool init_hostname_ok(const char *h)
 }
 
 /* Receives one setup packet (with at most the image's fd) into in->buf. Exits on EOF. */
-ssize_t init_recv_setup(struct init *in, size_t *got)
+ssize_t pid1_recv_setup(struct init *in, size_t *got)
 {
     ssize_t n = init_recv(in, in->ctl, &in->image_fd, 1, got);
     if (n == 0) {
@@ -126,7 +126,7 @@ ssize_t init_recv_setup(struct init *in, size_t *got)
 
 /* Checks the CTL_SETUP (or, for a fork server, CTL_FORKSERVER) of n bytes in in->buf that came with
  * got fds. Returns 0 or -errno with e. */
-int init_parse_setup(struct init *in, ssize_t n, size_t got, uint32_t type, struct err *e)
+int pid1_parse_setup(struct init *in, ssize_t n, size_t got, uint32_t type, struct err *e)
 {
     if (n < 0) {
         return err_set(e, (int)n, "receive setup");
@@ -221,7 +221,7 @@ static int init_proxy_listen(uint16_t port, struct err *e)
 }
 
 /* Sends an event with one fd attached (SCM_RIGHTS). */
-void init_send_with_fd(const struct init *in, struct ctl_event *ev, int fd)
+void pid1_send_with_fd(const struct init *in, struct ctl_event *ev, int fd)
 {
     struct iovec iov = {ev, sizeof(*ev)};
     ev->magic = CTL_MAGIC;
@@ -248,7 +248,7 @@ static int init_reopen_null(struct err *e)
 
 /* The filesystem of in->setup (mount.c), in mode; the image's fd goes, and fds 0-2 point
  * at the new /dev/null. */
-int init_mount(struct init *in, enum mount_mode mode, struct err *e)
+int pid1_mount(struct init *in, enum mount_mode mode, struct err *e)
 {
     const struct ctl_setup *s = &in->setup;
     struct mount_config mc = {
@@ -290,13 +290,13 @@ static int init_become_root(struct err *e)
 }
 
 /* Runs the setup steps on the CTL_SETUP in in->buf (n bytes, got fds); on failure sends
- * CTL_SETUP_FAILED and exits. Returns the egress proxy's listener for init_ready, or -1
+ * CTL_SETUP_FAILED and exits. Returns the egress proxy's listener for pid1_ready, or -1
  * when there is none. */
 static int init_setup(struct init *in, ssize_t n, size_t got)
 {
     struct err e = ERR_INIT;
     uint32_t stage = CTL_STAGE_PROTOCOL;
-    int r = init_parse_setup(in, n, got, CTL_SETUP, &e);
+    int r = pid1_parse_setup(in, n, got, CTL_SETUP, &e);
     if (r == 0 && in->from_forkserver) {
         stage = CTL_STAGE_IDS;
         r = in->image_fd >= 0 ? err_setx(&e, -EPROTO, "an image fd for a fork server's sandbox")
@@ -311,7 +311,7 @@ static int init_setup(struct init *in, ssize_t n, size_t got)
     }
     if (r == 0) {
         stage = CTL_STAGE_MOUNT;
-        r = init_mount(in, in->from_forkserver ? MOUNT_FROM_TEMPLATE : MOUNT_WHOLE, &e);
+        r = pid1_mount(in, in->from_forkserver ? MOUNT_FROM_TEMPLATE : MOUNT_WHOLE, &e);
     }
     if (r == 0) {
         stage = CTL_STAGE_HOSTNAME;
@@ -329,7 +329,7 @@ static int init_setup(struct init *in, ssize_t n, size_t got)
         r = proxy < 0 ? proxy : 0;
     }
     if (r < 0) {
-        init_send_failure(in, CTL_SETUP_FAILED, stage, r, err_msg(&e));
+        pid1_send_failure(in, CTL_SETUP_FAILED, stage, r, err_msg(&e));
         _exit(1);
     }
     return proxy;
@@ -337,7 +337,7 @@ static int init_setup(struct init *in, ssize_t n, size_t got)
 
 /* Reports CTL_READY, with the task child's pid (in our namespace: the task's own pid) and
  * the egress proxy's listener when there is one (closed here). */
-void init_ready(const struct init *in, int proxy)
+void pid1_ready(const struct init *in, int proxy)
 {
     struct ctl_event ev;
     memset(&ev, 0, sizeof(ev));
@@ -345,7 +345,7 @@ void init_ready(const struct init *in, int proxy)
     ev.pid = in->task > 0 ? (uint32_t)in->task : 0;
     if (proxy >= 0) {
         /* sbxd holds the only copy from here: init never accepts on it. */
-        init_send_with_fd(in, &ev, proxy);
+        pid1_send_with_fd(in, &ev, proxy);
         (void)fd_close(proxy);
         return;
     }
@@ -356,7 +356,7 @@ void init_ready(const struct init *in, int proxy)
  * argv/envp into it, in pointers after the packet; init only checks it (ret_argv NULL),
  * allocating nothing: a first malloc in a forked init costs page faults in musl's heap and
  * its metadata ("Address space" in docs/ARCHITECTURE.md). */
-int init_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp, struct err *e)
+int pid1_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp, struct err *e)
 {
     const struct ctl_task *t = (const struct ctl_task *)buf;
     if (n < sizeof(*t)) {
@@ -433,7 +433,7 @@ static void init_start_task(struct init *in)
     }
     int r = n < 0 ? err_set(&e, (int)n, "receive task") : 0;
     if (r == 0) {
-        r = init_parse_task(in->buf, (size_t)n, NULL, NULL, &e);
+        r = pid1_parse_task(in->buf, (size_t)n, NULL, NULL, &e);
     }
     const struct ctl_task *t = (const struct ctl_task *)in->buf;
     if (r == 0 && got != 3 + (size_t)t->n_mounts) {
@@ -470,7 +470,7 @@ static void init_start_task(struct init *in)
     if (r < 0) {
         /* The child reads EOF instead of a task and leaves; we reap it as any orphan. */
         in->report = fd_close(in->report);
-        init_send_failure(in, CTL_EXEC_FAILED, stage, r, err_msg(&e));
+        pid1_send_failure(in, CTL_EXEC_FAILED, stage, r, err_msg(&e));
         return;
     }
     (void)fd_set_nonblock(in->report, true);
@@ -567,7 +567,7 @@ static int init_answer_one(struct init *in)
     memset(in->resp, 0, in->resp_size);
     in->resp->id = in->notif->id;
     in->resp->val = 0;
-    in->resp->error = -seccomp_prog_notify_errno(in->filter, in->filter_len, &in->notif->data);
+    in->resp->error = -bpf_notify_errno(in->filter, in->filter_len, &in->notif->data);
     in->resp->flags = 0;
     if (RETRY_EINTR(ioctl(in->listener, SECCOMP_IOCTL_NOTIF_SEND, in->resp)) < 0 &&
         errno != ENOENT) {
@@ -626,7 +626,7 @@ static void init_task_exited(struct init *in, int wstatus, const struct rusage *
             (void)snprintf(msg, sizeof(msg), "task setup stage %d: %s", rep.stage,
                            err_name(rep.err));
         }
-        init_send_failure(in, CTL_EXEC_FAILED, (uint32_t)rep.stage, rep.err, msg);
+        pid1_send_failure(in, CTL_EXEC_FAILED, (uint32_t)rep.stage, rep.err, msg);
     } else {
         struct ctl_event ev;
         memset(&ev, 0, sizeof(ev));
@@ -769,7 +769,7 @@ static void init_fill_std_fds(void)
 }
 
 /* A sandbox's init from its setup on: never returns. */
-__attribute__((noreturn)) void init_sandbox(struct init *in, ssize_t n, size_t got)
+__attribute__((noreturn)) void pid1_sandbox(struct init *in, ssize_t n, size_t got)
 {
     sigset_t mask;
     sigemptyset(&mask);
@@ -784,20 +784,20 @@ __attribute__((noreturn)) void init_sandbox(struct init *in, ssize_t n, size_t g
     int proxy = init_setup(in, n, got);
     /* Ahead of READY, so that the clone and the shedding of privileges are off a task's
      * path: a warm sandbox has its task child waiting. */
-    init_clone_task_child(in, proxy);
-    init_ready(in, proxy);
+    task_child_clone(in, proxy);
+    pid1_ready(in, proxy);
     init_loop(in);
     _exit(1);
 }
 
 /* The packet being received (struct init's buf). Page-aligned: the fork server gives its pages
- * back once its own setup is read (init_buf_release). */
+ * back once its own setup is read (pid1_buf_release). */
 static char init_buf[INIT_BUF_SIZE] __attribute__((aligned(4096)));
 
 /* The fork server's setup packet is read: from here the fork server receives on its stack, so it
  * drops init_buf's pages, and a sandbox's first packet lands on a zero page of its own
  * rather than on a copy of the fork server's (the copy costs a page fault that also copies). */
-void init_buf_release(void)
+void pid1_buf_release(void)
 {
     long page = sysconf(_SC_PAGESIZE);
     if (page <= 0) {
@@ -838,10 +838,10 @@ int main(void)
     }
     in.buf = init_buf;
     size_t got = 0;
-    ssize_t n = init_recv_setup(&in, &got);
+    ssize_t n = pid1_recv_setup(&in, &got);
     if (n >= (ssize_t)sizeof(struct ctl_setup) &&
         ((const struct ctl_setup *)in.buf)->type == CTL_FORKSERVER) {
-        init_forkserver(&in, n, got);
+        forkserver_run(&in, n, got);
     }
-    init_sandbox(&in, n, got);
+    pid1_sandbox(&in, n, got);
 }

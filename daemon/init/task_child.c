@@ -3,15 +3,15 @@
  * its privileges, waits for its one task, and runs it; it reports failures to init on its
  * socket and never writes anywhere else.
  *
- * Cloned with CLONE_VM (init_clone_task_child): it shares init's memory and TLS, errno
+ * Cloned with CLONE_VM (task_child_clone): it shares init's memory and TLS, errno
  * included, until its execve, while init goes on. So everything here is CHILD-SAFE
  * (sys.h): system calls only through sys.h, nothing allocated, no errno, no stdio; it
  * writes only its stack, init_child_buf and init_child_filter, and reads of `in` only what
  * init set before the clone and never changes after (setup, filter, filter_len,
  * filter_early, child_arg). No copy of init's address space is made or torn down per
- * sandbox: that was a tenth of init's CPU time. The child also calls init_recv_into and
- * init_parse_task (pid1.c), CHILD-SAFE both. Only init_clone_task_child and the stack guards
- * (init_stack_guard, init_child_stack_guard) run in init or the fork server, never here. */
+ * sandbox: that was a tenth of init's CPU time. The child also calls pid1_recv_into and
+ * pid1_parse_task (pid1.c), CHILD-SAFE both. Only task_child_clone and the stack guards
+ * (task_child_guard_page, task_child_stack_guard) run in init or the fork server, never here. */
 #include "init/init_impl.h"
 
 #include <errno.h>
@@ -43,7 +43,7 @@
 
 /* The task child's own memory, which init never touches: its task packet, then (8-aligned)
  * the argv and envp pointers, which it must not malloc (it shares our memory, see
- * init_clone_task_child, and its filter may be on by then: seccomp_prog_early_ok proves
+ * task_child_clone, and its filter may be on by then: bpf_early_ok proves
  * nothing about malloc's calls), then the path of the PATH search. Every string of a task
  * holds at least its NUL, hence the bound on the pointers. One buffer, so that a small task
  * touches one page of it: untouched pages cost nothing. */
@@ -69,7 +69,7 @@ static char init_child_stack_area[INIT_GUARD_ROOM + INIT_CHILD_STACK]
     __attribute__((aligned(INIT_GUARD_ROOM)));
 
 /* Makes the page below stack's area (area + INIT_GUARD_ROOM) PROT_NONE, once. */
-int init_stack_guard(char *area, char **stack)
+int task_child_guard_page(char *area, char **stack)
 {
     if (*stack) {
         return 0;
@@ -85,9 +85,9 @@ int init_stack_guard(char *area, char **stack)
     return 0;
 }
 
-int init_child_stack_guard(void)
+int task_child_stack_guard(void)
 {
-    return init_stack_guard(init_child_stack_area, &init_child_stack);
+    return task_child_guard_page(init_child_stack_area, &init_child_stack);
 }
 
 /* write(), not send(): after the filter is on, write is the call every profile allows. */
@@ -119,13 +119,13 @@ static int init_child_send_fd(int report, int fd)
  * denials, not counted (init sees no listener). Returns 0 or -errno. */
 static int init_child_seccomp(const struct init *in, int report)
 {
-    if (!seccomp_prog_notifies(in->filter, in->filter_len)) {
+    if (!bpf_notifies(in->filter, in->filter_len)) {
         return sys_seccomp_filter(in->filter, in->filter_len);
     }
     int fd = sys_seccomp_filter_flags(in->filter, in->filter_len, SECCOMP_FILTER_FLAG_NEW_LISTENER);
     if (fd == -EBUSY || fd == -EINVAL) {
         memcpy(init_child_filter, in->filter, in->filter_len * sizeof(in->filter[0]));
-        seccomp_prog_strip_notify(init_child_filter, in->filter_len);
+        bpf_strip_notify(init_child_filter, in->filter_len);
         return sys_seccomp_filter(init_child_filter, in->filter_len);
     }
     if (fd < 0) {
@@ -211,7 +211,7 @@ static int init_drop_bounding(void)
 
 /* Narrows effective and permitted to those of caps (capabilities 0-31) that are permitted
  * now, inheritable to none. Returns 0 or -errno. */
-int init_child_capset(uint32_t caps)
+int task_child_capset(uint32_t caps)
 {
     struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
     struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
@@ -249,7 +249,7 @@ static int init_child_prepare(const struct init *in, int *err)
         *err = r;
         return CTL_STAGE_CAPS;
     }
-    /* Keep the permitted set across the change of uid, for init_child_capset to narrow it;
+    /* Keep the permitted set across the change of uid, for task_child_capset to narrow it;
      * execve resets the flag. */
     r = sys_prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0);
     if (r < 0) {
@@ -267,7 +267,7 @@ static int init_child_prepare(const struct init *in, int *err)
         *err = r;
         return CTL_STAGE_SETUID;
     }
-    r = init_child_capset(INIT_CHILD_KEEP_CAPS);
+    r = task_child_capset(INIT_CHILD_KEEP_CAPS);
     if (r == 0) {
         r = sys_prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
     }
@@ -307,7 +307,7 @@ __attribute__((noreturn)) static void init_task_child(const struct init *in, int
 
     int fds[3] = {-1, -1, -1};
     size_t got = 0;
-    ssize_t n = init_recv_into(init_child_buf, sock, fds, 3, &got);
+    ssize_t n = pid1_recv_into(init_child_buf, sock, fds, 3, &got);
     if (n == 0) {
         sys_exit(0);
     }
@@ -316,7 +316,7 @@ __attribute__((noreturn)) static void init_task_child(const struct init *in, int
     }
     char **argv = NULL;
     char **envp = NULL;
-    int r = n < 0 ? (int)n : init_parse_task(init_child_buf, (size_t)n, &argv, &envp, NULL);
+    int r = n < 0 ? (int)n : pid1_parse_task(init_child_buf, (size_t)n, &argv, &envp, NULL);
     if (r == 0 && got != 3) {
         r = -EPROTO;
     }
@@ -387,20 +387,19 @@ static int init_task_child_main(void *arg)
 
 /* Clones the task child ahead of its task, with a socket to it. On failure sends
  * CTL_SETUP_FAILED and exits. */
-void init_clone_task_child(struct init *in, int proxy)
+void task_child_clone(struct init *in, int proxy)
 {
     int sp[2] = {-1, -1};
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, -errno, "task socket");
+        pid1_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, -errno, "task socket");
         _exit(1);
     }
-    int r = init_child_stack_guard();
+    int r = task_child_stack_guard();
     if (r < 0) {
-        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, r, "guard the task's stack");
+        pid1_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, r, "guard the task's stack");
         _exit(1);
     }
-    in->filter_early =
-        in->filter_len > 0 && seccomp_prog_early_ok(in->filter, in->filter_len, sp[1]);
+    in->filter_early = in->filter_len > 0 && bpf_early_ok(in->filter, in->filter_len, sp[1]);
     /* In struct init, whose page this sandbox writes anyway: the child may read it after
      * we return. */
     in->child_arg = (struct init_child_arg){
@@ -414,7 +413,7 @@ void init_clone_task_child(struct init *in, int proxy)
     pid_t pid = sys_clone3_run(&args, init_task_child_main, &in->child_arg);
     (void)fd_close(sp[1]);
     if (pid < 0) {
-        init_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, pid, "clone the task's process");
+        pid1_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, pid, "clone the task's process");
         _exit(1);
     }
     in->task = pid;

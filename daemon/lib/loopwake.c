@@ -19,8 +19,8 @@ static void poll_cb(uv_poll_t *h, int status, int events)
     w->cb(w);
 }
 
-int loop_wake_init(uv_loop_t *loop, struct loop_wake *w, void (*cb)(struct loop_wake *w),
-                   struct err *e)
+int loopwake_init(uv_loop_t *loop, struct loop_wake *w, void (*cb)(struct loop_wake *w),
+                  struct err *e)
 {
     w->cb = cb;
     w->polling = false;
@@ -40,13 +40,13 @@ int loop_wake_init(uv_loop_t *loop, struct loop_wake *w, void (*cb)(struct loop_
     return 0;
 }
 
-void loop_wake_signal(struct loop_wake *w)
+void loopwake_signal(struct loop_wake *w)
 {
     uint64_t one = 1;
     (void)RETRY_EINTR(write(w->fd, &one, sizeof(one)));
 }
 
-void loop_wake_stop(struct loop_wake *w, uv_close_cb close_cb)
+void loopwake_stop(struct loop_wake *w, uv_close_cb close_cb)
 {
     if (w->polling) {
         w->polling = false;
@@ -54,7 +54,7 @@ void loop_wake_stop(struct loop_wake *w, uv_close_cb close_cb)
     }
 }
 
-void loop_wake_free(struct loop_wake *w)
+void loopwake_free(struct loop_wake *w)
 {
     w->fd = fd_close(w->fd);
 }

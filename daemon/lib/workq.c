@@ -70,7 +70,7 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&q->mu);
         /* One signal per batch the loop has not taken yet, after the unlock. */
         if (was_empty) {
-            loop_wake_signal(&q->wake);
+            loopwake_signal(&q->wake);
         }
         pthread_mutex_lock(&q->mu);
     }
@@ -103,7 +103,7 @@ int workq_new(uv_loop_t *loop, unsigned threads, int nice, const char *name, str
     q->nice = nice;
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->cond, NULL);
-    int r = loop_wake_init(loop, &q->wake, jobs_done, e);
+    int r = loopwake_init(loop, &q->wake, jobs_done, e);
     if (r < 0) {
         (void)workq_free(q);
         return err_prefix(e, r, "workq");
@@ -156,10 +156,10 @@ struct workq *workq_free(struct workq *q)
                   (unsigned long long)q->in_flight);
     }
     if (q->wake.polling) {
-        loop_wake_stop(&q->wake, NULL);
+        loopwake_stop(&q->wake, NULL);
         (void)uv_run(q->loop, UV_RUN_NOWAIT); /* the handle's close */
     }
-    loop_wake_free(&q->wake);
+    loopwake_free(&q->wake);
     pthread_cond_destroy(&q->cond);
     pthread_mutex_destroy(&q->mu);
     free(q->threads);

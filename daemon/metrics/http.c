@@ -13,21 +13,19 @@
 #include "lib/alloc.h"
 #include "lib/log.h"
 #include "lib/list.h"
+#include "lib/listener.h"
 #include "lib/util.h"
 
 struct http_conn;
 
 struct http_server {
-    uv_tcp_t listener;
+    struct listener l; /* its tcp listens; l.n_conns counts the connections */
     uv_loop_t *loop;
     http_handler_cb fn;
     void *ud;
     char *addr;
     struct http_conn *conns;
-    uint32_t n_conns;
     uint64_t rejected;
-    bool closing;
-    bool listener_closed;
 };
 
 struct http_conn {
@@ -57,12 +55,11 @@ struct http_conn {
  * parsed before the next read. */
 static char read_buf[16 * 1024];
 
-static void maybe_free_server(struct http_server *s)
+static void server_free(struct listener *l)
 {
-    if (s->closing && s->listener_closed && s->n_conns == 0) {
-        free(s->addr);
-        free(s);
-    }
+    struct http_server *s = container_of(l, struct http_server, l);
+    free(s->addr);
+    free(s);
 }
 
 static void conn_handle_closed(uv_handle_t *h)
@@ -73,10 +70,9 @@ static void conn_handle_closed(uv_handle_t *h)
     }
     struct http_server *s = c->srv;
     DLIST_REMOVE(s->conns, c);
-    s->n_conns--;
     free(c->body);
     free(c);
-    maybe_free_server(s);
+    listener_conn_closed(&s->l); /* may free s */
 }
 
 static void conn_close(struct http_conn *c)
@@ -302,7 +298,7 @@ static void on_connection(uv_stream_t *ls, int status)
         log_warn_errno(status, "msg=\"http accept failed\"");
         return;
     }
-    if (s->n_conns >= HTTP_MAX_CONNECTIONS) {
+    if (s->l.n_conns >= HTTP_MAX_CONNECTIONS) {
         /* Over the bound: accept and close at once, so the backlog never fills with
          * clients that wait for ever and the listener keeps being served. */
         uv_tcp_t *t = xmalloc(sizeof(*t));
@@ -320,7 +316,7 @@ static void on_connection(uv_stream_t *ls, int status)
     c->tcp.data = c->timer.data = c;
     c->open_handles = 2;
     DLIST_PUSH(s->conns, c);
-    s->n_conns++;
+    listener_conn_opened(&s->l);
     if (uv_accept(ls, (uv_stream_t *)&c->tcp) < 0) {
         conn_close(c);
         return;
@@ -364,13 +360,6 @@ static int parse_addr(const char *addr, struct sockaddr_storage *ss)
     return uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0 ? 0 : -EINVAL;
 }
 
-static void listener_closed(uv_handle_t *h)
-{
-    struct http_server *s = h->data;
-    s->listener_closed = true;
-    maybe_free_server(s);
-}
-
 int http_server_new(uv_loop_t *loop, const char *addr, http_handler_cb fn, void *ud,
                     struct http_server **ret, struct err *e)
 {
@@ -384,17 +373,17 @@ int http_server_new(uv_loop_t *loop, const char *addr, http_handler_cb fn, void 
     s->fn = fn;
     s->ud = ud;
     s->addr = xstrdup(addr);
-    uv_tcp_init(loop, &s->listener);
-    s->listener.data = s;
+    listener_init(&s->l, server_free);
+    uv_tcp_init(loop, &s->l.tcp);
+    s->l.tcp.data = s;
     /* libuv may report a bind error only at listen: both are checked. */
-    int r = uv_tcp_bind(&s->listener, (const struct sockaddr *)&ss, 0);
+    int r = uv_tcp_bind(&s->l.tcp, (const struct sockaddr *)&ss, 0);
     if (r == 0) {
-        r = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+        r = uv_listen(&s->l.stream, 128, on_connection);
     }
     if (r < 0) {
         err_set(e, r, "listen on %s", addr);
-        s->closing = true;
-        uv_close((uv_handle_t *)&s->listener, listener_closed);
+        listener_close(&s->l);
         return r;
     }
     *ret = s;
@@ -403,23 +392,21 @@ int http_server_new(uv_loop_t *loop, const char *addr, http_handler_cb fn, void 
 
 void http_server_close(struct http_server *s)
 {
-    if (!s || s->closing) {
+    if (!s || s->l.closing) {
         return;
     }
-    s->closing = true;
-    uv_close((uv_handle_t *)&s->listener, listener_closed);
     struct http_conn *c = s->conns;
     while (c) {
         struct http_conn *next = c->next;
         conn_close(c);
         c = next;
     }
-    maybe_free_server(s);
+    listener_close(&s->l);
 }
 
 uint32_t http_server_connections(const struct http_server *s)
 {
-    return s->n_conns;
+    return s->l.n_conns;
 }
 
 uint64_t http_server_rejected(const struct http_server *s)

@@ -160,15 +160,15 @@ static void collect_process(struct metrics *m)
     if (file_read_small(AT_FDCWD, "/proc/self/statm", statm, sizeof(statm)) > 0) {
         unsigned long long size = 0, resident = 0;
         if (sscanf(statm, "%llu %llu", &size, &resident) == 2) {
-            metrics_set(m->p_vsize, (double)size * (double)page);
-            metrics_set(m->p_rss, (double)resident * (double)page);
+            registry_set(m->p_vsize, (double)size * (double)page);
+            registry_set(m->p_rss, (double)resident * (double)page);
         }
     }
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) == 0) {
         double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
                      (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-        metrics_set(m->p_cpu, cpu);
+        registry_set(m->p_cpu, cpu);
     }
     DIR *dir = opendir("/proc/self/fd");
     if (dir) {
@@ -180,11 +180,11 @@ static void collect_process(struct metrics *m)
             }
         }
         closedir(dir);
-        metrics_set(m->p_fds, (double)(n > 0 ? n - 1 : 0)); /* not the directory's own fd */
+        registry_set(m->p_fds, (double)(n > 0 ? n - 1 : 0)); /* not the directory's own fd */
     }
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-        metrics_set(m->p_max_fds, rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
+        registry_set(m->p_max_fds, rl.rlim_cur == RLIM_INFINITY ? INFINITY : (double)rl.rlim_cur);
     }
 }
 
@@ -235,19 +235,19 @@ static void collect(void *ud)
     for (size_t i = 0; i < m->n_pools; i++) {
         struct metrics_pool *ps = &m->pools[i];
         const struct metrics_pool_values *pv = &m->values[i];
-        metrics_set(ps->warm, pv->warm);
-        metrics_set(ps->target, pv->target);
-        metrics_set(ps->creating, pv->creating);
-        metrics_set(ps->running, pv->running);
-        metrics_set(ps->queued, pv->queued);
-        metrics_set(ps->max, pv->max);
-        metrics_set(ps->create_failures, (double)pv->create_failures);
-        metrics_set(ps->cold_starts, (double)pv->cold_starts);
-        metrics_set(ps->fs_up, pv->fork_server_up ? 1 : 0);
-        metrics_set(ps->fs_spawned, (double)pv->fork_server_spawned);
-        metrics_set(ps->fs_failures, (double)pv->fork_server_failures);
+        registry_set(ps->warm, pv->warm);
+        registry_set(ps->target, pv->target);
+        registry_set(ps->creating, pv->creating);
+        registry_set(ps->running, pv->running);
+        registry_set(ps->queued, pv->queued);
+        registry_set(ps->max, pv->max);
+        registry_set(ps->create_failures, (double)pv->create_failures);
+        registry_set(ps->cold_starts, (double)pv->cold_starts);
+        registry_set(ps->fs_up, pv->fork_server_up ? 1 : 0);
+        registry_set(ps->fs_spawned, (double)pv->fork_server_spawned);
+        registry_set(ps->fs_failures, (double)pv->fork_server_failures);
     }
-    metrics_set(m->rpc_connections, v.rpc_connections);
+    registry_set(m->rpc_connections, v.rpc_connections);
     collect_process(m);
 }
 
@@ -337,8 +337,8 @@ static int families_new(struct metrics *m, struct families *f, struct err *e)
     /* clang-format on */
     for (size_t i = 0; i < ARRAY_SIZE(defs); i++) {
         const struct family_def *def = &defs[i];
-        int r = metrics_family_new(m->reg, def->type, def->name, def->help, def->labels,
-                                   def->n_labels, def->buckets, def->n_buckets, def->slot, e);
+        int r = registry_family_new(m->reg, def->type, def->name, def->help, def->labels,
+                                    def->n_labels, def->buckets, def->n_buckets, def->slot, e);
         if (r < 0) {
             return r;
         }
@@ -352,28 +352,28 @@ static void pool_series_new(struct metrics_pool *ps, const struct families *f, c
     const char *one[1] = {name};
     for (size_t s = 0; s < N_STATUSES; s++) {
         const char *v[2] = {name, task_statuses[s]};
-        ps->tasks[s] = metrics_series(f->tasks, v);
+        ps->tasks[s] = registry_series(f->tasks, v);
     }
-    ps->duration = metrics_series(f->duration, one);
-    ps->queue_wait = metrics_series(f->queue_wait, one);
-    ps->start = metrics_series(f->start, one);
+    ps->duration = registry_series(f->duration, one);
+    ps->queue_wait = registry_series(f->queue_wait, one);
+    ps->start = registry_series(f->start, one);
     const char *out[2] = {name, "stdout"}, *err[2] = {name, "stderr"};
-    ps->out_stdout = metrics_series(f->out, out);
-    ps->out_stderr = metrics_series(f->out, err);
-    ps->truncated = metrics_series(f->trunc, one);
-    ps->denials = metrics_series(f->denials, one);
-    ps->warm = metrics_series(f->warm, one);
-    ps->target = metrics_series(f->target, one);
-    ps->creating = metrics_series(f->creating, one);
-    ps->running = metrics_series(f->running, one);
-    ps->queued = metrics_series(f->queued, one);
-    ps->max = metrics_series(f->max, one);
-    ps->create_seconds = metrics_series(f->create, one);
-    ps->create_failures = metrics_series(f->create_fail, one);
-    ps->cold_starts = metrics_series(f->cold, one);
-    ps->fs_up = metrics_series(f->fs_up, one);
-    ps->fs_spawned = metrics_series(f->fs_spawned, one);
-    ps->fs_failures = metrics_series(f->fs_failures, one);
+    ps->out_stdout = registry_series(f->out, out);
+    ps->out_stderr = registry_series(f->out, err);
+    ps->truncated = registry_series(f->trunc, one);
+    ps->denials = registry_series(f->denials, one);
+    ps->warm = registry_series(f->warm, one);
+    ps->target = registry_series(f->target, one);
+    ps->creating = registry_series(f->creating, one);
+    ps->running = registry_series(f->running, one);
+    ps->queued = registry_series(f->queued, one);
+    ps->max = registry_series(f->max, one);
+    ps->create_seconds = registry_series(f->create, one);
+    ps->create_failures = registry_series(f->create_fail, one);
+    ps->cold_starts = registry_series(f->cold, one);
+    ps->fs_up = registry_series(f->fs_up, one);
+    ps->fs_spawned = registry_series(f->fs_spawned, one);
+    ps->fs_failures = registry_series(f->fs_failures, one);
 }
 
 /* The series that are not per pool: known label values at zero, the unlabelled ones, and
@@ -381,25 +381,25 @@ static void pool_series_new(struct metrics_pool *ps, const struct families *f, c
 static void global_series_new(struct metrics *m, const struct families *f)
 {
     for (size_t i = 0; i < ARRAY_SIZE(rpc_methods); i++) {
-        (void)metrics_series(m->f_rpc_requests, &rpc_methods[i]);
+        (void)registry_series(m->f_rpc_requests, &rpc_methods[i]);
     }
     for (size_t i = 0; i < ARRAY_SIZE(rpc_error_kinds); i++) {
-        (void)metrics_series(m->f_rpc_errors, &rpc_error_kinds[i]);
+        (void)registry_series(m->f_rpc_errors, &rpc_error_kinds[i]);
     }
-    m->leaks = metrics_series(f->leaks, NULL);
-    m->rpc_connections = metrics_series(f->conns, NULL);
-    m->tokens_active = metrics_series(f->tokens, NULL);
-    m->audit_batch = metrics_series(f->audit_batch, NULL);
-    m->audit_queue = metrics_series(f->audit_queue, NULL);
-    m->p_rss = metrics_series(f->rss, NULL);
-    m->p_vsize = metrics_series(f->vsize, NULL);
-    m->p_cpu = metrics_series(f->cpu, NULL);
-    m->p_fds = metrics_series(f->fds, NULL);
-    m->p_max_fds = metrics_series(f->max_fds, NULL);
-    m->p_start = metrics_series(f->start_time, NULL);
+    m->leaks = registry_series(f->leaks, NULL);
+    m->rpc_connections = registry_series(f->conns, NULL);
+    m->tokens_active = registry_series(f->tokens, NULL);
+    m->audit_batch = registry_series(f->audit_batch, NULL);
+    m->audit_queue = registry_series(f->audit_queue, NULL);
+    m->p_rss = registry_series(f->rss, NULL);
+    m->p_vsize = registry_series(f->vsize, NULL);
+    m->p_cpu = registry_series(f->cpu, NULL);
+    m->p_fds = registry_series(f->fds, NULL);
+    m->p_max_fds = registry_series(f->max_fds, NULL);
+    m->p_start = registry_series(f->start_time, NULL);
     const char *version[1] = {SBX_VERSION};
-    metrics_set(metrics_series(f->build, version), 1);
-    metrics_set(m->p_start, process_start_time());
+    registry_set(registry_series(f->build, version), 1);
+    registry_set(m->p_start, process_start_time());
 }
 
 int metrics_new(const char *const *pool_names, size_t n_pools, struct metrics **ret, struct err *e)
@@ -407,7 +407,7 @@ int metrics_new(const char *const *pool_names, size_t n_pools, struct metrics **
     struct metrics *m = xcalloc(1, sizeof(*m));
     struct families f;
     memset(&f, 0, sizeof(f));
-    metrics_registry_new(&m->reg);
+    registry_new(&m->reg);
     int r = families_new(m, &f, e);
     if (r < 0) {
         metrics_free(m);
@@ -420,7 +420,7 @@ int metrics_new(const char *const *pool_names, size_t n_pools, struct metrics **
         pool_series_new(&m->pools[i], &f, pool_names[i]);
     }
     global_series_new(m, &f);
-    metrics_registry_on_collect(m->reg, collect, m);
+    registry_on_collect(m->reg, collect, m);
     *ret = m;
     return 0;
 }
@@ -430,7 +430,7 @@ struct metrics *metrics_free(struct metrics *m)
     if (!m) {
         return NULL;
     }
-    m->reg = metrics_registry_free(m->reg);
+    m->reg = registry_free(m->reg);
     free(m->pools);
     free(m->values);
     free(m);
@@ -450,7 +450,7 @@ void metrics_set_source(struct metrics *m, const struct metrics_source *src, voi
 
 int metrics_render_daemon(struct metrics *m, char **ret, size_t *ret_len)
 {
-    return metrics_render(m->reg, ret, ret_len);
+    return registry_render(m->reg, ret, ret_len);
 }
 
 static void respond(struct http_response *res, int status, const char *body)
@@ -495,14 +495,14 @@ static double seconds_between(uint64_t from_ns, uint64_t to_ns)
 void metrics_task_start(struct metrics_pool *ps, uint64_t request_ns, uint64_t start_ns)
 {
     if (ps) {
-        metrics_observe(ps->queue_wait, seconds_between(request_ns, start_ns));
+        registry_observe(ps->queue_wait, seconds_between(request_ns, start_ns));
     }
 }
 
 void metrics_task_running(struct metrics_pool *ps, uint64_t request_ns)
 {
     if (ps) {
-        metrics_observe(ps->start, seconds_between(request_ns, now_ns()));
+        registry_observe(ps->start, seconds_between(request_ns, now_ns()));
     }
 }
 
@@ -519,25 +519,25 @@ void metrics_task_done(struct metrics_pool *ps, const char *status,
     if (s == N_STATUSES) {
         s = N_STATUSES - 1; /* "error": the status set stays bounded */
     }
-    metrics_inc(ps->tasks[s]);
+    registry_inc(ps->tasks[s]);
     if (r->start_ns) {
         uint64_t end = r->exit_ns ? r->exit_ns : now_ns();
-        metrics_observe(ps->duration, seconds_between(r->start_ns, end));
+        registry_observe(ps->duration, seconds_between(r->start_ns, end));
     }
-    metrics_add(ps->out_stdout, (double)r->stdout_bytes);
-    metrics_add(ps->out_stderr, (double)r->stderr_bytes);
+    registry_add(ps->out_stdout, (double)r->stdout_bytes);
+    registry_add(ps->out_stderr, (double)r->stderr_bytes);
     if (r->truncated) {
-        metrics_inc(ps->truncated);
+        registry_inc(ps->truncated);
     }
     if (r->denials_known) {
-        metrics_add(ps->denials, r->seccomp_denials);
+        registry_add(ps->denials, r->seccomp_denials);
     }
 }
 
 void metrics_sandbox_ready(struct metrics_pool *ps, uint64_t created_ns, uint64_t ready_ns)
 {
     if (ps) {
-        metrics_observe(ps->create_seconds, seconds_between(created_ns, ready_ns));
+        registry_observe(ps->create_seconds, seconds_between(created_ns, ready_ns));
     }
 }
 
@@ -545,7 +545,7 @@ void metrics_rpc_request(struct metrics *m, const char *method)
 {
     if (m) {
         const char *v[1] = {method ? method : "unknown"};
-        metrics_inc(metrics_series(m->f_rpc_requests, v));
+        registry_inc(registry_series(m->f_rpc_requests, v));
     }
 }
 
@@ -553,7 +553,7 @@ void metrics_rpc_error(struct metrics *m, const char *kind)
 {
     if (m) {
         const char *v[1] = {kind};
-        metrics_inc(metrics_series(m->f_rpc_errors, v));
+        registry_inc(registry_series(m->f_rpc_errors, v));
     }
 }
 
@@ -561,14 +561,14 @@ void metrics_denied(struct metrics *m, const char *reason)
 {
     if (m) {
         const char *v[1] = {reason};
-        metrics_inc(metrics_series(m->f_denied, v));
+        registry_inc(registry_series(m->f_denied, v));
     }
 }
 
 void metrics_tokens_active(struct metrics *m, uint64_t n)
 {
     if (m) {
-        metrics_set(m->tokens_active, (double)n);
+        registry_set(m->tokens_active, (double)n);
     }
 }
 
@@ -584,26 +584,26 @@ void metrics_proxy_request(struct metrics *m, const char *profile, const char *o
         }
     }
     const char *v[2] = {profile, o};
-    metrics_inc(metrics_series(m->f_proxy, v));
+    registry_inc(registry_series(m->f_proxy, v));
 }
 
 void metrics_sandbox_leaks(struct metrics *m, uint64_t n)
 {
     if (m) {
-        metrics_add(m->leaks, (double)n);
+        registry_add(m->leaks, (double)n);
     }
 }
 
 void metrics_audit_batch(struct metrics *m, double seconds)
 {
     if (m) {
-        metrics_observe(m->audit_batch, seconds);
+        registry_observe(m->audit_batch, seconds);
     }
 }
 
 void metrics_audit_queue_depth(struct metrics *m, uint64_t n)
 {
     if (m) {
-        metrics_set(m->audit_queue, (double)n);
+        registry_set(m->audit_queue, (double)n);
     }
 }

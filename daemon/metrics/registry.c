@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lib/alloc.h"
+#include "lib/buf.h"
 #include "lib/list.h"
 #include "lib/log.h"
 #include "lib/util.h"
@@ -44,7 +45,7 @@ struct metric_family {
 struct metric_registry {
     struct metric_family *families;
     struct metric_family *tail;
-    metrics_collect_cb collect;
+    registry_collect_cb collect;
     void *collect_ud;
 };
 
@@ -71,7 +72,7 @@ static void atomic_add_double(uint64_t *p, double v)
     } while (!__atomic_compare_exchange_n(p, &old, want, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
-int metrics_registry_new(struct metric_registry **ret)
+int registry_new(struct metric_registry **ret)
 {
     *ret = xcalloc(1, sizeof(**ret));
     return 0;
@@ -86,7 +87,7 @@ static void series_free(struct metric_series *s, size_t n_labels)
     free(s);
 }
 
-struct metric_registry *metrics_registry_free(struct metric_registry *r)
+struct metric_registry *registry_free(struct metric_registry *r)
 {
     if (!r) {
         return NULL;
@@ -115,7 +116,7 @@ struct metric_registry *metrics_registry_free(struct metric_registry *r)
     return NULL;
 }
 
-void metrics_registry_on_collect(struct metric_registry *r, metrics_collect_cb fn, void *ud)
+void registry_on_collect(struct metric_registry *r, registry_collect_cb fn, void *ud)
 {
     r->collect = fn;
     r->collect_ud = ud;
@@ -144,10 +145,10 @@ static bool has_suffix(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-int metrics_family_new(struct metric_registry *r, enum metric_type type, const char *name,
-                       const char *help, const char *const *labels, size_t n_labels,
-                       const double *buckets, size_t n_buckets, struct metric_family **ret,
-                       struct err *e)
+int registry_family_new(struct metric_registry *r, enum metric_type type, const char *name,
+                        const char *help, const char *const *labels, size_t n_labels,
+                        const double *buckets, size_t n_buckets, struct metric_family **ret,
+                        struct err *e)
 {
     if (!name_ok(name, true)) {
         return err_setx(e, -EINVAL, "metric name '%s' is not [a-zA-Z_:][a-zA-Z0-9_:]*",
@@ -209,7 +210,7 @@ int metrics_family_new(struct metric_registry *r, enum metric_type type, const c
     }
     SLIST_APPEND(r->families, r->tail, f, next);
     if (n_labels == 0) {
-        (void)metrics_series(f, NULL);
+        (void)registry_series(f, NULL);
     }
     *ret = f;
     return 0;
@@ -270,7 +271,7 @@ static void series_append(struct metric_family *f, struct metric_series *s)
     f->n_series++;
 }
 
-struct metric_series *metrics_series(struct metric_family *f, const char *const *values)
+struct metric_series *registry_series(struct metric_family *f, const char *const *values)
 {
     char clean[METRICS_MAX_LABELS][METRICS_MAX_VALUE_LEN + 1];
     if (f->n_labels == 0) {
@@ -304,12 +305,12 @@ struct metric_series *metrics_series(struct metric_family *f, const char *const 
     return s;
 }
 
-void metrics_inc(struct metric_series *s)
+void registry_inc(struct metric_series *s)
 {
-    metrics_add(s, 1.0);
+    registry_add(s, 1.0);
 }
 
-void metrics_add(struct metric_series *s, double v)
+void registry_add(struct metric_series *s, double v)
 {
     if (!s || s->fam->type == METRIC_HISTOGRAM) {
         return;
@@ -320,7 +321,7 @@ void metrics_add(struct metric_series *s, double v)
     atomic_add_double(&s->bits, v);
 }
 
-void metrics_set(struct metric_series *s, double v)
+void registry_set(struct metric_series *s, double v)
 {
     if (!s || s->fam->type == METRIC_HISTOGRAM) {
         return;
@@ -328,7 +329,7 @@ void metrics_set(struct metric_series *s, double v)
     __atomic_store_n(&s->bits, double_to_bits(v), __ATOMIC_RELAXED);
 }
 
-void metrics_observe(struct metric_series *s, double v)
+void registry_observe(struct metric_series *s, double v)
 {
     if (!s || s->fam->type != METRIC_HISTOGRAM || isnan(v)) {
         return;
@@ -343,7 +344,7 @@ void metrics_observe(struct metric_series *s, double v)
     atomic_add_double(&s->bits, v);
 }
 
-double metrics_value(const struct metric_series *s)
+double registry_value(const struct metric_series *s)
 {
     if (!s) {
         return 0;
@@ -360,41 +361,15 @@ double metrics_value(const struct metric_series *s)
 
 /* ---- Rendering -------------------------------------------------------------------------- */
 
-struct buf {
-    char *p;
-    size_t len;
-    size_t cap;
-};
-
-static void buf_reserve(struct buf *b, size_t more)
+/* The text goes into an uncapped lib/buf, whose appends cannot fail then. */
+static void render_str(struct buf *b, const char *s)
 {
-    if (b->len + more + 1 <= b->cap) {
-        return;
-    }
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + more + 1) {
-        cap *= 2;
-    }
-    b->p = xrealloc(b->p, cap);
-    b->cap = cap;
+    (void)buf_puts(b, s);
 }
 
-static void buf_put(struct buf *b, const char *s, size_t n)
+static void render_char(struct buf *b, char c)
 {
-    buf_reserve(b, n);
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void buf_str(struct buf *b, const char *s)
-{
-    buf_put(b, s, strlen(s));
-}
-
-static void buf_char(struct buf *b, char c)
-{
-    buf_put(b, &c, 1);
+    (void)buf_append(b, &c, 1);
 }
 
 /* A float as Prometheus parses it: integers without exponent, otherwise the shortest
@@ -417,70 +392,68 @@ static void fmt_double(char *out, size_t size, double v)
     }
 }
 
-static void buf_double(struct buf *b, double v)
+static void render_double(struct buf *b, double v)
 {
     char tmp[40];
     fmt_double(tmp, sizeof(tmp), v);
-    buf_str(b, tmp);
+    render_str(b, tmp);
 }
 
-static void buf_u64(struct buf *b, uint64_t v)
+static void render_u64(struct buf *b, uint64_t v)
 {
-    char tmp[24];
-    int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v);
-    buf_put(b, tmp, (size_t)n);
+    (void)buf_printf(b, "%llu", (unsigned long long)v);
 }
 
 /* HELP text escapes backslash and newline; label values also escape the double quote. */
-static void buf_escaped(struct buf *b, const char *s, bool quote)
+static void render_escaped(struct buf *b, const char *s, bool quote)
 {
     for (const char *p = s; *p; p++) {
         if (*p == '\\') {
-            buf_str(b, "\\\\");
+            render_str(b, "\\\\");
         } else if (*p == '\n') {
-            buf_str(b, "\\n");
+            render_str(b, "\\n");
         } else if (quote && *p == '"') {
-            buf_str(b, "\\\"");
+            render_str(b, "\\\"");
         } else {
-            buf_char(b, *p);
+            render_char(b, *p);
         }
     }
 }
 
 /* name{l1="v1",l2="v2"[,le="x"]} with the separating space. */
-static void buf_sample_name(struct buf *b, const struct metric_family *f, const char *suffix,
-                            const struct metric_series *s, const char *le)
+static void render_sample_name(struct buf *b, const struct metric_family *f, const char *suffix,
+                               const struct metric_series *s, const char *le)
 {
-    buf_str(b, f->name);
-    buf_str(b, suffix);
+    render_str(b, f->name);
+    render_str(b, suffix);
     if (f->n_labels > 0 || le) {
-        buf_char(b, '{');
+        render_char(b, '{');
         for (size_t i = 0; i < f->n_labels; i++) {
             if (i > 0) {
-                buf_char(b, ',');
+                render_char(b, ',');
             }
-            buf_str(b, f->labels[i]);
-            buf_str(b, "=\"");
-            buf_escaped(b, s->values[i], true);
-            buf_char(b, '"');
+            render_str(b, f->labels[i]);
+            render_str(b, "=\"");
+            render_escaped(b, s->values[i], true);
+            render_char(b, '"');
         }
         if (le) {
-            buf_str(b, f->n_labels ? ",le=\"" : "le=\"");
-            buf_str(b, le);
-            buf_char(b, '"');
+            render_str(b, f->n_labels ? ",le=\"" : "le=\"");
+            render_str(b, le);
+            render_char(b, '"');
         }
-        buf_char(b, '}');
+        render_char(b, '}');
     }
-    buf_char(b, ' ');
+    render_char(b, ' ');
 }
 
 static void render_series(struct buf *b, const struct metric_family *f,
                           const struct metric_series *s)
 {
     if (f->type != METRIC_HISTOGRAM) {
-        buf_sample_name(b, f, "", s, NULL);
-        buf_double(b, bits_to_double(__atomic_load_n(&s->bits, __ATOMIC_RELAXED)));
-        buf_char(b, '\n');
+        render_sample_name(b, f, "", s, NULL);
+        render_double(b, bits_to_double(__atomic_load_n(&s->bits, __ATOMIC_RELAXED)));
+        render_char(b, '\n');
         return;
     }
     /* Read each count once: cumulative buckets, +Inf and _count then agree even while
@@ -494,16 +467,16 @@ static void render_series(struct buf *b, const struct metric_family *f,
         } else {
             str_copy(le, "+Inf", sizeof(le));
         }
-        buf_sample_name(b, f, "_bucket", s, le);
-        buf_u64(b, cum);
-        buf_char(b, '\n');
+        render_sample_name(b, f, "_bucket", s, le);
+        render_u64(b, cum);
+        render_char(b, '\n');
     }
-    buf_sample_name(b, f, "_sum", s, NULL);
-    buf_double(b, bits_to_double(__atomic_load_n(&s->bits, __ATOMIC_RELAXED)));
-    buf_char(b, '\n');
-    buf_sample_name(b, f, "_count", s, NULL);
-    buf_u64(b, cum);
-    buf_char(b, '\n');
+    render_sample_name(b, f, "_sum", s, NULL);
+    render_double(b, bits_to_double(__atomic_load_n(&s->bits, __ATOMIC_RELAXED)));
+    render_char(b, '\n');
+    render_sample_name(b, f, "_count", s, NULL);
+    render_u64(b, cum);
+    render_char(b, '\n');
 }
 
 static const char *type_name(enum metric_type t)
@@ -519,24 +492,24 @@ static const char *type_name(enum metric_type t)
     return "untyped";
 }
 
-int metrics_render(struct metric_registry *r, char **ret, size_t *ret_len)
+int registry_render(struct metric_registry *r, char **ret, size_t *ret_len)
 {
     if (r->collect) {
         r->collect(r->collect_ud);
     }
-    struct buf b = {NULL, 0, 0};
-    buf_reserve(&b, 0);
-    b.p[0] = '\0';
+    /* One allocation of 4 KiB holds a small registry's text; growth doubles it. */
+    struct buf b = BUF_INIT;
+    (void)buf_reserve(&b, 4095);
     for (const struct metric_family *f = r->families; f; f = f->next) {
-        buf_str(&b, "# HELP ");
-        buf_str(&b, f->name);
-        buf_char(&b, ' ');
-        buf_escaped(&b, f->help, false);
-        buf_str(&b, "\n# TYPE ");
-        buf_str(&b, f->name);
-        buf_char(&b, ' ');
-        buf_str(&b, type_name(f->type));
-        buf_char(&b, '\n');
+        render_str(&b, "# HELP ");
+        render_str(&b, f->name);
+        render_char(&b, ' ');
+        render_escaped(&b, f->help, false);
+        render_str(&b, "\n# TYPE ");
+        render_str(&b, f->name);
+        render_char(&b, ' ');
+        render_str(&b, type_name(f->type));
+        render_char(&b, '\n');
         for (const struct metric_series *s = f->series; s; s = s->next) {
             render_series(&b, f, s);
         }
@@ -544,7 +517,6 @@ int metrics_render(struct metric_registry *r, char **ret, size_t *ret_len)
             render_series(&b, f, f->overflow);
         }
     }
-    *ret_len = b.len;
-    *ret = b.p;
+    *ret = buf_steal(&b, ret_len);
     return 0;
 }

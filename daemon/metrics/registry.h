@@ -31,16 +31,16 @@ struct metric_registry;
 struct metric_family;
 struct metric_series;
 
-/* Called by metrics_render before anything is written, to refresh gauges that mirror state
+/* Called by registry_render before anything is written, to refresh gauges that mirror state
  * read at scrape time. Loop thread. */
-typedef void (*metrics_collect_cb)(void *ud);
+typedef void (*registry_collect_cb)(void *ud);
 
 /* An empty registry. Returns 0 (xmalloc aborts on OOM). */
-int metrics_registry_new(struct metric_registry **ret);
+int registry_new(struct metric_registry **ret);
 /* Frees the registry, its families and series. Accepts NULL; returns NULL. */
-struct metric_registry *metrics_registry_free(struct metric_registry *r);
+struct metric_registry *registry_free(struct metric_registry *r);
 /* Sets the one collect callback (NULL clears it). */
-void metrics_registry_on_collect(struct metric_registry *r, metrics_collect_cb fn, void *ud);
+void registry_on_collect(struct metric_registry *r, registry_collect_cb fn, void *ud);
 
 /* Registers a family. name follows Prometheus rules ([a-zA-Z_:][a-zA-Z0-9_:]*) and a counter's
  * name ends in "_total"; labels (n_labels <= METRICS_MAX_LABELS) are [a-zA-Z_][a-zA-Z0-9_]*,
@@ -49,29 +49,29 @@ void metrics_registry_on_collect(struct metric_registry *r, metrics_collect_cb f
  * copied. A family without labels gets its one series at once, so it renders as 0.
  * Returns 0, -EINVAL (e says what is wrong) or -EEXIST (the name is taken). *ret is owned by
  * the registry. */
-int metrics_family_new(struct metric_registry *r, enum metric_type type, const char *name,
-                       const char *help, const char *const *labels, size_t n_labels,
-                       const double *buckets, size_t n_buckets, struct metric_family **ret,
-                       struct err *e);
+int registry_family_new(struct metric_registry *r, enum metric_type type, const char *name,
+                        const char *help, const char *const *labels, size_t n_labels,
+                        const double *buckets, size_t n_buckets, struct metric_family **ret,
+                        struct err *e);
 /* The series of f for the given label values (n_labels strings, in the family's label order;
  * NULL for a family without labels). Creates it on first sight (one allocation), so callers
  * on a hot path look series up once and keep the pointer. Bytes that are not valid UTF-8 are
  * replaced by '?'. Never NULL; owned by the registry. Loop thread. */
-struct metric_series *metrics_series(struct metric_family *f, const char *const *values);
+struct metric_series *registry_series(struct metric_family *f, const char *const *values);
 
 /* Value updates; s may be NULL (no-op), so hooks work when metrics are off. Any thread.
  * Counters ignore negative and NaN increments. */
-void metrics_inc(struct metric_series *s);
-void metrics_add(struct metric_series *s, double v);
+void registry_inc(struct metric_series *s);
+void registry_add(struct metric_series *s, double v);
 /* Sets a gauge, or a counter that mirrors a monotonic count kept elsewhere. */
-void metrics_set(struct metric_series *s, double v);
+void registry_set(struct metric_series *s, double v);
 /* Observes one value into a histogram. */
-void metrics_observe(struct metric_series *s, double v);
+void registry_observe(struct metric_series *s, double v);
 /* The current value of a counter or gauge, or the count of a histogram. For tests. */
-double metrics_value(const struct metric_series *s);
+double registry_value(const struct metric_series *s);
 
 /* Runs the collect callback, then renders every family in registration order (HELP, TYPE,
  * then each series in creation order; histograms as cumulative _bucket{le} lines ending with
  * le="+Inf", then _sum and _count) into a new NUL-terminated buffer. The caller frees
  * *ret. Returns 0. Loop thread. */
-int metrics_render(struct metric_registry *r, char **ret, size_t *ret_len);
+int registry_render(struct metric_registry *r, char **ret, size_t *ret_len);

@@ -22,6 +22,7 @@
 #include "lib/alloc.h"
 #include "config/config.h"
 #include "lib/log.h"
+#include "lib/strv.h"
 #include "lib/sys.h"
 #include "lib/util.h"
 
@@ -67,31 +68,11 @@ struct walk {
     uint64_t bytes;
 };
 
-struct names {
-    char **v;
-    size_t n;
-};
-
-static void names_clear(struct names *ns)
-{
-    for (size_t i = 0; i < ns->n; i++) {
-        free(ns->v[i]);
-    }
-    free(ns->v);
-    ns->v = NULL;
-    ns->n = 0;
-}
-
 static void closedirp(DIR **d)
 {
     if (*d) {
         (void)closedir(*d);
     }
-}
-
-static int name_cmp(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 static bool walk_cancelled(const struct walk *w)
@@ -208,9 +189,8 @@ static int walk_link(struct walk *w, int dfd, const char *name, const struct sta
     return 0;
 }
 
-static int walk_list(struct walk *w, DIR *dir, struct names *ns, struct err *e)
+static int walk_list(struct walk *w, DIR *dir, struct strv *ns, struct err *e)
 {
-    size_t cap = 0;
     struct dirent *de;
     errno = 0;
     while ((de = readdir(dir))) {
@@ -220,19 +200,13 @@ static int walk_list(struct walk *w, DIR *dir, struct names *ns, struct err *e)
         if (ns->n == IMAGE_DIR_ENTRIES_MAX) {
             return err_setx(e, -E2BIG, "%s: more than %d entries", w->path, IMAGE_DIR_ENTRIES_MAX);
         }
-        if (ns->n == cap) {
-            cap = cap ? cap * 2 : 64;
-            ns->v = xrealloc(ns->v, cap * sizeof(*ns->v));
-        }
-        ns->v[ns->n++] = xstrdup(de->d_name);
+        strv_push(ns, de->d_name);
         errno = 0;
     }
     if (errno != 0) {
         return err_set(e, -errno, "read directory %s", w->path);
     }
-    if (ns->n > 1) {
-        qsort(ns->v, ns->n, sizeof(*ns->v), name_cmp);
-    }
+    strv_sort(ns);
     return 0;
 }
 
@@ -246,7 +220,7 @@ static int walk_dir(struct walk *w, int fd, unsigned depth, struct err *e)
         (void)fd_close(fd);
         return err_set(e, r, "opendir %s", w->path);
     }
-    scoped(names_clear) struct names ns = {NULL, 0};
+    scoped_strv struct strv ns = STRV_INIT;
     int r = walk_list(w, dir, &ns, e);
     if (r < 0) {
         return r;

@@ -1049,7 +1049,7 @@ static bool handover_allowed(const struct sock_filter *insns, uint32_t n)
     memset(&d, 0, sizeof(d));
     d.arch = seccomp_arch_native();
     d.nr = seccomp_syscall_resolve_name("sendmsg");
-    if (seccomp_prog_eval(insns, n, &d, &v) < 0) {
+    if (bpf_eval(insns, n, &d, &v) < 0) {
         return false;
     }
     v &= SECCOMP_RET_ACTION_FULL;

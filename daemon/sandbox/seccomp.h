@@ -4,14 +4,14 @@
  * into classic BPF with libseccomp, once at start-up, for the native architecture only.
  * Every profile gets the always-denied list (docs/SECCOMP.md) on top of its own rules. sbxd
  * sends a profile's program to sbxd-init in CTL_SETUP; the task's process installs it after
- * no_new_privs: as soon as it is cloned when seccomp_prog_early_ok allows, else just before
+ * no_new_privs: as soon as it is cloned when bpf_early_ok allows, else just before
  * execve.
  *
  * Denial counting: where the kernel has SECCOMP_RET_USER_NOTIF and the profile keeps
  * `count_denials: true`, every counted errno denial is compiled as
  * SECCOMP_RET_USER_NOTIF | errno instead of SECCOMP_RET_ERRNO | errno (the kernel ignores
  * the low 16 bits of a USER_NOTIF return). The supervisor answers each notification with
- * the errno that seccomp_prog_eval() finds by running the same program over the
+ * the errno that bpf_eval() finds by running the same program over the
  * notification's seccomp_data, and counts it. Those helpers on compiled programs are in
  * wire/bpf.h: CHILD-SAFE and free of libseccomp, for sbxd-init. */
 #include <stdbool.h>

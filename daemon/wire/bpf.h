@@ -23,7 +23,7 @@
 /* Whether the program returns SECCOMP_RET_USER_NOTIF anywhere: the task must then install
  * it with SECCOMP_FILTER_FLAG_NEW_LISTENER and someone must answer on the listener, or the
  * counted denials fail with ENOSYS instead of their errno. */
-static inline bool seccomp_prog_notifies(const struct sock_filter *insns, uint32_t n)
+static inline bool bpf_notifies(const struct sock_filter *insns, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         if (insns[i].code == (BPF_RET | BPF_K) &&
@@ -37,7 +37,7 @@ static inline bool seccomp_prog_notifies(const struct sock_filter *insns, uint32
 /* Turns every USER_NOTIF | errno return into ERRNO | errno, in place: the program then
  * denies exactly as before without a supervisor (for when NEW_LISTENER fails with EBUSY
  * because an outer filter already has a listener). */
-static inline void seccomp_prog_strip_notify(struct sock_filter *insns, uint32_t n)
+static inline void bpf_strip_notify(struct sock_filter *insns, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++) {
         if (insns[i].code == (BPF_RET | BPF_K) &&
@@ -50,8 +50,8 @@ static inline void seccomp_prog_strip_notify(struct sock_filter *insns, uint32_t
 /* Runs a classic BPF seccomp program over d as the kernel would and stores its return value
  * in *ret. Every instruction the kernel accepts in a seccomp filter is supported; anything
  * else, a load outside seccomp_data or a jump out of the program gives -EINVAL. */
-static inline int seccomp_prog_eval(const struct sock_filter *insns, uint32_t n,
-                                    const struct seccomp_data *d, uint32_t *ret)
+static inline int bpf_eval(const struct sock_filter *insns, uint32_t n,
+                           const struct seccomp_data *d, uint32_t *ret)
 {
     uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {0};
 
@@ -174,19 +174,19 @@ static inline int seccomp_prog_eval(const struct sock_filter *insns, uint32_t n,
 /* The errno to answer a USER_NOTIF notification with: the program's verdict for d, whose
  * low 16 bits carry the errno of the denial. EPERM when the verdict is not a counted denial
  * (which cannot happen for a program from this module, but fails safe). CHILD-SAFE. */
-static inline int seccomp_prog_notify_errno(const struct sock_filter *insns, uint32_t n,
-                                            const struct seccomp_data *d)
+static inline int bpf_notify_errno(const struct sock_filter *insns, uint32_t n,
+                                   const struct seccomp_data *d)
 {
     uint32_t v = 0;
-    if (seccomp_prog_eval(insns, n, d, &v) < 0 ||
-        (v & SECCOMP_RET_ACTION_FULL) != SECCOMP_RET_USER_NOTIF || (v & SECCOMP_RET_DATA) == 0) {
+    if (bpf_eval(insns, n, d, &v) < 0 || (v & SECCOMP_RET_ACTION_FULL) != SECCOMP_RET_USER_NOTIF ||
+        (v & SECCOMP_RET_DATA) == 0) {
         return EPERM;
     }
     return (int)(v & SECCOMP_RET_DATA);
 }
 
 /* The AUDIT_ARCH_* value of the native system call ABI, or 0 where this file does not know
- * it (seccomp_prog_allows then proves nothing). */
+ * it (bpf_allows then proves nothing). */
 #if defined(__x86_64__) && !defined(__ILP32__)
 #define SECCOMP_ARCH_SELF AUDIT_ARCH_X86_64
 #elif defined(__aarch64__)
@@ -204,8 +204,8 @@ struct seccomp_call {
 
 /* Whether the program lets every one of calls through as it is (ALLOW, or LOG, which allows
  * and logs), on the native ABI: no errno, no notification, no kill. CHILD-SAFE. */
-static inline bool seccomp_prog_allows(const struct sock_filter *insns, uint32_t n,
-                                       const struct seccomp_call *calls, size_t ncalls)
+static inline bool bpf_allows(const struct sock_filter *insns, uint32_t n,
+                              const struct seccomp_call *calls, size_t ncalls)
 {
     if (SECCOMP_ARCH_SELF == 0) {
         return false;
@@ -217,7 +217,7 @@ static inline bool seccomp_prog_allows(const struct sock_filter *insns, uint32_t
         d.nr = (int)calls[i].nr;
         d.arch = SECCOMP_ARCH_SELF;
         memcpy(d.args, calls[i].args, sizeof(d.args));
-        if (seccomp_prog_eval(insns, n, &d, &v) < 0) {
+        if (bpf_eval(insns, n, &d, &v) < 0) {
             return false;
         }
         v &= SECCOMP_RET_ACTION_FULL;
@@ -237,7 +237,7 @@ static inline bool seccomp_prog_allows(const struct sock_filter *insns, uint32_t
  * write and _exit. A program that denies, counts or kills any of them is installed late, as
  * before: the child never meets its own filter. report is the child's socket to init.
  * CHILD-SAFE. */
-static inline bool seccomp_prog_early_ok(const struct sock_filter *insns, uint32_t n, int report)
+static inline bool bpf_early_ok(const struct sock_filter *insns, uint32_t n, int report)
 {
     const uint64_t r = (uint64_t)report;
     const struct seccomp_call calls[] = {
@@ -264,5 +264,5 @@ static inline bool seccomp_prog_early_ok(const struct sock_filter *insns, uint32
         {SYS_write, {r, 0, 8, 0, 0, 0}},
         {SYS_exit_group, {127, 0, 0, 0, 0, 0}},
     };
-    return seccomp_prog_allows(insns, n, calls, sizeof(calls) / sizeof(calls[0]));
+    return bpf_allows(insns, n, calls, sizeof(calls) / sizeof(calls[0]));
 }

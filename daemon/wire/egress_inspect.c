@@ -97,7 +97,7 @@ static int sni_ext(const uint8_t *p, size_t n, char *host)
     return found ? 0 : -ENOENT;
 }
 
-int egress_sni_parse(const uint8_t *buf, size_t len, char *host)
+int egress_inspect_sni_parse(const uint8_t *buf, size_t len, char *host)
 {
     uint8_t msg[EGRESS_HELLO_MAX];
     size_t have = 0;
@@ -221,7 +221,7 @@ int egress_sni_parse(const uint8_t *buf, size_t len, char *host)
 
 /* ---- Scrubbing ---- */
 
-void egress_scrub_init(struct egress_scrub *s, const char *secret, size_t len)
+void egress_inspect_scrub_init(struct egress_scrub *s, const char *secret, size_t len)
 {
     memset(s, 0, sizeof(*s));
     if (!secret || len == 0 || len > EGRESS_SECRET_MAX) {
@@ -291,14 +291,15 @@ static size_t scrub_union(const struct egress_scrub *s, char *buf, size_t len, s
     return hi;
 }
 
-void egress_scrub_buf(const struct egress_scrub *s, char *buf, size_t len)
+void egress_inspect_scrub_buf(const struct egress_scrub *s, char *buf, size_t len)
 {
     if (s->n > 0) {
         (void)scrub_union(s, buf, len, len);
     }
 }
 
-size_t egress_scrub_feed(struct egress_scrub *s, const char *in, size_t n, bool final, char *out)
+size_t egress_inspect_scrub_feed(struct egress_scrub *s, const char *in, size_t n, bool final,
+                                 char *out)
 {
     size_t total = s->held + n;
     memcpy(out, s->hold, s->held);

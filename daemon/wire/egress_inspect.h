@@ -23,7 +23,7 @@
  * needed), -EPROTO (not a TLS ClientHello, or malformed), -ENOENT (no server_name),
  * -EOPNOTSUPP (Encrypted Client Hello: the real name is hidden) or -E2BIG (larger than
  * EGRESS_HELLO_MAX). */
-int egress_sni_parse(const uint8_t *buf, size_t len, char *host);
+int egress_inspect_sni_parse(const uint8_t *buf, size_t len, char *host);
 
 /* Replaces every byte of every occurrence of a secret (and of its token part: what follows
  * "Bearer ", "Basic ", "token " ... when at least 8 bytes) with '*', in a stream: the union
@@ -43,9 +43,10 @@ struct egress_scrub {
 
 /* secret (len <= EGRESS_SECRET_MAX, stays owned by the caller and must outlive s); NULL or
  * len 0: a scrubber that passes everything through. */
-void egress_scrub_init(struct egress_scrub *s, const char *secret, size_t len);
+void egress_inspect_scrub_init(struct egress_scrub *s, const char *secret, size_t len);
 /* Appends the held bytes and in (n bytes) to out, scrubbed, keeping back what could start
  * a secret unless final. out must hold n + EGRESS_SECRET_MAX bytes. Returns bytes written. */
-size_t egress_scrub_feed(struct egress_scrub *s, const char *in, size_t n, bool final, char *out);
+size_t egress_inspect_scrub_feed(struct egress_scrub *s, const char *in, size_t n, bool final,
+                                 char *out);
 /* Scrubs a complete buffer in place. */
-void egress_scrub_buf(const struct egress_scrub *s, char *buf, size_t len);
+void egress_inspect_scrub_buf(const struct egress_scrub *s, char *buf, size_t len);

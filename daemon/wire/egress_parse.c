@@ -55,7 +55,7 @@ static void format_v6(const unsigned char *a, char *out)
     str_copy(out, buf, EGRESS_HOST_SIZE);
 }
 
-int egress_host_normalize(const char *h, size_t n, char *out, bool *ret_is_ip)
+int egress_parse_host_normalize(const char *h, size_t n, char *out, bool *ret_is_ip)
 {
     char buf[EGRESS_HOST_SIZE];
     unsigned char addr[16];
@@ -139,7 +139,7 @@ static int port_parse(const char *s, size_t n, uint16_t *ret)
     return 0;
 }
 
-int egress_authority_parse(const char *s, size_t n, uint16_t default_port,
+int egress_parse_authority(const char *s, size_t n, uint16_t default_port,
                            struct egress_hostport *ret)
 {
     size_t hlen = n;
@@ -180,14 +180,14 @@ int egress_authority_parse(const char *s, size_t n, uint16_t default_port,
     } else {
         return -EINVAL;
     }
-    if (egress_host_normalize(s, hlen, hp.host, &hp.is_ip) < 0) {
+    if (egress_parse_host_normalize(s, hlen, hp.host, &hp.is_ip) < 0) {
         return -EINVAL;
     }
     *ret = hp;
     return 0;
 }
 
-int egress_allow_parse(const char *s, struct egress_allow *ret)
+int egress_parse_allow(const char *s, struct egress_allow *ret)
 {
     struct egress_allow a;
     struct egress_hostport hp;
@@ -196,7 +196,7 @@ int egress_allow_parse(const char *s, struct egress_allow *ret)
         a.wildcard = true;
         s += 2;
     }
-    if (egress_authority_parse(s, strlen(s), 0, &hp) < 0 || (a.wildcard && hp.is_ip)) {
+    if (egress_parse_authority(s, strlen(s), 0, &hp) < 0 || (a.wildcard && hp.is_ip)) {
         return -EINVAL;
     }
     str_copy(a.host, hp.host, sizeof(a.host));
@@ -205,7 +205,7 @@ int egress_allow_parse(const char *s, struct egress_allow *ret)
     return 0;
 }
 
-bool egress_allow_match(const struct egress_allow *a, const struct egress_hostport *hp)
+bool egress_parse_allow_match(const struct egress_allow *a, const struct egress_hostport *hp)
 {
     if (a->port != hp->port) {
         return false;
@@ -221,7 +221,7 @@ bool egress_allow_match(const struct egress_allow *a, const struct egress_hostpo
 
 /* ---- Methods, routes, paths ---- */
 
-uint32_t egress_method_bit(const char *m, size_t n)
+uint32_t egress_parse_method_bit(const char *m, size_t n)
 {
     static const struct {
         const char *name;
@@ -240,7 +240,7 @@ uint32_t egress_method_bit(const char *m, size_t n)
     return 0;
 }
 
-bool egress_path_under(const char *path, size_t len, const char *prefix)
+bool egress_parse_path_under(const char *path, size_t len, const char *prefix)
 {
     size_t plen = strlen(prefix);
     if (plen == 0 || (plen == 1 && prefix[0] == '/')) {
@@ -252,7 +252,7 @@ bool egress_path_under(const char *path, size_t len, const char *prefix)
     return len == plen || prefix[plen - 1] == '/' || path[plen] == '/';
 }
 
-bool egress_path_safe(const char *path, size_t len)
+bool egress_parse_path_safe(const char *path, size_t len)
 {
     if (len == 0 || path[0] != '/') {
         return false;
@@ -294,13 +294,13 @@ bool egress_path_safe(const char *path, size_t len)
 
 /* ---- Heads ---- */
 
-size_t egress_head_end(const char *buf, size_t len)
+size_t egress_parse_head_end(const char *buf, size_t len)
 {
     const char *e = memmem(buf, len, "\r\n\r\n", 4);
     return e ? (size_t)(e - buf) + 4 : 0;
 }
 
-bool egress_header_is(const struct egress_header *h, const char *name)
+bool egress_parse_header_is(const struct egress_header *h, const char *name)
 {
     return strlen(name) == h->name_len && strncasecmp(h->name, name, h->name_len) == 0;
 }
@@ -476,7 +476,7 @@ static size_t authority_len(const char *a, size_t n)
     return i;
 }
 
-int egress_request_parse(const char *buf, size_t head_len, struct egress_request *ret,
+int egress_parse_request(const char *buf, size_t head_len, struct egress_request *ret,
                          const char **why)
 {
     struct egress_request r;
@@ -526,19 +526,19 @@ int egress_request_parse(const char *buf, size_t head_len, struct egress_request
     size_t n_te = 0, n_cl = 0, n_host = 0;
     for (size_t i = 0; i < r.n_headers; i++) {
         const struct egress_header *h = &r.headers[i];
-        if (egress_header_is(h, "transfer-encoding")) {
+        if (egress_parse_header_is(h, "transfer-encoding")) {
             n_te++;
             if (h->value_len != 7 || strncasecmp(h->value, "chunked", 7) != 0) {
                 *why = "only 'Transfer-Encoding: chunked' is accepted";
                 return -EINVAL;
             }
-        } else if (egress_header_is(h, "content-length")) {
+        } else if (egress_parse_header_is(h, "content-length")) {
             n_cl++;
             if (content_length_parse(h->value, h->value_len, &r.content_length) < 0) {
                 *why = "malformed Content-Length";
                 return -EINVAL;
             }
-        } else if (egress_header_is(h, "host")) {
+        } else if (egress_parse_header_is(h, "host")) {
             n_host++;
             host = h;
         } else if (framing_lookalike(h)) {
@@ -567,14 +567,14 @@ int egress_request_parse(const char *buf, size_t head_len, struct egress_request
             *why = "CONNECT with a body";
             return -EINVAL;
         }
-        if (egress_authority_parse(r.target, r.target_len, 0, &r.dest) < 0) {
+        if (egress_parse_authority(r.target, r.target_len, 0, &r.dest) < 0) {
             *why = "CONNECT needs host:port";
             return -EINVAL;
         }
         *ret = r;
         return 0;
     }
-    r.method_bit = egress_method_bit(r.method, strlen(r.method));
+    r.method_bit = egress_parse_method_bit(r.method, strlen(r.method));
     const char *t = r.target;
     size_t tl = r.target_len;
     const char *rest;
@@ -583,7 +583,7 @@ int egress_request_parse(const char *buf, size_t head_len, struct egress_request
             *why = "a Host header is required";
             return -EINVAL;
         }
-        if (egress_authority_parse(host->value, host->value_len, 80, &r.dest) < 0) {
+        if (egress_parse_authority(host->value, host->value_len, 80, &r.dest) < 0) {
             *why = "malformed Host header";
             return -EINVAL;
         }
@@ -591,7 +591,7 @@ int egress_request_parse(const char *buf, size_t head_len, struct egress_request
     } else if (tl > 7 && strncasecmp(t, "http://", 7) == 0) {
         const char *a = t + 7;
         size_t alen = authority_len(a, tl - 7);
-        if (memchr(a, '@', alen) || egress_authority_parse(a, alen, 80, &r.dest) < 0) {
+        if (memchr(a, '@', alen) || egress_parse_authority(a, alen, 80, &r.dest) < 0) {
             *why = "malformed host in the request URL";
             return -EINVAL;
         }
@@ -600,7 +600,7 @@ int egress_request_parse(const char *buf, size_t head_len, struct egress_request
         const char *a = t + 8;
         size_t alen = authority_len(a, tl - 8);
         r.absolute_https = true;
-        if (memchr(a, '@', alen) || egress_authority_parse(a, alen, 443, &r.dest) < 0) {
+        if (memchr(a, '@', alen) || egress_parse_authority(a, alen, 443, &r.dest) < 0) {
             *why = "malformed host in the request URL";
             return -EINVAL;
         }
@@ -627,8 +627,8 @@ int egress_request_parse(const char *buf, size_t head_len, struct egress_request
     return 0;
 }
 
-bool egress_header_hop_by_hop(const struct egress_header *h, const struct egress_header *all,
-                              size_t n)
+bool egress_parse_header_hop_by_hop(const struct egress_header *h, const struct egress_header *all,
+                                    size_t n)
 {
     static const char *const hop[] = {
         "connection",         "keep-alive", "proxy-connection", "proxy-authorization",
@@ -636,17 +636,17 @@ bool egress_header_hop_by_hop(const struct egress_header *h, const struct egress
     };
     /* SECURITY: framing headers are never dropped because Connection names them: the body
      * would be read differently upstream. */
-    if (egress_header_is(h, "content-length") || egress_header_is(h, "transfer-encoding") ||
-        egress_header_is(h, "host")) {
+    if (egress_parse_header_is(h, "content-length") ||
+        egress_parse_header_is(h, "transfer-encoding") || egress_parse_header_is(h, "host")) {
         return false;
     }
     for (size_t i = 0; i < ARRAY_SIZE(hop); i++) {
-        if (egress_header_is(h, hop[i])) {
+        if (egress_parse_header_is(h, hop[i])) {
             return true;
         }
     }
     for (size_t i = 0; i < n; i++) {
-        if (!egress_header_is(&all[i], "connection")) {
+        if (!egress_parse_header_is(&all[i], "connection")) {
             continue;
         }
         const char *v = all[i].value;
@@ -671,7 +671,7 @@ bool egress_header_hop_by_hop(const struct egress_header *h, const struct egress
     return false;
 }
 
-int egress_response_parse(const char *buf, size_t head_len, bool head_request,
+int egress_parse_response(const char *buf, size_t head_len, bool head_request,
                           struct egress_response *ret, const char **why)
 {
     struct egress_response r;
@@ -711,13 +711,13 @@ int egress_response_parse(const char *buf, size_t head_len, bool head_request,
     bool has_te = false, cl = false;
     for (size_t i = 0; i < r.n_headers; i++) {
         const struct egress_header *h = &r.headers[i];
-        if (egress_header_is(h, "transfer-encoding")) {
+        if (egress_parse_header_is(h, "transfer-encoding")) {
             has_te = true;
             if (te_list_add(&te, h->value, h->value_len) < 0) {
                 *why = "malformed Transfer-Encoding";
                 return -EINVAL;
             }
-        } else if (egress_header_is(h, "content-length")) {
+        } else if (egress_parse_header_is(h, "content-length")) {
             uint64_t v = 0;
             if (content_length_parse(h->value, h->value_len, &v) < 0 ||
                 (cl && v != r.content_length)) {
@@ -768,7 +768,7 @@ enum chunk_state {
 #define CHUNK_LINE_MAX 1024
 #define CHUNK_TRAILER_MAX 8192
 
-void egress_body_init(struct egress_body *b, enum egress_framing framing, uint64_t length)
+void egress_parse_body_init(struct egress_body *b, enum egress_framing framing, uint64_t length)
 {
     memset(b, 0, sizeof(*b));
     b->framing = framing;
@@ -906,8 +906,8 @@ static int chunked_feed(struct egress_body *b, const char *in, size_t n, size_t 
     return 0;
 }
 
-int egress_body_feed(struct egress_body *b, const char *in, size_t n, size_t *ret_used,
-                     egress_data_cb emit, void *ud)
+int egress_parse_body_feed(struct egress_body *b, const char *in, size_t n, size_t *ret_used,
+                           egress_data_cb emit, void *ud)
 {
     if (b->done) {
         *ret_used = 0;

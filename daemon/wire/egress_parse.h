@@ -31,10 +31,10 @@ struct egress_hostport {
  * (EGRESS_HOST_SIZE bytes): see struct egress_hostport. Names follow DNS label rules and
  * their last label is not numeric ("127.1", "0x7f.1" and "2130706433" are refused, never
  * read as addresses). Returns 0 or -EINVAL. */
-int egress_host_normalize(const char *h, size_t n, char *out, bool *ret_is_ip);
+int egress_parse_host_normalize(const char *h, size_t n, char *out, bool *ret_is_ip);
 /* Parses "host:port", "[v6]:port", or with default_port != 0 also "host" alone.
  * Returns 0 or -EINVAL. */
-int egress_authority_parse(const char *s, size_t n, uint16_t default_port,
+int egress_parse_authority(const char *s, size_t n, uint16_t default_port,
                            struct egress_hostport *ret);
 
 /* One CONNECT allowlist entry: "host:port" or "*.suffix:port" (any name below suffix, not
@@ -46,9 +46,9 @@ struct egress_allow {
 };
 
 /* Parses an allowlist entry. Returns 0 or -EINVAL. */
-int egress_allow_parse(const char *s, struct egress_allow *ret);
+int egress_parse_allow(const char *s, struct egress_allow *ret);
 /* Whether hp (normalized) matches the entry. */
-bool egress_allow_match(const struct egress_allow *a, const struct egress_hostport *hp);
+bool egress_parse_allow_match(const struct egress_allow *a, const struct egress_hostport *hp);
 
 /* The methods a plain-HTTP route may allow, as bits (config.h's routes and profiles use them). */
 #define EGRESS_METHOD_GET 0x01u
@@ -63,15 +63,15 @@ bool egress_allow_match(const struct egress_allow *a, const struct egress_hostpo
 #define EGRESS_METHODS_READ_ONLY (EGRESS_METHOD_GET | EGRESS_METHOD_HEAD | EGRESS_METHOD_OPTIONS)
 
 /* The EGRESS_METHOD_* bit of a method name (exact, capitals), or 0. */
-uint32_t egress_method_bit(const char *m, size_t n);
+uint32_t egress_parse_method_bit(const char *m, size_t n);
 
 /* Whether path (len bytes, starting with '/') is safe to forward below a base path: URL
  * characters only, no "." or ".." segment (plain or percent-encoded), no empty segment, no
  * encoded '/', '\' or control character. */
-bool egress_path_safe(const char *path, size_t len);
+bool egress_parse_path_safe(const char *path, size_t len);
 /* Whether path (len bytes) lies under prefix, by whole segments ("/v1" covers "/v1" and
  * "/v1/x", not "/v1x"; "/v1/" covers "/v1/x"). */
-bool egress_path_under(const char *path, size_t len, const char *prefix);
+bool egress_parse_path_under(const char *path, size_t len, const char *prefix);
 
 struct egress_header {
     const char *name;
@@ -111,17 +111,17 @@ struct egress_request {
 
 /* Finds the end of a head in buf: the length including "\r\n\r\n", or 0 when it is not
  * there yet. */
-size_t egress_head_end(const char *buf, size_t len);
+size_t egress_parse_head_end(const char *buf, size_t len);
 /* Parses a request head (buf[0..head_len), ending with the empty line). Pointers in ret
  * point into buf. Returns 0, or -EINVAL with *why a static phrase for a 400. */
-int egress_request_parse(const char *buf, size_t head_len, struct egress_request *ret,
+int egress_parse_request(const char *buf, size_t head_len, struct egress_request *ret,
                          const char **why);
 /* Whether h's name is `name` (case-insensitive). */
-bool egress_header_is(const struct egress_header *h, const char *name);
+bool egress_parse_header_is(const struct egress_header *h, const char *name);
 /* Whether the header is hop-by-hop (Connection, Keep-Alive, Proxy-*, TE, Trailer, Upgrade,
  * Transfer-Encoding) or named in one of the message's Connection headers. */
-bool egress_header_hop_by_hop(const struct egress_header *h, const struct egress_header *all,
-                              size_t n);
+bool egress_parse_header_hop_by_hop(const struct egress_header *h, const struct egress_header *all,
+                                    size_t n);
 
 struct egress_response {
     unsigned status;
@@ -137,7 +137,7 @@ struct egress_response {
 
 /* Parses a response head; head_request: the request was HEAD (no body follows). 1xx, 204
  * and 304 have no body. Returns 0 or -EINVAL (*why). */
-int egress_response_parse(const char *buf, size_t head_len, bool head_request,
+int egress_parse_response(const char *buf, size_t head_len, bool head_request,
                           struct egress_response *ret, const char **why);
 
 /* Body framing, incrementally. */
@@ -151,12 +151,12 @@ struct egress_body {
 
 typedef void (*egress_data_cb)(void *ud, const char *data, size_t len);
 
-void egress_body_init(struct egress_body *b, enum egress_framing framing, uint64_t length);
+void egress_parse_body_init(struct egress_body *b, enum egress_framing framing, uint64_t length);
 /* Feeds n bytes; emit (may be NULL) gets the decoded body bytes. *ret_used is how many of
  * in belong to this message (less than n only once b->done). Returns 0 or -EINVAL
  * (malformed chunked coding, or a size or trailer line over its bound). */
-int egress_body_feed(struct egress_body *b, const char *in, size_t n, size_t *ret_used,
-                     egress_data_cb emit, void *ud);
+int egress_parse_body_feed(struct egress_body *b, const char *in, size_t n, size_t *ret_used,
+                           egress_data_cb emit, void *ud);
 
 /* Rewrites a CTL_TASK's data (argc strings, then envc "NAME=value" strings) so that the env
  * holds HTTP_PROXY, HTTPS_PROXY, http_proxy and https_proxy = http://127.0.0.1:port and no

@@ -276,7 +276,7 @@ class Profiles(ProfileChecks, DaemonTest):
 
     def test_filter_is_on_before_the_task_comes(self):
         # Both shipped profiles allow what the waiting task child does after its filter
-        # (seccomp_prog_early_ok), so it installs the filter as soon as it is forked: every
+        # (bpf_early_ok), so it installs the filter as soon as it is forked: every
         # warm sandbox's task child already runs under it, off the task's path.
         def status(pid):
             with open("/proc/%d/status" % pid) as f:

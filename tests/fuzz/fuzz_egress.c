@@ -55,7 +55,7 @@ static void check_host(const char *h, bool is_ip)
         memcpy(in, h, n);
     }
     bool ip2 = false;
-    FUZZ_CHECK(egress_host_normalize(in, in_n, again, &ip2) == 0);
+    FUZZ_CHECK(egress_parse_host_normalize(in, in_n, again, &ip2) == 0);
     FUZZ_CHECK(strcmp(again, h) == 0 && ip2 == is_ip);
 }
 
@@ -184,7 +184,7 @@ static void response_differ(const char *buf, size_t end, bool head_request,
     size_t n_te = 0, n_te_plain = 0;
     for (size_t i = 0; i < rs->n_headers; i++) {
         const struct egress_header *h = &rs->headers[i];
-        if (egress_header_is(h, "transfer-encoding")) {
+        if (egress_parse_header_is(h, "transfer-encoding")) {
             n_te++;
             /* "chunked" alone, with at most a space before and nothing after (http_parser
              * does not trim a tab). */
@@ -216,7 +216,7 @@ static void response_differ(const char *buf, size_t end, bool head_request,
 
 static void request_head(const char *buf, size_t n)
 {
-    size_t end = egress_head_end(buf, n);
+    size_t end = egress_parse_head_end(buf, n);
     FUZZ_CHECK(end <= n);
     if (end == 0) {
         return;
@@ -224,7 +224,7 @@ static void request_head(const char *buf, size_t n)
     FUZZ_CHECK(end >= 4 && memcmp(buf + end - 4, "\r\n\r\n", 4) == 0);
     struct egress_request rq;
     const char *why = NULL;
-    if (egress_request_parse(buf, end, &rq, &why) < 0) {
+    if (egress_parse_request(buf, end, &rq, &why) < 0) {
         FUZZ_CHECK(why != NULL && why[0] != '\0');
         return;
     }
@@ -234,7 +234,7 @@ static void request_head(const char *buf, size_t n)
     for (size_t i = 0; i < rq.n_headers; i++) {
         within(buf, end, rq.headers[i].name, rq.headers[i].name_len);
         within(buf, end, rq.headers[i].value, rq.headers[i].value_len);
-        (void)egress_header_hop_by_hop(&rq.headers[i], rq.headers, rq.n_headers);
+        (void)egress_parse_header_hop_by_hop(&rq.headers[i], rq.headers, rq.n_headers);
     }
     check_host(rq.dest.host, rq.dest.is_ip);
     if (!rq.is_connect && rq.path) {
@@ -245,9 +245,9 @@ static void request_head(const char *buf, size_t n)
         } else {
             FUZZ_CHECK(rq.path_len == 1 && rq.path[0] == '/');
         }
-        (void)egress_path_safe(rq.path, rq.path_len);
-        (void)egress_path_under(rq.path, rq.path_len, "/v1");
-        (void)egress_path_under(rq.path, rq.path_len, "/v1/");
+        (void)egress_parse_path_safe(rq.path, rq.path_len);
+        (void)egress_parse_path_under(rq.path, rq.path_len, "/v1");
+        (void)egress_parse_path_under(rq.path, rq.path_len, "/v1/");
     }
     if (rq.query) {
         within(buf, end, rq.query, rq.query_len);
@@ -259,13 +259,13 @@ static void request_head(const char *buf, size_t n)
 
 static void response_head(const char *buf, size_t n, bool head_request)
 {
-    size_t end = egress_head_end(buf, n);
+    size_t end = egress_parse_head_end(buf, n);
     if (end == 0) {
         return;
     }
     struct egress_response rs;
     const char *why = NULL;
-    if (egress_response_parse(buf, end, head_request, &rs, &why) < 0) {
+    if (egress_parse_response(buf, end, head_request, &rs, &why) < 0) {
         FUZZ_CHECK(why != NULL && why[0] != '\0');
         return;
     }
@@ -369,7 +369,7 @@ static void body(uint8_t ctl, const char *buf, size_t n)
             length = length << 8 | (unsigned char)buf[i];
         }
     }
-    egress_body_init(&b, chunked ? EGRESS_BODY_CHUNKED : EGRESS_BODY_LENGTH, length);
+    egress_parse_body_init(&b, chunked ? EGRESS_BODY_CHUNKED : EGRESS_BODY_LENGTH, length);
     size_t piece = (size_t)(ctl >> 1) + 1;
     struct sink s = {0, chunked ? malloc(n + 1) : NULL, n + 1};
     FUZZ_CHECK(!chunked || s.data);
@@ -381,7 +381,7 @@ static void body(uint8_t ctl, const char *buf, size_t n)
         char *p = fuzz_dup((const uint8_t *)buf + off, k);
         size_t used = 0;
         bool was_done = b.done;
-        int r = egress_body_feed(&b, p, k, &used, sink_cb, &s);
+        int r = egress_parse_body_feed(&b, p, k, &used, sink_cb, &s);
         free(p);
         if (r < 0) {
             FUZZ_CHECK(r == -EINVAL);
@@ -410,13 +410,13 @@ static void names(const char *buf, size_t n)
 {
     struct egress_hostport hp;
     uint16_t dflt = n ? (uint16_t)((unsigned char)buf[0] % 2 ? 443 : 0) : 0;
-    if (egress_authority_parse(buf, n, dflt, &hp) == 0) {
+    if (egress_parse_authority(buf, n, dflt, &hp) == 0) {
         check_host(hp.host, hp.is_ip);
         FUZZ_CHECK(hp.port != 0);
     }
     char out[EGRESS_HOST_SIZE];
     bool ip = false;
-    if (egress_host_normalize(buf, n, out, &ip) == 0) {
+    if (egress_parse_host_normalize(buf, n, out, &ip) == 0) {
         check_host(out, ip);
     }
     /* The allowlist takes a C string: up to the first NUL. */
@@ -425,7 +425,7 @@ static void names(const char *buf, size_t n)
     memcpy(s, buf, n);
     s[n] = '\0';
     struct egress_allow a;
-    if (egress_allow_parse(s, &a) == 0) {
+    if (egress_parse_allow(s, &a) == 0) {
         FUZZ_CHECK(memchr(a.host, '\0', sizeof(a.host)) != NULL && a.port != 0);
         /* A name one label below the entry's: matched by a wildcard, not by a host. */
         size_t len = strlen(a.host);
@@ -435,17 +435,17 @@ static void names(const char *buf, size_t n)
             memcpy(probe.host, "x.", 2);
             memcpy(probe.host + 2, a.host, len + 1);
             probe.port = a.port;
-            FUZZ_CHECK(egress_allow_match(&a, &probe) == a.wildcard);
+            FUZZ_CHECK(egress_parse_allow_match(&a, &probe) == a.wildcard);
         }
     }
     free(s);
-    (void)egress_method_bit(buf, n);
+    (void)egress_parse_method_bit(buf, n);
 }
 
 static void hello(const char *buf, size_t n)
 {
     char host[EGRESS_SNI_SIZE];
-    int r = egress_sni_parse((const uint8_t *)buf, n, host);
+    int r = egress_inspect_sni_parse((const uint8_t *)buf, n, host);
     if (r == 0) {
         size_t len = strnlen(host, sizeof(host));
         FUZZ_CHECK(len > 0 && len < sizeof(host) && host[len - 1] != '.');
@@ -472,7 +472,7 @@ static void scrub(uint8_t ctl, const char *buf, size_t n)
     size_t in_n = n - slen;
     size_t piece = (size_t)(ctl >> 4) * 7 + 1;
     struct egress_scrub s;
-    egress_scrub_init(&s, secret, slen);
+    egress_inspect_scrub_init(&s, secret, slen);
     char *out = malloc(in_n + EGRESS_SECRET_MAX + 1);
     char *step = malloc(piece + EGRESS_SECRET_MAX);
     FUZZ_CHECK(out && step);
@@ -481,7 +481,7 @@ static void scrub(uint8_t ctl, const char *buf, size_t n)
     do {
         size_t k = in_n - off < piece ? in_n - off : piece;
         bool final = off + k == in_n;
-        size_t w = egress_scrub_feed(&s, in + off, k, final, step);
+        size_t w = egress_inspect_scrub_feed(&s, in + off, k, final, step);
         FUZZ_CHECK(got + w <= in_n);
         memcpy(out + got, step, w);
         got += w;
@@ -504,7 +504,7 @@ static void scrub(uint8_t ctl, const char *buf, size_t n)
         }
     }
     char *whole = fuzz_dup((const uint8_t *)in, in_n);
-    egress_scrub_buf(&s, whole, in_n);
+    egress_inspect_scrub_buf(&s, whole, in_n);
     FUZZ_CHECK(in_n == 0 || memcmp(out, want, in_n) == 0);
     FUZZ_CHECK(in_n == 0 || memcmp(whole, want, in_n) == 0);
     free(whole);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Fuzz target: seccomp profiles (YAML compiled through libseccomp) and the classic-BPF
  * interpreter that sbxd-init runs to answer a counted denial with its errno
- * (seccomp_prog_eval). The first input byte chooses: a profile's text, or a raw program
+ * (bpf_eval). The first input byte chooses: a profile's text, or a raw program
  * with a syscall to run it over. Checked besides memory safety: a profile compiles or is
  * refused with a message naming its file; a compiled program fits the kernel's bound and
  * runs to a verdict on any syscall; the interpreter ends on any program (a verdict or
@@ -44,7 +44,7 @@ static void profile(const uint8_t *data, size_t size)
         d.nr = nrs[i];
         d.arch = AUDIT_ARCH_X86_64;
         uint32_t v = 0;
-        FUZZ_CHECK(seccomp_prog_eval(insns, n, &d, &v) == 0);
+        FUZZ_CHECK(bpf_eval(insns, n, &d, &v) == 0);
     }
     set = seccomp_set_free(set);
     free(text);
@@ -64,12 +64,12 @@ static void program(const uint8_t *data, size_t size)
     FUZZ_CHECK(insns != NULL);
     memcpy(insns, data + skip, n * sizeof(*insns));
     uint32_t v = 0;
-    int r = seccomp_prog_eval(insns, (uint32_t)n, &d, &v);
+    int r = bpf_eval(insns, (uint32_t)n, &d, &v);
     FUZZ_CHECK(r == 0 || r == -EINVAL);
-    (void)seccomp_prog_notify_errno(insns, (uint32_t)n, &d);
-    (void)seccomp_prog_early_ok(insns, (uint32_t)n, 3);
-    seccomp_prog_strip_notify(insns, (uint32_t)n);
-    FUZZ_CHECK(!seccomp_prog_notifies(insns, (uint32_t)n));
+    (void)bpf_notify_errno(insns, (uint32_t)n, &d);
+    (void)bpf_early_ok(insns, (uint32_t)n, 3);
+    bpf_strip_notify(insns, (uint32_t)n);
+    FUZZ_CHECK(!bpf_notifies(insns, (uint32_t)n));
     free(insns);
 }
 

@@ -147,24 +147,24 @@ static void build(struct hello *h, const char *const *names, size_t n, size_t ch
 
 /* ---- SNI ---- */
 
-static void egress_sni_parse__real_python_hello(void **state)
+static void egress_inspect_sni_parse__real_python_hello(void **state)
 {
     (void)state;
     char host[EGRESS_SNI_SIZE];
-    assert_int_equal(egress_sni_parse(python_hello, sizeof(python_hello), host), 0);
+    assert_int_equal(egress_inspect_sni_parse(python_hello, sizeof(python_hello), host), 0);
     assert_string_equal(host, "api.example.com");
 }
 
-static void egress_sni_parse__every_prefix_asks_for_more(void **state)
+static void egress_inspect_sni_parse__every_prefix_asks_for_more(void **state)
 {
     (void)state;
     char host[EGRESS_SNI_SIZE];
     for (size_t n = 0; n < sizeof(python_hello); n++) {
-        assert_int_equal(egress_sni_parse(python_hello, n, host), -EAGAIN);
+        assert_int_equal(egress_inspect_sni_parse(python_hello, n, host), -EAGAIN);
     }
 }
 
-static void egress_sni_parse__split_across_records(void **state)
+static void egress_inspect_sni_parse__split_across_records(void **state)
 {
     (void)state;
     static struct hello h;
@@ -172,13 +172,13 @@ static void egress_sni_parse__split_across_records(void **state)
     char host[EGRESS_SNI_SIZE];
     for (size_t chunk = 1; chunk <= 64; chunk++) {
         build(&h, names, 1, chunk);
-        assert_int_equal(egress_sni_parse(h.b, h.len, host), 0);
+        assert_int_equal(egress_inspect_sni_parse(h.b, h.len, host), 0);
         assert_string_equal(host, "split.example.org");
-        assert_int_equal(egress_sni_parse(h.b, h.len - 1, host), -EAGAIN);
+        assert_int_equal(egress_inspect_sni_parse(h.b, h.len - 1, host), -EAGAIN);
     }
 }
 
-static void egress_sni_parse__no_name(void **state)
+static void egress_inspect_sni_parse__no_name(void **state)
 {
     (void)state;
     static struct hello h;
@@ -190,25 +190,25 @@ static void egress_sni_parse__no_name(void **state)
     put8(ext, &o, 2);
     put16(ext, &o, 0x0304);
     records(&h, msg, hello_msg(msg, ext, o, true), 1000);
-    assert_int_equal(egress_sni_parse(h.b, h.len, host), -ENOENT);
+    assert_int_equal(egress_inspect_sni_parse(h.b, h.len, host), -ENOENT);
     /* No extensions block at all. */
     records(&h, msg, hello_msg(msg, NULL, 0, false), 1000);
-    assert_int_equal(egress_sni_parse(h.b, h.len, host), -ENOENT);
+    assert_int_equal(egress_inspect_sni_parse(h.b, h.len, host), -ENOENT);
 }
 
-static void egress_sni_parse__refuses_ambiguous_names(void **state)
+static void egress_inspect_sni_parse__refuses_ambiguous_names(void **state)
 {
     (void)state;
     static struct hello h;
     char host[EGRESS_SNI_SIZE];
     const char *two[] = {"a.example.com", "b.example.com"};
     build(&h, two, 2, 1000);
-    assert_int_equal(egress_sni_parse(h.b, h.len, host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse(h.b, h.len, host), -EPROTO);
     const char *bad[][1] = {{"127.0.0.1"}, {"exa mple.com"}, {"-a.com"}, {"a..com"},
                             {""},          {"a.123"}};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         build(&h, bad[i], 1, 1000);
-        assert_int_equal(egress_sni_parse(h.b, h.len, host), -EPROTO);
+        assert_int_equal(egress_inspect_sni_parse(h.b, h.len, host), -EPROTO);
     }
     /* A NUL inside the name: a C string would stop at "evil.com". */
     const char *nul[] = {"evil.comXgood.com"};
@@ -216,10 +216,10 @@ static void egress_sni_parse__refuses_ambiguous_names(void **state)
     uint8_t *x = memchr(h.b, 'X', h.len);
     assert_non_null(x);
     *x = '\0';
-    assert_int_equal(egress_sni_parse(h.b, h.len, host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse(h.b, h.len, host), -EPROTO);
 }
 
-static void egress_sni_parse__encrypted_client_hello(void **state)
+static void egress_inspect_sni_parse__encrypted_client_hello(void **state)
 {
     (void)state;
     static struct hello h;
@@ -232,10 +232,10 @@ static void egress_sni_parse__encrypted_client_hello(void **state)
     put16(ext, &o, 0);
     put16(ext, &o, 0);
     records(&h, msg, hello_msg(msg, ext, o, true), 1000);
-    assert_int_equal(egress_sni_parse(h.b, h.len, host), -EOPNOTSUPP);
+    assert_int_equal(egress_inspect_sni_parse(h.b, h.len, host), -EOPNOTSUPP);
 }
 
-static void egress_sni_parse__duplicate_extension(void **state)
+static void egress_inspect_sni_parse__duplicate_extension(void **state)
 {
     (void)state;
     static struct hello h;
@@ -246,33 +246,33 @@ static void egress_sni_parse__duplicate_extension(void **state)
     size_t o = sni_ext(ext, a, 1);
     o += sni_ext(ext + o, b, 1);
     records(&h, msg, hello_msg(msg, ext, o, true), 1000);
-    assert_int_equal(egress_sni_parse(h.b, h.len, host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse(h.b, h.len, host), -EPROTO);
 }
 
-static void egress_sni_parse__not_tls(void **state)
+static void egress_inspect_sni_parse__not_tls(void **state)
 {
     (void)state;
     char host[EGRESS_SNI_SIZE];
     const char *get = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
-    assert_int_equal(egress_sni_parse((const uint8_t *)get, strlen(get), host), -EPROTO);
-    assert_int_equal(egress_sni_parse((const uint8_t *)get, 1, host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse((const uint8_t *)get, strlen(get), host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse((const uint8_t *)get, 1, host), -EPROTO);
     /* A handshake record that is a ServerHello, not a ClientHello. */
     uint8_t sh[] = {22, 3, 3, 0, 4, 2, 0, 0, 0};
-    assert_int_equal(egress_sni_parse(sh, sizeof(sh), host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse(sh, sizeof(sh), host), -EPROTO);
     /* An alert record. */
     uint8_t alert[] = {21, 3, 3, 0, 2, 2, 40};
-    assert_int_equal(egress_sni_parse(alert, sizeof(alert), host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse(alert, sizeof(alert), host), -EPROTO);
     /* SSLv2-style or bad version. */
     uint8_t v2[] = {22, 2, 0, 0, 4};
-    assert_int_equal(egress_sni_parse(v2, sizeof(v2), host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse(v2, sizeof(v2), host), -EPROTO);
     /* A record of length 0, and one above 2^14. */
     uint8_t zero[] = {22, 3, 1, 0, 0};
-    assert_int_equal(egress_sni_parse(zero, sizeof(zero), host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse(zero, sizeof(zero), host), -EPROTO);
     uint8_t huge[] = {22, 3, 1, 0x40, 0x01};
-    assert_int_equal(egress_sni_parse(huge, sizeof(huge), host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse(huge, sizeof(huge), host), -EPROTO);
 }
 
-static void egress_sni_parse__lengths_are_checked(void **state)
+static void egress_inspect_sni_parse__lengths_are_checked(void **state)
 {
     (void)state;
     static struct hello h;
@@ -284,14 +284,14 @@ static void egress_sni_parse__lengths_are_checked(void **state)
     bad = h;
     size_t ext_len_off = 5 + 4 + 2 + 32 + 1 + 2 + 2 + 1 + 1;
     bad.b[ext_len_off + 1]++;
-    assert_int_equal(egress_sni_parse(bad.b, bad.len, host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse(bad.b, bad.len, host), -EPROTO);
     /* A session id longer than 32. */
     bad = h;
     bad.b[5 + 4 + 2 + 32] = 33;
-    assert_int_equal(egress_sni_parse(bad.b, bad.len, host), -EPROTO);
+    assert_int_equal(egress_inspect_sni_parse(bad.b, bad.len, host), -EPROTO);
     /* A handshake message declared larger than EGRESS_HELLO_MAX. */
     uint8_t big[] = {22, 3, 1, 0, 4, 1, 0x01, 0x00, 0x00};
-    assert_int_equal(egress_sni_parse(big, sizeof(big), host), -E2BIG);
+    assert_int_equal(egress_inspect_sni_parse(big, sizeof(big), host), -E2BIG);
 }
 
 /* ---- scrubbing ---- */
@@ -305,17 +305,17 @@ static void scrub_all(struct egress_scrub *s, const char *in, size_t chunk, char
     *n = 0;
     for (size_t off = 0; off < len; off += chunk) {
         size_t k = len - off < chunk ? len - off : chunk;
-        size_t w = egress_scrub_feed(s, in + off, k, false, buf);
+        size_t w = egress_inspect_scrub_feed(s, in + off, k, false, buf);
         memcpy(out + *n, buf, w);
         *n += w;
     }
-    size_t w = egress_scrub_feed(s, NULL, 0, true, buf);
+    size_t w = egress_inspect_scrub_feed(s, NULL, 0, true, buf);
     memcpy(out + *n, buf, w);
     *n += w;
     out[*n] = '\0';
 }
 
-static void egress_scrub_feed__split_anywhere(void **state)
+static void egress_inspect_scrub_feed__split_anywhere(void **state)
 {
     (void)state;
     const char *in = "{\"auth\": \"Bearer tok-1234567890abcdef\", \"again\": "
@@ -326,7 +326,7 @@ static void egress_scrub_feed__split_anywhere(void **state)
     size_t n;
     for (size_t chunk = 1; chunk <= strlen(in); chunk++) {
         struct egress_scrub s;
-        egress_scrub_init(&s, secret, strlen(secret));
+        egress_inspect_scrub_init(&s, secret, strlen(secret));
         scrub_all(&s, in, chunk, out, &n);
         assert_int_equal(n, strlen(in));
         assert_string_equal(out, want);
@@ -337,7 +337,7 @@ static void egress_scrub_feed__split_anywhere(void **state)
  * "Bearer ...B"), and a secret that overlaps itself. Every byte of each is starred, in any
  * split; before, the whole secret was starred first and the token part before it, no longer
  * matching, stayed readable but for its last byte. */
-static void egress_scrub_feed__overlapping_occurrences(void **state)
+static void egress_inspect_scrub_feed__overlapping_occurrences(void **state)
 {
     (void)state;
     static const struct {
@@ -356,38 +356,39 @@ static void egress_scrub_feed__overlapping_occurrences(void **state)
         for (size_t chunk = 1; chunk <= n; chunk++) {
             struct egress_scrub s;
             size_t got;
-            egress_scrub_init(&s, cases[i].secret, strlen(cases[i].secret));
+            egress_inspect_scrub_init(&s, cases[i].secret, strlen(cases[i].secret));
             scrub_all(&s, cases[i].in, chunk, out, &got);
             assert_int_equal(got, n);
             assert_string_equal(out, cases[i].want);
         }
         struct egress_scrub s;
-        egress_scrub_init(&s, cases[i].secret, strlen(cases[i].secret));
+        egress_inspect_scrub_init(&s, cases[i].secret, strlen(cases[i].secret));
         memcpy(whole, cases[i].in, n + 1);
-        egress_scrub_buf(&s, whole, n);
+        egress_inspect_scrub_buf(&s, whole, n);
         assert_string_equal(whole, cases[i].want);
     }
 }
 
-static void egress_scrub_feed__holds_back_only_a_possible_start(void **state)
+static void egress_inspect_scrub_feed__holds_back_only_a_possible_start(void **state)
 {
     (void)state;
     struct egress_scrub s;
     char out[256];
-    egress_scrub_init(&s, secret, strlen(secret));
-    size_t w = egress_scrub_feed(&s, "0123456789012345678901234567890123456789", 40, false, out);
+    egress_inspect_scrub_init(&s, secret, strlen(secret));
+    size_t w =
+        egress_inspect_scrub_feed(&s, "0123456789012345678901234567890123456789", 40, false, out);
     /* At most the longest pattern minus one byte stays behind. */
     assert_int_equal(w, 40 - (strlen(secret) - 1));
     assert_int_equal(s.held, strlen(secret) - 1);
 }
 
-static void egress_scrub_buf__short_token_part_is_not_a_pattern(void **state)
+static void egress_inspect_scrub_buf__short_token_part_is_not_a_pattern(void **state)
 {
     (void)state;
     struct egress_scrub s;
     char buf[] = "Basic abc and Basic abc";
-    egress_scrub_init(&s, "Basic abc", 9);
-    egress_scrub_buf(&s, buf, strlen(buf));
+    egress_inspect_scrub_init(&s, "Basic abc", 9);
+    egress_inspect_scrub_buf(&s, buf, strlen(buf));
     assert_string_equal(buf, "********* and *********");
     /* "abc" alone (shorter than 8 bytes) is not scrubbed: it would mangle ordinary text. */
     assert_int_equal(s.n, 1);
@@ -398,8 +399,8 @@ static void egress_scrub__without_secret_passes_through(void **state)
     (void)state;
     struct egress_scrub s;
     char out[64];
-    egress_scrub_init(&s, NULL, 0);
-    assert_int_equal(egress_scrub_feed(&s, "hello", 5, false, out), 5);
+    egress_inspect_scrub_init(&s, NULL, 0);
+    assert_int_equal(egress_inspect_scrub_feed(&s, "hello", 5, false, out), 5);
     assert_memory_equal(out, "hello", 5);
 }
 
@@ -409,7 +410,7 @@ static void egress_scrub__without_secret_passes_through(void **state)
  * cut short or split differently, in heap blocks of their exact length (ASan sees any read
  * past the end under SAN=1). Every answer is one of the documented ones; a name is a
  * NUL-terminated lowercase string that fits. */
-static void egress_sni_parse__random_mutations(void **state)
+static void egress_inspect_sni_parse__random_mutations(void **state)
 {
     (void)state;
     static const char *const names[] = {"api.example.com", "a.b", "x"};
@@ -436,7 +437,7 @@ static void egress_sni_parse__random_mutations(void **state)
         memcpy(exact, h.b, h.len);
         char host[EGRESS_SNI_SIZE];
         memset(host, 'Z', sizeof(host));
-        int r = egress_sni_parse(exact, h.len, host);
+        int r = egress_inspect_sni_parse(exact, h.len, host);
         free(exact);
         switch (r) {
         case 0: {
@@ -465,7 +466,7 @@ static void egress_sni_parse__random_mutations(void **state)
             seen[5]++;
             break;
         default:
-            fail_msg("egress_sni_parse returned %d", r);
+            fail_msg("egress_inspect_sni_parse returned %d", r);
         }
     }
     print_message("[  INFO    ] named %zu, more %zu, not tls %zu, no name %zu, ech %zu, big %zu\n",
@@ -476,7 +477,7 @@ static void egress_sni_parse__random_mutations(void **state)
 /* A response stream with the secret, its token part and near misses at random places, fed
  * in random pieces: the output has the input's length and never the secret or its token
  * part; bytes outside the occurrences pass unchanged. */
-static void egress_scrub_feed__random_streams_never_leak(void **state)
+static void egress_inspect_scrub_feed__random_streams_never_leak(void **state)
 {
     (void)state;
     const char *token = secret + strlen("Bearer ");
@@ -520,17 +521,17 @@ static void egress_scrub_feed__random_streams_never_leak(void **state)
             n += len;
         }
         struct egress_scrub s;
-        egress_scrub_init(&s, secret, strlen(secret));
+        egress_inspect_scrub_init(&s, secret, strlen(secret));
         size_t got = 0;
         for (size_t off = 0; off < n;) {
             size_t k = 1 + rnd_below(64);
             k = k > n - off ? n - off : k;
-            size_t w = egress_scrub_feed(&s, in + off, k, false, buf);
+            size_t w = egress_inspect_scrub_feed(&s, in + off, k, false, buf);
             memcpy(out + got, buf, w);
             got += w;
             off += k;
         }
-        got += egress_scrub_feed(&s, NULL, 0, true, out + got);
+        got += egress_inspect_scrub_feed(&s, NULL, 0, true, out + got);
         assert_int_equal(got, n);
         assert_null(memmem(out, got, token, strlen(token)));
         /* Filler can spell the token by chance: then it is hidden too, which is right. */
@@ -545,22 +546,22 @@ static void egress_scrub_feed__random_streams_never_leak(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(egress_sni_parse__real_python_hello),
-        cmocka_unit_test(egress_sni_parse__every_prefix_asks_for_more),
-        cmocka_unit_test(egress_sni_parse__split_across_records),
-        cmocka_unit_test(egress_sni_parse__no_name),
-        cmocka_unit_test(egress_sni_parse__refuses_ambiguous_names),
-        cmocka_unit_test(egress_sni_parse__encrypted_client_hello),
-        cmocka_unit_test(egress_sni_parse__duplicate_extension),
-        cmocka_unit_test(egress_sni_parse__not_tls),
-        cmocka_unit_test(egress_sni_parse__lengths_are_checked),
-        cmocka_unit_test(egress_scrub_feed__split_anywhere),
-        cmocka_unit_test(egress_scrub_feed__overlapping_occurrences),
-        cmocka_unit_test(egress_scrub_feed__holds_back_only_a_possible_start),
-        cmocka_unit_test(egress_scrub_buf__short_token_part_is_not_a_pattern),
+        cmocka_unit_test(egress_inspect_sni_parse__real_python_hello),
+        cmocka_unit_test(egress_inspect_sni_parse__every_prefix_asks_for_more),
+        cmocka_unit_test(egress_inspect_sni_parse__split_across_records),
+        cmocka_unit_test(egress_inspect_sni_parse__no_name),
+        cmocka_unit_test(egress_inspect_sni_parse__refuses_ambiguous_names),
+        cmocka_unit_test(egress_inspect_sni_parse__encrypted_client_hello),
+        cmocka_unit_test(egress_inspect_sni_parse__duplicate_extension),
+        cmocka_unit_test(egress_inspect_sni_parse__not_tls),
+        cmocka_unit_test(egress_inspect_sni_parse__lengths_are_checked),
+        cmocka_unit_test(egress_inspect_scrub_feed__split_anywhere),
+        cmocka_unit_test(egress_inspect_scrub_feed__overlapping_occurrences),
+        cmocka_unit_test(egress_inspect_scrub_feed__holds_back_only_a_possible_start),
+        cmocka_unit_test(egress_inspect_scrub_buf__short_token_part_is_not_a_pattern),
         cmocka_unit_test(egress_scrub__without_secret_passes_through),
-        cmocka_unit_test(egress_sni_parse__random_mutations),
-        cmocka_unit_test(egress_scrub_feed__random_streams_never_leak),
+        cmocka_unit_test(egress_inspect_sni_parse__random_mutations),
+        cmocka_unit_test(egress_inspect_scrub_feed__random_streams_never_leak),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,12 +28,12 @@ static void norm_ok(const char *in, const char *want, bool ip)
 {
     char out[EGRESS_HOST_SIZE];
     bool is_ip = !ip;
-    assert_int_equal(egress_host_normalize(in, strlen(in), out, &is_ip), 0);
+    assert_int_equal(egress_parse_host_normalize(in, strlen(in), out, &is_ip), 0);
     assert_string_equal(out, want);
     assert_true(is_ip == ip);
 }
 
-static void egress_host_normalize__forms(void **state)
+static void egress_parse_host_normalize__forms(void **state)
 {
     (void)state;
     norm_ok("API.Example.COM.", "api.example.com", false);
@@ -49,34 +49,34 @@ static void egress_host_normalize__forms(void **state)
     char out[EGRESS_HOST_SIZE];
     bool ip;
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-        if (egress_host_normalize(bad[i], strlen(bad[i]), out, &ip) != -EINVAL) {
+        if (egress_parse_host_normalize(bad[i], strlen(bad[i]), out, &ip) != -EINVAL) {
             fail_msg("'%s' was accepted as '%s'", bad[i], out);
         }
     }
     char label[80];
     memset(label, 'a', 64);
     label[64] = '\0';
-    assert_int_equal(egress_host_normalize(label, 64, out, &ip), -EINVAL);
-    assert_int_equal(egress_host_normalize(label, 63, out, &ip), 0);
+    assert_int_equal(egress_parse_host_normalize(label, 64, out, &ip), -EINVAL);
+    assert_int_equal(egress_parse_host_normalize(label, 63, out, &ip), 0);
 }
 
-static void egress_authority_parse__ports(void **state)
+static void egress_parse_authority__ports(void **state)
 {
     (void)state;
     struct egress_hostport hp;
-    assert_int_equal(egress_authority_parse("a.com:443", 9, 0, &hp), 0);
+    assert_int_equal(egress_parse_authority("a.com:443", 9, 0, &hp), 0);
     assert_string_equal(hp.host, "a.com");
     assert_int_equal(hp.port, 443);
-    assert_int_equal(egress_authority_parse("a.com", 5, 80, &hp), 0);
+    assert_int_equal(egress_parse_authority("a.com", 5, 80, &hp), 0);
     assert_int_equal(hp.port, 80);
-    assert_int_equal(egress_authority_parse("[::1]:8443", 10, 0, &hp), 0);
+    assert_int_equal(egress_parse_authority("[::1]:8443", 10, 0, &hp), 0);
     assert_string_equal(hp.host, "::1");
     assert_true(hp.is_ip);
     const char *bad[] = {"a.com",    "a.com:",   "a.com:0",        "a.com:65536",
                          "a.com:+1", "a.com:1x", "::1:443",        "[::1]443",
                          "a:b:1",    ":443",     "user@a.com:443", "a.com:443 "};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-        if (egress_authority_parse(bad[i], strlen(bad[i]), 0, &hp) != -EINVAL) {
+        if (egress_parse_authority(bad[i], strlen(bad[i]), 0, &hp) != -EINVAL) {
             fail_msg("'%s' was accepted", bad[i]);
         }
     }
@@ -86,12 +86,12 @@ static bool allowed(const char *entry, const char *authority)
 {
     struct egress_allow a;
     struct egress_hostport hp;
-    assert_int_equal(egress_allow_parse(entry, &a), 0);
-    assert_int_equal(egress_authority_parse(authority, strlen(authority), 0, &hp), 0);
-    return egress_allow_match(&a, &hp);
+    assert_int_equal(egress_parse_allow(entry, &a), 0);
+    assert_int_equal(egress_parse_authority(authority, strlen(authority), 0, &hp), 0);
+    return egress_parse_allow_match(&a, &hp);
 }
 
-static void egress_allow_match__exact_and_wildcard(void **state)
+static void egress_parse_allow_match__exact_and_wildcard(void **state)
 {
     (void)state;
     assert_true(allowed("api.github.com:443", "API.GitHub.com.:443"));
@@ -105,31 +105,31 @@ static void egress_allow_match__exact_and_wildcard(void **state)
     assert_true(allowed("[::1]:8443", "[0::1]:8443"));
     assert_true(allowed("10.0.0.5:443", "10.0.0.5:443"));
     struct egress_allow a;
-    assert_int_equal(egress_allow_parse("*.10.0.0.1:443", &a), -EINVAL);
-    assert_int_equal(egress_allow_parse("example.com", &a), -EINVAL);
-    assert_int_equal(egress_allow_parse("*:443", &a), -EINVAL);
+    assert_int_equal(egress_parse_allow("*.10.0.0.1:443", &a), -EINVAL);
+    assert_int_equal(egress_parse_allow("example.com", &a), -EINVAL);
+    assert_int_equal(egress_parse_allow("*:443", &a), -EINVAL);
 }
 
 /* ---- paths and methods ---- */
 
-static void egress_path_under__whole_segments(void **state)
+static void egress_parse_path_under__whole_segments(void **state)
 {
     (void)state;
-    assert_true(egress_path_under("/v1", 3, "/v1"));
-    assert_true(egress_path_under("/v1/x", 5, "/v1"));
-    assert_false(egress_path_under("/v1x", 4, "/v1"));
-    assert_true(egress_path_under("/v1/x", 5, "/v1/"));
-    assert_false(egress_path_under("/v1", 3, "/v1/"));
-    assert_true(egress_path_under("/anything", 9, "/"));
+    assert_true(egress_parse_path_under("/v1", 3, "/v1"));
+    assert_true(egress_parse_path_under("/v1/x", 5, "/v1"));
+    assert_false(egress_parse_path_under("/v1x", 4, "/v1"));
+    assert_true(egress_parse_path_under("/v1/x", 5, "/v1/"));
+    assert_false(egress_parse_path_under("/v1", 3, "/v1/"));
+    assert_true(egress_parse_path_under("/anything", 9, "/"));
 }
 
-static void egress_path_safe__dots_and_encodings(void **state)
+static void egress_parse_path_safe__dots_and_encodings(void **state)
 {
     (void)state;
     const char *ok[] = {
         "/", "/v1/items", "/v1/items/", "/a-b_c.d~e/f%41g", "/x:y@z;p=1,2", "/a.b/..c/c..", "/%20"};
     for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
-        if (!egress_path_safe(ok[i], strlen(ok[i]))) {
+        if (!egress_parse_path_safe(ok[i], strlen(ok[i]))) {
             fail_msg("'%s' refused", ok[i]);
         }
     }
@@ -137,20 +137,20 @@ static void egress_path_safe__dots_and_encodings(void **state)
                          "//x",  "/%2e%2e/x", "/%2E./x",  "/a%2fb",  "/a%5cb", "/a%00", "/a%0a",
                          "/a%4", "/a%zz",     "/a b",     "/a\\b",   "/a\"b",  "/a<b",  "/a{b"};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-        if (egress_path_safe(bad[i], strlen(bad[i]))) {
+        if (egress_parse_path_safe(bad[i], strlen(bad[i]))) {
             fail_msg("'%s' accepted", bad[i]);
         }
     }
 }
 
-static void egress_method_bit__exact(void **state)
+static void egress_parse_method_bit__exact(void **state)
 {
     (void)state;
-    assert_int_equal(egress_method_bit("GET", 3), EGRESS_METHOD_GET);
-    assert_int_equal(egress_method_bit("OPTIONS", 7), EGRESS_METHOD_OPTIONS);
-    assert_int_equal(egress_method_bit("get", 3), 0);
-    assert_int_equal(egress_method_bit("TRACE", 5), 0);
-    assert_int_equal(egress_method_bit("GETX", 3), EGRESS_METHOD_GET);
+    assert_int_equal(egress_parse_method_bit("GET", 3), EGRESS_METHOD_GET);
+    assert_int_equal(egress_parse_method_bit("OPTIONS", 7), EGRESS_METHOD_OPTIONS);
+    assert_int_equal(egress_parse_method_bit("get", 3), 0);
+    assert_int_equal(egress_parse_method_bit("TRACE", 5), 0);
+    assert_int_equal(egress_parse_method_bit("GETX", 3), EGRESS_METHOD_GET);
 }
 
 /* ---- request heads ---- */
@@ -158,12 +158,12 @@ static void egress_method_bit__exact(void **state)
 static int req(const char *text, struct egress_request *r, const char **why)
 {
     size_t n = strlen(text);
-    size_t hl = egress_head_end(text, n);
+    size_t hl = egress_parse_head_end(text, n);
     assert_int_equal(hl, n);
-    return egress_request_parse(text, hl, r, why);
+    return egress_parse_request(text, hl, r, why);
 }
 
-static void egress_request_parse__absolute_form(void **state)
+static void egress_parse_request__absolute_form(void **state)
 {
     (void)state;
     static struct egress_request r;
@@ -192,7 +192,7 @@ static void egress_request_parse__absolute_form(void **state)
     assert_int_equal(r.version_minor, 0);
 }
 
-static void egress_request_parse__origin_form_and_connect(void **state)
+static void egress_parse_request__origin_form_and_connect(void **state)
 {
     (void)state;
     static struct egress_request r;
@@ -217,7 +217,7 @@ static void egress_request_parse__origin_form_and_connect(void **state)
     assert_int_equal(r.method_bit, 0);
 }
 
-static void egress_request_parse__refuses_ambiguity(void **state)
+static void egress_parse_request__refuses_ambiguity(void **state)
 {
     (void)state;
     static struct egress_request r;
@@ -258,8 +258,8 @@ static void egress_request_parse__refuses_ambiguity(void **state)
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         const char *why = NULL;
         size_t n = strlen(bad[i]);
-        size_t hl = egress_head_end(bad[i], n);
-        if (hl == 0 || egress_request_parse(bad[i], hl, &r, &why) != -EINVAL) {
+        size_t hl = egress_parse_head_end(bad[i], n);
+        if (hl == 0 || egress_parse_request(bad[i], hl, &r, &why) != -EINVAL) {
             fail_msg("accepted: %s", bad[i]);
         }
         assert_non_null(why);
@@ -273,7 +273,7 @@ static void egress_request_parse__refuses_ambiguity(void **state)
     assert_int_equal(r.framing, EGRESS_BODY_LENGTH);
 }
 
-static void egress_request_parse__header_bound(void **state)
+static void egress_parse_request__header_bound(void **state)
 {
     (void)state;
     static struct egress_request r;
@@ -284,19 +284,19 @@ static void egress_request_parse__header_bound(void **state)
     }
     o += (size_t)snprintf(text + o, sizeof(text) - o, "\r\n");
     const char *why = NULL;
-    assert_int_equal(egress_request_parse(text, o, &r, &why), -EINVAL);
+    assert_int_equal(egress_parse_request(text, o, &r, &why), -EINVAL);
     assert_string_equal(why, "too many headers");
 }
 
-static void egress_head_end__finds_crlfcrlf(void **state)
+static void egress_parse_head_end__finds_crlfcrlf(void **state)
 {
     (void)state;
-    assert_int_equal(egress_head_end("GET / HTTP/1.1\r\n\r\nbody", 22), 18);
-    assert_int_equal(egress_head_end("GET / HTTP/1.1\r\n\r", 17), 0);
-    assert_int_equal(egress_head_end("GET / HTTP/1.1\n\n", 16), 0);
+    assert_int_equal(egress_parse_head_end("GET / HTTP/1.1\r\n\r\nbody", 22), 18);
+    assert_int_equal(egress_parse_head_end("GET / HTTP/1.1\r\n\r", 17), 0);
+    assert_int_equal(egress_parse_head_end("GET / HTTP/1.1\n\n", 16), 0);
 }
 
-static void egress_header_hop_by_hop__connection_tokens(void **state)
+static void egress_parse_header_hop_by_hop__connection_tokens(void **state)
 {
     (void)state;
     static struct egress_request r;
@@ -309,7 +309,7 @@ static void egress_header_hop_by_hop__connection_tokens(void **state)
         0);
     bool hop[8];
     for (size_t i = 0; i < r.n_headers; i++) {
-        hop[i] = egress_header_hop_by_hop(&r.headers[i], r.headers, r.n_headers);
+        hop[i] = egress_parse_header_hop_by_hop(&r.headers[i], r.headers, r.n_headers);
     }
     assert_true(hop[0]);  /* Connection */
     assert_true(hop[1]);  /* X-Secret, named by Connection */
@@ -325,10 +325,10 @@ static void egress_header_hop_by_hop__connection_tokens(void **state)
 static int resp(const char *text, bool head, struct egress_response *r)
 {
     const char *why = NULL;
-    return egress_response_parse(text, strlen(text), head, r, &why);
+    return egress_parse_response(text, strlen(text), head, r, &why);
 }
 
-static void egress_response_parse__framing(void **state)
+static void egress_parse_response__framing(void **state)
 {
     (void)state;
     static struct egress_response r;
@@ -361,7 +361,7 @@ static void egress_response_parse__framing(void **state)
  * order); chunked last frames the body, any other last coding leaves it to the close. What
  * is not a list of codings, or chunks twice, is refused: the task's HTTP client would read
  * it differently from the proxy. */
-static void egress_response_parse__transfer_codings(void **state)
+static void egress_parse_response__transfer_codings(void **state)
 {
     (void)state;
     static struct egress_response r;
@@ -422,7 +422,7 @@ static int feed(struct egress_body *b, const char *text, size_t chunk, struct si
     for (size_t off = 0; off < len && !b->done; off += chunk) {
         size_t k = len - off < chunk ? len - off : chunk;
         size_t u = 0;
-        int r = egress_body_feed(b, text + off, k, &u, sink_cb, s);
+        int r = egress_parse_body_feed(b, text + off, k, &u, sink_cb, s);
         if (r < 0) {
             return r;
         }
@@ -434,7 +434,7 @@ static int feed(struct egress_body *b, const char *text, size_t chunk, struct si
     return 0;
 }
 
-static void egress_body_feed__chunked_any_split(void **state)
+static void egress_parse_body_feed__chunked_any_split(void **state)
 {
     (void)state;
     const char *wire = "5;ext=1\r\nhello\r\n1A\r\n, the chunked body goes on\r\n0\r\n"
@@ -444,7 +444,7 @@ static void egress_body_feed__chunked_any_split(void **state)
         struct egress_body b;
         struct sink s = {.n = 0};
         size_t used = 0;
-        egress_body_init(&b, EGRESS_BODY_CHUNKED, 0);
+        egress_parse_body_init(&b, EGRESS_BODY_CHUNKED, 0);
         assert_int_equal(feed(&b, wire, chunk, &s, &used), 0);
         assert_true(b.done);
         assert_int_equal(used, body_end); /* nothing of the next message */
@@ -453,7 +453,7 @@ static void egress_body_feed__chunked_any_split(void **state)
     }
 }
 
-static void egress_body_feed__chunked_malformed(void **state)
+static void egress_parse_body_feed__chunked_malformed(void **state)
 {
     (void)state;
     const char *bad[] = {
@@ -476,7 +476,7 @@ static void egress_body_feed__chunked_malformed(void **state)
         struct egress_body b;
         struct sink s = {.n = 0};
         size_t used = 0;
-        egress_body_init(&b, EGRESS_BODY_CHUNKED, 0);
+        egress_parse_body_init(&b, EGRESS_BODY_CHUNKED, 0);
         if (feed(&b, bad[i], 1, &s, &used) != -EINVAL) {
             fail_msg("accepted chunked body: %s", bad[i]);
         }
@@ -489,26 +489,26 @@ static void egress_body_feed__chunked_malformed(void **state)
     struct egress_body b;
     struct sink s = {.n = 0};
     size_t used = 0;
-    egress_body_init(&b, EGRESS_BODY_CHUNKED, 0);
+    egress_parse_body_init(&b, EGRESS_BODY_CHUNKED, 0);
     assert_int_equal(feed(&b, longext, 4096, &s, &used), -EINVAL);
 }
 
-static void egress_body_feed__length_and_none(void **state)
+static void egress_parse_body_feed__length_and_none(void **state)
 {
     (void)state;
     struct egress_body b;
     struct sink s = {.n = 0};
     size_t used = 0;
-    egress_body_init(&b, EGRESS_BODY_LENGTH, 5);
+    egress_parse_body_init(&b, EGRESS_BODY_LENGTH, 5);
     assert_int_equal(feed(&b, "helloEXTRA", 3, &s, &used), 0);
     assert_true(b.done);
     assert_int_equal(used, 5);
     assert_memory_equal(s.buf, "hello", 5);
-    egress_body_init(&b, EGRESS_BODY_NONE, 0);
+    egress_parse_body_init(&b, EGRESS_BODY_NONE, 0);
     assert_true(b.done);
-    egress_body_init(&b, EGRESS_BODY_LENGTH, 0);
+    egress_parse_body_init(&b, EGRESS_BODY_LENGTH, 0);
     assert_true(b.done);
-    egress_body_init(&b, EGRESS_BODY_CLOSE, 0);
+    egress_parse_body_init(&b, EGRESS_BODY_CLOSE, 0);
     s.n = 0;
     assert_int_equal(feed(&b, "until the end", 4, &s, &used), 0);
     assert_false(b.done);
@@ -668,11 +668,11 @@ static void egress_parsers__random_mutations_stay_in_bounds(void **state)
         switch (iter % 4) {
         case 0: {
             b = mutate(requests[rnd_below(ARRAY_SIZE(requests))], &n);
-            size_t hl = egress_head_end(b, n);
+            size_t hl = egress_parse_head_end(b, n);
             assert_true(hl <= n);
             struct egress_request r;
             const char *why = NULL;
-            if (hl > 0 && egress_request_parse(b, hl, &r, &why) == 0) {
+            if (hl > 0 && egress_parse_request(b, hl, &r, &why) == 0) {
                 assert_true(r.n_headers <= EGRESS_HEADERS_MAX);
                 assert_true(inside(r.target, r.target_len, b, hl));
                 assert_true(inside(r.path, r.path_len, b, hl) || r.path_len == 1);
@@ -680,7 +680,7 @@ static void egress_parsers__random_mutations_stay_in_bounds(void **state)
                 for (size_t i = 0; i < r.n_headers; i++) {
                     assert_true(inside(r.headers[i].name, r.headers[i].name_len, b, hl));
                     assert_true(inside(r.headers[i].value, r.headers[i].value_len, b, hl));
-                    (void)egress_header_hop_by_hop(&r.headers[i], r.headers, r.n_headers);
+                    (void)egress_parse_header_hop_by_hop(&r.headers[i], r.headers, r.n_headers);
                 }
                 assert_true(memchr(r.method, '\0', sizeof(r.method)) != NULL);
                 parsed[0]++;
@@ -692,10 +692,10 @@ static void egress_parsers__random_mutations_stay_in_bounds(void **state)
         }
         case 1: {
             b = mutate(responses[rnd_below(ARRAY_SIZE(responses))], &n);
-            size_t hl = egress_head_end(b, n);
+            size_t hl = egress_parse_head_end(b, n);
             struct egress_response r;
             const char *why = NULL;
-            if (hl > 0 && egress_response_parse(b, hl, rnd_below(2), &r, &why) == 0) {
+            if (hl > 0 && egress_parse_response(b, hl, rnd_below(2), &r, &why) == 0) {
                 assert_true(r.status >= 100 && r.status <= 999);
                 assert_true(inside(r.status_line, r.status_line_len, b, hl));
                 assert_true(r.n_headers <= EGRESS_HEADERS_MAX);
@@ -708,15 +708,15 @@ static void egress_parsers__random_mutations_stay_in_bounds(void **state)
         case 2: {
             b = mutate(bodies[rnd_below(ARRAY_SIZE(bodies))], &n);
             struct egress_body body;
-            egress_body_init(&body, rnd_below(2) ? EGRESS_BODY_CHUNKED : EGRESS_BODY_LENGTH,
-                             rnd_below(40));
+            egress_parse_body_init(&body, rnd_below(2) ? EGRESS_BODY_CHUNKED : EGRESS_BODY_LENGTH,
+                                   rnd_below(40));
             size_t emitted = 0, offered = 0;
             for (size_t off = 0; off < n && !body.done;) {
                 size_t k = 1 + rnd_below(8);
                 k = k > n - off ? n - off : k;
                 size_t used = 0;
                 offered += k;
-                if (egress_body_feed(&body, b + off, k, &used, count_cb, &emitted) < 0) {
+                if (egress_parse_body_feed(&body, b + off, k, &used, count_cb, &emitted) < 0) {
                     break;
                 }
                 assert_true(used <= k);
@@ -730,13 +730,13 @@ static void egress_parsers__random_mutations_stay_in_bounds(void **state)
         default: {
             b = mutate(hosts[rnd_below(ARRAY_SIZE(hosts))], &n);
             struct egress_hostport hp;
-            (void)egress_authority_parse(b, n, 443, &hp);
+            (void)egress_parse_authority(b, n, 443, &hp);
             char out[EGRESS_HOST_SIZE];
             bool ip;
-            (void)egress_host_normalize(b, n, out, &ip);
-            (void)egress_path_safe(b, n);
-            (void)egress_path_under(b, n, "/v1");
-            (void)egress_method_bit(b, n);
+            (void)egress_parse_host_normalize(b, n, out, &ip);
+            (void)egress_parse_path_safe(b, n);
+            (void)egress_parse_path_under(b, n, "/v1");
+            (void)egress_parse_method_bit(b, n);
             break;
         }
         }
@@ -754,23 +754,23 @@ static void egress_parsers__random_mutations_stay_in_bounds(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(egress_host_normalize__forms),
-        cmocka_unit_test(egress_authority_parse__ports),
-        cmocka_unit_test(egress_allow_match__exact_and_wildcard),
-        cmocka_unit_test(egress_path_under__whole_segments),
-        cmocka_unit_test(egress_path_safe__dots_and_encodings),
-        cmocka_unit_test(egress_method_bit__exact),
-        cmocka_unit_test(egress_request_parse__absolute_form),
-        cmocka_unit_test(egress_request_parse__origin_form_and_connect),
-        cmocka_unit_test(egress_request_parse__refuses_ambiguity),
-        cmocka_unit_test(egress_request_parse__header_bound),
-        cmocka_unit_test(egress_head_end__finds_crlfcrlf),
-        cmocka_unit_test(egress_header_hop_by_hop__connection_tokens),
-        cmocka_unit_test(egress_response_parse__framing),
-        cmocka_unit_test(egress_response_parse__transfer_codings),
-        cmocka_unit_test(egress_body_feed__chunked_any_split),
-        cmocka_unit_test(egress_body_feed__chunked_malformed),
-        cmocka_unit_test(egress_body_feed__length_and_none),
+        cmocka_unit_test(egress_parse_host_normalize__forms),
+        cmocka_unit_test(egress_parse_authority__ports),
+        cmocka_unit_test(egress_parse_allow_match__exact_and_wildcard),
+        cmocka_unit_test(egress_parse_path_under__whole_segments),
+        cmocka_unit_test(egress_parse_path_safe__dots_and_encodings),
+        cmocka_unit_test(egress_parse_method_bit__exact),
+        cmocka_unit_test(egress_parse_request__absolute_form),
+        cmocka_unit_test(egress_parse_request__origin_form_and_connect),
+        cmocka_unit_test(egress_parse_request__refuses_ambiguity),
+        cmocka_unit_test(egress_parse_request__header_bound),
+        cmocka_unit_test(egress_parse_head_end__finds_crlfcrlf),
+        cmocka_unit_test(egress_parse_header_hop_by_hop__connection_tokens),
+        cmocka_unit_test(egress_parse_response__framing),
+        cmocka_unit_test(egress_parse_response__transfer_codings),
+        cmocka_unit_test(egress_parse_body_feed__chunked_any_split),
+        cmocka_unit_test(egress_parse_body_feed__chunked_malformed),
+        cmocka_unit_test(egress_parse_body_feed__length_and_none),
         cmocka_unit_test(egress_env_rewrite__replaces_proxy_variables),
         cmocka_unit_test(egress_env_rewrite__bounds),
         cmocka_unit_test(egress_parsers__random_mutations_stay_in_bounds),

@@ -25,7 +25,7 @@ static char *render(struct metric_registry *r)
 {
     char *out = NULL;
     size_t len = 0;
-    assert_int_equal(metrics_render(r, &out, &len), 0);
+    assert_int_equal(registry_render(r, &out, &len), 0);
     assert_non_null(out);
     assert_int_equal(strlen(out), len);
     return out;
@@ -50,7 +50,7 @@ static bool has_line(const char *text, const char *line)
         }                                                                                          \
     } while (0)
 
-static void metrics_family_new__rejects_bad_definitions(void **state)
+static void registry_family_new__rejects_bad_definitions(void **state)
 {
     (void)state;
     struct metric_registry *r = NULL;
@@ -63,52 +63,52 @@ static void metrics_family_new__rejects_bad_definitions(void **state)
     const char *dash[] = {"a-b"};
     const double buckets[] = {1, 2};
     const double unsorted[] = {2, 1};
-    metrics_registry_new(&r);
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "1abc", "", NULL, 0, NULL, 0, &f, &e),
+    registry_new(&r);
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "1abc", "", NULL, 0, NULL, 0, &f, &e),
                      -EINVAL);
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "a-b", "", NULL, 0, NULL, 0, &f, &e),
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "a-b", "", NULL, 0, NULL, 0, &f, &e),
                      -EINVAL);
-    assert_int_equal(metrics_family_new(r, METRIC_COUNTER, "x_count", "", NULL, 0, NULL, 0, &f, &e),
-                     -EINVAL);
+    assert_int_equal(
+        registry_family_new(r, METRIC_COUNTER, "x_count", "", NULL, 0, NULL, 0, &f, &e), -EINVAL);
     assert_non_null(strstr(e.msg, "_total"));
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "x_total", "", NULL, 0, NULL, 0, &f, &e),
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "x_total", "", NULL, 0, NULL, 0, &f, &e),
                      -EINVAL);
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "g", "", bad_label, 1, NULL, 0, &f, &e),
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "g", "", bad_label, 1, NULL, 0, &f, &e),
                      -EINVAL);
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "g", "", dash, 1, NULL, 0, &f, &e),
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "g", "", dash, 1, NULL, 0, &f, &e),
                      -EINVAL);
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "g", "", twice, 2, NULL, 0, &f, &e),
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "g", "", twice, 2, NULL, 0, &f, &e),
                      -EINVAL);
     assert_int_equal(
-        metrics_family_new(r, METRIC_HISTOGRAM, "h_seconds", "", le, 1, buckets, 2, &f, &e),
+        registry_family_new(r, METRIC_HISTOGRAM, "h_seconds", "", le, 1, buckets, 2, &f, &e),
         -EINVAL);
     assert_int_equal(
-        metrics_family_new(r, METRIC_HISTOGRAM, "h_seconds", "", pool, 1, unsorted, 2, &f, &e),
+        registry_family_new(r, METRIC_HISTOGRAM, "h_seconds", "", pool, 1, unsorted, 2, &f, &e),
         -EINVAL);
     assert_int_equal(
-        metrics_family_new(r, METRIC_HISTOGRAM, "h_seconds", "", pool, 1, NULL, 0, &f, &e),
+        registry_family_new(r, METRIC_HISTOGRAM, "h_seconds", "", pool, 1, NULL, 0, &f, &e),
         -EINVAL);
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "g", "", NULL, 0, buckets, 2, &f, &e),
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "g", "", NULL, 0, buckets, 2, &f, &e),
                      -EINVAL);
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "ns:g", "", pool, 1, NULL, 0, &f, &e), 0);
-    assert_int_equal(metrics_family_new(r, METRIC_COUNTER, "ns:g", "", NULL, 0, NULL, 0, &f, &e),
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "ns:g", "", pool, 1, NULL, 0, &f, &e), 0);
+    assert_int_equal(registry_family_new(r, METRIC_COUNTER, "ns:g", "", NULL, 0, NULL, 0, &f, &e),
                      -EINVAL);
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "ns:g", "", NULL, 0, NULL, 0, &f, &e),
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "ns:g", "", NULL, 0, NULL, 0, &f, &e),
                      -EEXIST);
-    metrics_registry_free(r);
+    registry_free(r);
 }
 
-static void metrics_render__help_type_and_unlabelled_zero(void **state)
+static void registry_render__help_type_and_unlabelled_zero(void **state)
 {
     (void)state;
     struct metric_registry *r = NULL;
     struct metric_family *c = NULL, *g = NULL;
-    metrics_registry_new(&r);
-    assert_int_equal(metrics_family_new(r, METRIC_COUNTER, "jobs_total", "Jobs done.", NULL, 0,
-                                        NULL, 0, &c, NULL),
+    registry_new(&r);
+    assert_int_equal(registry_family_new(r, METRIC_COUNTER, "jobs_total", "Jobs done.", NULL, 0,
+                                         NULL, 0, &c, NULL),
                      0);
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "depth", "Back\\slash\nand newline.", NULL,
-                                        0, NULL, 0, &g, NULL),
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "depth", "Back\\slash\nand newline.",
+                                         NULL, 0, NULL, 0, &g, NULL),
                      0);
     char *out = render(r);
     assert_string_equal(out, "# HELP jobs_total Jobs done.\n"
@@ -118,35 +118,35 @@ static void metrics_render__help_type_and_unlabelled_zero(void **state)
                              "# TYPE depth gauge\n"
                              "depth 0\n");
     free(out);
-    metrics_inc(metrics_series(c, NULL));
-    metrics_add(metrics_series(c, NULL), 2.5);
-    metrics_add(metrics_series(c, NULL), -10); /* counters never go down */
-    metrics_set(metrics_series(g, NULL), -3);
+    registry_inc(registry_series(c, NULL));
+    registry_add(registry_series(c, NULL), 2.5);
+    registry_add(registry_series(c, NULL), -10); /* counters never go down */
+    registry_set(registry_series(g, NULL), -3);
     out = render(r);
     assert_line(out, "jobs_total 3.5");
     assert_line(out, "depth -3");
     free(out);
-    metrics_registry_free(r);
+    registry_free(r);
 }
 
-static void metrics_render__escapes_label_values(void **state)
+static void registry_render__escapes_label_values(void **state)
 {
     (void)state;
     struct metric_registry *r = NULL;
     struct metric_family *f = NULL;
     const char *labels[] = {"a", "b"};
     const char *values[] = {"quo\"te", "back\\slash\nline"};
-    metrics_registry_new(&r);
+    registry_new(&r);
     assert_int_equal(
-        metrics_family_new(r, METRIC_COUNTER, "esc_total", "", labels, 2, NULL, 0, &f, NULL), 0);
-    metrics_inc(metrics_series(f, values));
+        registry_family_new(r, METRIC_COUNTER, "esc_total", "", labels, 2, NULL, 0, &f, NULL), 0);
+    registry_inc(registry_series(f, values));
     char *out = render(r);
     assert_line(out, "esc_total{a=\"quo\\\"te\",b=\"back\\\\slash\\nline\"} 1");
     free(out);
-    metrics_registry_free(r);
+    registry_free(r);
 }
 
-static void metrics_render__histogram_buckets_cumulative_with_inf(void **state)
+static void registry_render__histogram_buckets_cumulative_with_inf(void **state)
 {
     (void)state;
     struct metric_registry *r = NULL;
@@ -154,15 +154,15 @@ static void metrics_render__histogram_buckets_cumulative_with_inf(void **state)
     const char *labels[] = {"pool"};
     const char *values[] = {"python"};
     const double buckets[] = {0.1, 0.5, 1};
-    metrics_registry_new(&r);
-    assert_int_equal(metrics_family_new(r, METRIC_HISTOGRAM, "lat_seconds", "Latency.", labels, 1,
-                                        buckets, 3, &f, NULL),
+    registry_new(&r);
+    assert_int_equal(registry_family_new(r, METRIC_HISTOGRAM, "lat_seconds", "Latency.", labels, 1,
+                                         buckets, 3, &f, NULL),
                      0);
-    struct metric_series *s = metrics_series(f, values);
-    metrics_observe(s, 0.05);
-    metrics_observe(s, 0.1); /* upper bounds are inclusive */
-    metrics_observe(s, 0.75);
-    metrics_observe(s, 100);
+    struct metric_series *s = registry_series(f, values);
+    registry_observe(s, 0.05);
+    registry_observe(s, 0.1); /* upper bounds are inclusive */
+    registry_observe(s, 0.75);
+    registry_observe(s, 100);
     char *out = render(r);
     assert_string_equal(out, "# HELP lat_seconds Latency.\n"
                              "# TYPE lat_seconds histogram\n"
@@ -173,30 +173,31 @@ static void metrics_render__histogram_buckets_cumulative_with_inf(void **state)
                              "lat_seconds_sum{pool=\"python\"} 100.9\n"
                              "lat_seconds_count{pool=\"python\"} 4\n");
     free(out);
-    assert_true(metrics_value(s) == 4);
-    metrics_registry_free(r);
+    assert_true(registry_value(s) == 4);
+    registry_free(r);
 }
 
-static void metrics_render__unlabelled_histogram_has_only_le(void **state)
+static void registry_render__unlabelled_histogram_has_only_le(void **state)
 {
     (void)state;
     struct metric_registry *r = NULL;
     struct metric_family *f = NULL;
     const double buckets[] = {0.001};
-    metrics_registry_new(&r);
+    registry_new(&r);
     assert_int_equal(
-        metrics_family_new(r, METRIC_HISTOGRAM, "b_seconds", "", NULL, 0, buckets, 1, &f, NULL), 0);
-    metrics_observe(metrics_series(f, NULL), 0.0001);
+        registry_family_new(r, METRIC_HISTOGRAM, "b_seconds", "", NULL, 0, buckets, 1, &f, NULL),
+        0);
+    registry_observe(registry_series(f, NULL), 0.0001);
     char *out = render(r);
     assert_line(out, "b_seconds_bucket{le=\"0.001\"} 1");
     assert_line(out, "b_seconds_bucket{le=\"+Inf\"} 1");
     assert_line(out, "b_seconds_sum 0.0001");
     assert_line(out, "b_seconds_count 1");
     free(out);
-    metrics_registry_free(r);
+    registry_free(r);
 }
 
-static void metrics_render__values_are_prometheus_floats(void **state)
+static void registry_render__values_are_prometheus_floats(void **state)
 {
     (void)state;
     struct metric_registry *r = NULL;
@@ -205,10 +206,11 @@ static void metrics_render__values_are_prometheus_floats(void **state)
     const char *names[] = {"tenth", "tiny", "big", "inf", "nan", "int"};
     const double vals[] = {0.1, 1e-05, 1e20, INFINITY, NAN, 123456789012};
     const char *want[] = {"0.1", "1e-05", "1e+20", "+Inf", "NaN", "123456789012"};
-    metrics_registry_new(&r);
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "f", "", labels, 1, NULL, 0, &f, NULL), 0);
+    registry_new(&r);
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "f", "", labels, 1, NULL, 0, &f, NULL),
+                     0);
     for (size_t i = 0; i < 6; i++) {
-        metrics_set(metrics_series(f, &names[i]), vals[i]);
+        registry_set(registry_series(f, &names[i]), vals[i]);
     }
     char *out = render(r);
     for (size_t i = 0; i < 6; i++) {
@@ -217,10 +219,10 @@ static void metrics_render__values_are_prometheus_floats(void **state)
         assert_line(out, line);
     }
     free(out);
-    metrics_registry_free(r);
+    registry_free(r);
 }
 
-static void metrics_series__same_labels_same_series(void **state)
+static void registry_series__same_labels_same_series(void **state)
 {
     (void)state;
     struct metric_registry *r = NULL;
@@ -229,16 +231,16 @@ static void metrics_series__same_labels_same_series(void **state)
     const char *a[] = {"python", "exited"};
     const char *a2[] = {"python", "exited"};
     const char *b[] = {"python", "timeout"};
-    metrics_registry_new(&r);
+    registry_new(&r);
     assert_int_equal(
-        metrics_family_new(r, METRIC_COUNTER, "t_total", "", labels, 2, NULL, 0, &f, NULL), 0);
-    struct metric_series *s = metrics_series(f, a);
-    assert_ptr_equal(metrics_series(f, a2), s);
-    assert_ptr_not_equal(metrics_series(f, b), s);
-    metrics_registry_free(r);
+        registry_family_new(r, METRIC_COUNTER, "t_total", "", labels, 2, NULL, 0, &f, NULL), 0);
+    struct metric_series *s = registry_series(f, a);
+    assert_ptr_equal(registry_series(f, a2), s);
+    assert_ptr_not_equal(registry_series(f, b), s);
+    registry_free(r);
 }
 
-static void metrics_series__invalid_utf8_and_long_values_are_cleaned(void **state)
+static void registry_series__invalid_utf8_and_long_values_are_cleaned(void **state)
 {
     (void)state;
     struct metric_registry *r = NULL;
@@ -250,34 +252,35 @@ static void metrics_series__invalid_utf8_and_long_values_are_cleaned(void **stat
     const char *bad[] = {"a\xff"
                          "b\xc3\xa9"};
     const char *lng[] = {longv};
-    metrics_registry_new(&r);
-    assert_int_equal(metrics_family_new(r, METRIC_GAUGE, "u", "", labels, 1, NULL, 0, &f, NULL), 0);
-    struct metric_series *s = metrics_series(f, bad);
-    assert_ptr_equal(metrics_series(f, bad), s);
-    metrics_set(metrics_series(f, lng), 1);
+    registry_new(&r);
+    assert_int_equal(registry_family_new(r, METRIC_GAUGE, "u", "", labels, 1, NULL, 0, &f, NULL),
+                     0);
+    struct metric_series *s = registry_series(f, bad);
+    assert_ptr_equal(registry_series(f, bad), s);
+    registry_set(registry_series(f, lng), 1);
     char *out = render(r);
     assert_line(out, "u{v=\"a?b\xc3\xa9\"} 0");
     char want[METRICS_MAX_VALUE_LEN + 32];
     snprintf(want, sizeof(want), "u{v=\"%.*s\"} 1", METRICS_MAX_VALUE_LEN, longv);
     assert_line(out, want);
     free(out);
-    metrics_registry_free(r);
+    registry_free(r);
 }
 
-static void metrics_series__bounded_with_overflow_series(void **state)
+static void registry_series__bounded_with_overflow_series(void **state)
 {
     (void)state;
     struct metric_registry *r = NULL;
     struct metric_family *f = NULL;
     const char *labels[] = {"id"};
-    metrics_registry_new(&r);
+    registry_new(&r);
     assert_int_equal(
-        metrics_family_new(r, METRIC_COUNTER, "ids_total", "", labels, 1, NULL, 0, &f, NULL), 0);
+        registry_family_new(r, METRIC_COUNTER, "ids_total", "", labels, 1, NULL, 0, &f, NULL), 0);
     for (int i = 0; i < METRICS_MAX_SERIES + 10; i++) {
         char v[16];
         snprintf(v, sizeof(v), "%d", i);
         const char *vals[] = {v};
-        metrics_inc(metrics_series(f, vals));
+        registry_inc(registry_series(f, vals));
     }
     char *out = render(r);
     assert_line(out, "ids_total{id=\"0\"} 1");
@@ -285,7 +288,7 @@ static void metrics_series__bounded_with_overflow_series(void **state)
     assert_null(strstr(out, "ids_total{id=\"256\"}"));
     assert_line(out, "ids_total{id=\"other\"} 10");
     free(out);
-    metrics_registry_free(r);
+    registry_free(r);
 }
 
 struct observer {
@@ -297,24 +300,25 @@ static void *observe_many(void *arg)
 {
     struct observer *o = arg;
     for (int i = 0; i < 100000; i++) {
-        metrics_observe(o->hist, 0.5);
-        metrics_inc(o->counter);
+        registry_observe(o->hist, 0.5);
+        registry_inc(o->counter);
     }
     return NULL;
 }
 
-static void metrics_observe__atomic_across_threads(void **state)
+static void registry_observe__atomic_across_threads(void **state)
 {
     (void)state;
     struct metric_registry *r = NULL;
     struct metric_family *h = NULL, *c = NULL;
     const double buckets[] = {1};
-    metrics_registry_new(&r);
+    registry_new(&r);
     assert_int_equal(
-        metrics_family_new(r, METRIC_HISTOGRAM, "x_seconds", "", NULL, 0, buckets, 1, &h, NULL), 0);
+        registry_family_new(r, METRIC_HISTOGRAM, "x_seconds", "", NULL, 0, buckets, 1, &h, NULL),
+        0);
     assert_int_equal(
-        metrics_family_new(r, METRIC_COUNTER, "x_total", "", NULL, 0, NULL, 0, &c, NULL), 0);
-    struct observer o = {metrics_series(h, NULL), metrics_series(c, NULL)};
+        registry_family_new(r, METRIC_COUNTER, "x_total", "", NULL, 0, NULL, 0, &c, NULL), 0);
+    struct observer o = {registry_series(h, NULL), registry_series(c, NULL)};
     pthread_t th[4];
     for (int i = 0; i < 4; i++) {
         assert_int_equal(pthread_create(&th[i], NULL, observe_many, &o), 0);
@@ -322,13 +326,13 @@ static void metrics_observe__atomic_across_threads(void **state)
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
     }
-    assert_true(metrics_value(o.hist) == 400000);
-    assert_true(metrics_value(o.counter) == 400000);
+    assert_true(registry_value(o.hist) == 400000);
+    assert_true(registry_value(o.counter) == 400000);
     char *out = render(r);
     assert_line(out, "x_seconds_sum 200000");
     assert_line(out, "x_seconds_bucket{le=\"+Inf\"} 400000");
     free(out);
-    metrics_registry_free(r);
+    registry_free(r);
 }
 
 /* sbxd's series against a fake source: two pools, no loop. */
@@ -538,16 +542,16 @@ static void metrics_http__routes_methods_and_health(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(metrics_family_new__rejects_bad_definitions),
-        cmocka_unit_test(metrics_render__help_type_and_unlabelled_zero),
-        cmocka_unit_test(metrics_render__escapes_label_values),
-        cmocka_unit_test(metrics_render__histogram_buckets_cumulative_with_inf),
-        cmocka_unit_test(metrics_render__unlabelled_histogram_has_only_le),
-        cmocka_unit_test(metrics_render__values_are_prometheus_floats),
-        cmocka_unit_test(metrics_series__same_labels_same_series),
-        cmocka_unit_test(metrics_series__invalid_utf8_and_long_values_are_cleaned),
-        cmocka_unit_test(metrics_series__bounded_with_overflow_series),
-        cmocka_unit_test(metrics_observe__atomic_across_threads),
+        cmocka_unit_test(registry_family_new__rejects_bad_definitions),
+        cmocka_unit_test(registry_render__help_type_and_unlabelled_zero),
+        cmocka_unit_test(registry_render__escapes_label_values),
+        cmocka_unit_test(registry_render__histogram_buckets_cumulative_with_inf),
+        cmocka_unit_test(registry_render__unlabelled_histogram_has_only_le),
+        cmocka_unit_test(registry_render__values_are_prometheus_floats),
+        cmocka_unit_test(registry_series__same_labels_same_series),
+        cmocka_unit_test(registry_series__invalid_utf8_and_long_values_are_cleaned),
+        cmocka_unit_test(registry_series__bounded_with_overflow_series),
+        cmocka_unit_test(registry_observe__atomic_across_threads),
         cmocka_unit_test_setup_teardown(metrics_new__every_pool_series_exists_at_zero, fake_setup,
                                         fake_teardown),
         cmocka_unit_test_setup_teardown(metrics_task_done__counts_status_duration_output,

@@ -158,7 +158,7 @@ struct run {
 /* Forks a child that installs p (with a listener when `listen`) after no_new_privs and runs
  * body, whose return value is its exit status; or execs argv when body is NULL. With a
  * listener the parent answers notifications as sbxd-init must: the errno from
- * seccomp_prog_notify_errno over the notification's data, one count per notification. */
+ * bpf_notify_errno over the notification's data, one count per notification. */
 static struct run run_filtered(const struct prog *p, bool listen, body_fn body, void *arg)
 {
     int sp[2];
@@ -212,7 +212,7 @@ static struct run run_filtered(const struct prog *p, bool listen, body_fn body, 
                 if (ioctl(lfd, SECCOMP_IOCTL_NOTIF_RECV, &req) == 0) {
                     memset(&resp, 0, sizeof(resp));
                     resp.id = req.id;
-                    resp.error = -seccomp_prog_notify_errno(p->insns, p->n, &req.data);
+                    resp.error = -bpf_notify_errno(p->insns, p->n, &req.data);
                     (void)ioctl(lfd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
                     res.denials++;
                 }
@@ -550,9 +550,9 @@ static void run_always_denied(const char *name, bool listen)
     struct seccomp_set *s = load_dir();
     struct prog p = prog_of(s, name);
     if (!listen) {
-        seccomp_prog_strip_notify(p.insns, p.n);
-        assert_false(seccomp_prog_notifies(p.insns, p.n));
-    } else if (!seccomp_prog_notifies(p.insns, p.n)) {
+        bpf_strip_notify(p.insns, p.n);
+        assert_false(bpf_notifies(p.insns, p.n));
+    } else if (!bpf_notifies(p.insns, p.n)) {
         free(p.insns);
         seccomp_set_free(s);
         skip(); /* this kernel has no USER_NOTIF: the set holds plain programs */
@@ -595,14 +595,14 @@ static void seccomp_default__allows_harmless_personality_and_clone(void **state)
     (void)state;
     struct seccomp_set *s = load_dir();
     struct prog p = prog_of(s, "default");
-    if (seccomp_prog_notifies(p.insns, p.n)) {
+    if (bpf_notifies(p.insns, p.n)) {
         struct run r = run_filtered(&p, true, default_allowed_calls, NULL);
         assert_exit0(r);
         /* 2 vsock sockets, kcmp, pidfd_getfd, 2 netlink, 10 of other families and 3 huge
          * page calls: each answered by the filter, also where the kernel would refuse. */
         assert_int_equal(r.denials, 19);
     }
-    seccomp_prog_strip_notify(p.insns, p.n);
+    bpf_strip_notify(p.insns, p.n);
     assert_exit0(run_filtered(&p, false, default_allowed_calls, NULL));
     free(p.insns);
     seccomp_set_free(s);
@@ -639,12 +639,12 @@ static void seccomp_strict__unlisted_calls_get_enosys_and_count(void **state)
     (void)state;
     struct seccomp_set *s = load_dir();
     struct prog p = prog_of(s, "strict");
-    if (seccomp_prog_notifies(p.insns, p.n)) {
+    if (bpf_notifies(p.insns, p.n)) {
         struct run r = run_filtered(&p, true, strict_unlisted_calls, NULL);
         assert_exit0(r);
         assert_int_equal(r.denials, 4);
     }
-    seccomp_prog_strip_notify(p.insns, p.n);
+    bpf_strip_notify(p.insns, p.n);
     assert_exit0(run_filtered(&p, false, strict_unlisted_calls, NULL));
     free(p.insns);
     seccomp_set_free(s);
@@ -686,12 +686,12 @@ static void run_page_cache_hints(const char *profile, int enosys)
 {
     struct seccomp_set *s = load_dir();
     struct prog p = prog_of(s, profile);
-    if (seccomp_prog_notifies(p.insns, p.n)) {
+    if (bpf_notifies(p.insns, p.n)) {
         struct run r = run_filtered(&p, true, page_cache_hints, &enosys);
         assert_exit0(r);
         assert_int_equal(r.denials, 4);
     }
-    seccomp_prog_strip_notify(p.insns, p.n);
+    bpf_strip_notify(p.insns, p.n);
     assert_exit0(run_filtered(&p, false, page_cache_hints, &enosys));
     free(p.insns);
     seccomp_set_free(s);
@@ -737,7 +737,7 @@ static void seccomp_profiles__kill_int80_and_x32(void **state)
     struct seccomp_set *s = load_dir();
     for (size_t i = 0; seccomp_set_name(s, i); i++) {
         struct prog p = prog_of(s, seccomp_set_name(s, i));
-        seccomp_prog_strip_notify(p.insns, p.n);
+        bpf_strip_notify(p.insns, p.n);
         if (int80) {
             assert_sigsys(run_filtered(&p, false, int80_getpid, NULL));
         }
@@ -750,7 +750,7 @@ static void seccomp_profiles__kill_int80_and_x32(void **state)
 /* What the BPF does with other ABIs, read through the evaluator: libseccomp's x86_64 filter
  * checks the architecture first, then sends numbers with __X32_SYSCALL_BIT (other than -1)
  * to the bad-architecture action. PFC does not show the x32 check; the BPF has it. */
-static void seccomp_prog_eval__other_abis_hit_kill_process(void **state)
+static void bpf_eval__other_abis_hit_kill_process(void **state)
 {
     (void)state;
     struct seccomp_set *s = load_dir();
@@ -761,14 +761,14 @@ static void seccomp_prog_eval__other_abis_hit_kill_process(void **state)
         memset(&d, 0, sizeof(d));
         d.arch = AUDIT_ARCH_X86_64;
         d.nr = SYS_getpid;
-        assert_int_equal(seccomp_prog_eval(p.insns, p.n, &d, &v), 0);
+        assert_int_equal(bpf_eval(p.insns, p.n, &d, &v), 0);
         assert_int_equal(v, SECCOMP_RET_ALLOW);
         d.nr = __X32_SYSCALL_BIT | SYS_getpid;
-        assert_int_equal(seccomp_prog_eval(p.insns, p.n, &d, &v), 0);
+        assert_int_equal(bpf_eval(p.insns, p.n, &d, &v), 0);
         assert_int_equal(v, SECCOMP_RET_KILL_PROCESS);
         d.arch = AUDIT_ARCH_I386;
         d.nr = 20;
-        assert_int_equal(seccomp_prog_eval(p.insns, p.n, &d, &v), 0);
+        assert_int_equal(bpf_eval(p.insns, p.n, &d, &v), 0);
         assert_int_equal(v, SECCOMP_RET_KILL_PROCESS);
         free(p.insns);
     }
@@ -804,7 +804,7 @@ static uint64_t xorshift(uint64_t *x)
 /* The conditional entries against their definition, over edge cases and random values:
  * personality is denied unless its low 32 bits are 0, 8 or 0xffffffff; clone is denied when
  * the low 32 bits hold a CLONE_NEW* flag. Calls not denied get the profile's own verdict. */
-static void seccomp_prog_eval__personality_and_clone_match_their_rules(void **state)
+static void bpf_eval__personality_and_clone_match_their_rules(void **state)
 {
     (void)state;
     const uint64_t ns = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |
@@ -813,7 +813,7 @@ static void seccomp_prog_eval__personality_and_clone_match_their_rules(void **st
     for (size_t i = 0; seccomp_set_name(s, i); i++) {
         bool strict = strcmp(seccomp_set_name(s, i), "strict") == 0;
         struct prog p = prog_of(s, seccomp_set_name(s, i));
-        seccomp_prog_strip_notify(p.insns, p.n);
+        bpf_strip_notify(p.insns, p.n);
         uint64_t x = 0x9e3779b97f4a7c15ULL;
         for (unsigned k = 0; k < 20000; k++) {
             uint64_t a;
@@ -840,7 +840,7 @@ static void seccomp_prog_eval__personality_and_clone_match_their_rules(void **st
             d.args[0] = a;
             uint32_t lo = (uint32_t)a;
             d.nr = SYS_personality;
-            assert_int_equal(seccomp_prog_eval(p.insns, p.n, &d, &v), 0);
+            assert_int_equal(bpf_eval(p.insns, p.n, &d, &v), 0);
             bool allowed = lo == 0 || lo == 8 || lo == 0xffffffff;
             uint32_t want = !allowed ? SECCOMP_RET_ERRNO | EPERM
                             : strict ? SECCOMP_RET_ERRNO | ENOSYS
@@ -850,7 +850,7 @@ static void seccomp_prog_eval__personality_and_clone_match_their_rules(void **st
                          (unsigned long long)a, v, want);
             }
             d.nr = SYS_clone;
-            assert_int_equal(seccomp_prog_eval(p.insns, p.n, &d, &v), 0);
+            assert_int_equal(bpf_eval(p.insns, p.n, &d, &v), 0);
             want = (lo & ns) ? SECCOMP_RET_ERRNO | EPERM : SECCOMP_RET_ALLOW;
             if (v != want) {
                 fail_msg("%s: clone(%#llx) gave %#x, not %#x", seccomp_set_name(s, i),
@@ -913,9 +913,9 @@ static void seccomp_strict__runs_its_tools_without_denials(void **state)
         NULL};
     struct seccomp_set *s = load_dir();
     struct prog p = prog_of(s, "strict");
-    bool listen = seccomp_prog_notifies(p.insns, p.n);
+    bool listen = bpf_notifies(p.insns, p.n);
     if (!listen) {
-        seccomp_prog_strip_notify(p.insns, p.n);
+        bpf_strip_notify(p.insns, p.n);
     }
     struct run r = run_filtered(&p, listen, exec_argv, (void *)argv);
     assert_exit0(r);
@@ -939,13 +939,13 @@ static void seccomp_compile_text__profile_may_tighten_the_list(void **state)
     memset(&d, 0, sizeof(d));
     d.arch = AUDIT_ARCH_X86_64;
     d.nr = SYS_ptrace;
-    assert_int_equal(seccomp_prog_eval(p.insns, p.n, &d, &v), 0);
+    assert_int_equal(bpf_eval(p.insns, p.n, &d, &v), 0);
     assert_int_equal(v, SECCOMP_RET_KILL_PROCESS);
     d.nr = SYS_mount;
-    assert_int_equal(seccomp_prog_eval(p.insns, p.n, &d, &v), 0);
+    assert_int_equal(bpf_eval(p.insns, p.n, &d, &v), 0);
     assert_int_equal(v, SECCOMP_RET_ERRNO | EACCES);
     d.nr = SYS_unshare;
-    assert_int_equal(seccomp_prog_eval(p.insns, p.n, &d, &v), 0);
+    assert_int_equal(bpf_eval(p.insns, p.n, &d, &v), 0);
     assert_int_equal(v, SECCOMP_RET_ERRNO | EPERM);
     free(p.insns);
 }
@@ -955,10 +955,10 @@ static void seccomp_compile_text__count_denials_false_stays_plain(void **state)
     (void)state;
     struct prog p =
         compile_text("default_action: allow\ncount_denials: false\n", SECCOMP_COMPILE_NOTIFY);
-    assert_false(seccomp_prog_notifies(p.insns, p.n));
+    assert_false(bpf_notifies(p.insns, p.n));
     free(p.insns);
     p = compile_text("default_action: allow\n", SECCOMP_COMPILE_NOTIFY);
-    assert_true(seccomp_prog_notifies(p.insns, p.n));
+    assert_true(bpf_notifies(p.insns, p.n));
     free(p.insns);
 }
 
@@ -982,16 +982,16 @@ static void seccomp_compile_text__counting_needs_sendmsg(void **state)
 
 /* The shipped profiles allow everything sbxd-init's task child does after its filter, in
  * both forms: their filter goes on ahead of the task. */
-static void seccomp_prog_early_ok__shipped_profiles(void **state)
+static void bpf_early_ok__shipped_profiles(void **state)
 {
     (void)state;
     struct seccomp_set *s = load_dir();
     static const char *const names[] = {"default", "strict"};
     for (size_t i = 0; i < 2; i++) {
         struct prog p = prog_of(s, names[i]);
-        assert_true(seccomp_prog_early_ok(p.insns, p.n, 7));
-        seccomp_prog_strip_notify(p.insns, p.n);
-        assert_true(seccomp_prog_early_ok(p.insns, p.n, 7));
+        assert_true(bpf_early_ok(p.insns, p.n, 7));
+        bpf_strip_notify(p.insns, p.n);
+        assert_true(bpf_early_ok(p.insns, p.n, 7));
         free(p.insns);
     }
     seccomp_set_free(s);
@@ -999,7 +999,7 @@ static void seccomp_prog_early_ok__shipped_profiles(void **state)
 
 /* A program that denies, counts or kills any call of the child's path after the filter,
  * even for one argument value, keeps the filter on the path just before execve. */
-static void seccomp_prog_early_ok__any_refusal_keeps_it_late(void **state)
+static void bpf_early_ok__any_refusal_keeps_it_late(void **state)
 {
     (void)state;
     static const char *const texts[] = {
@@ -1018,7 +1018,7 @@ static void seccomp_prog_early_ok__any_refusal_keeps_it_late(void **state)
     };
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
         struct prog p = compile_text(texts[i], SECCOMP_COMPILE_NOTIFY);
-        assert_false(seccomp_prog_early_ok(p.insns, p.n, 7));
+        assert_false(bpf_early_ok(p.insns, p.n, 7));
         free(p.insns);
     }
     /* The same allowlist with dup2 is enough; so is logging a call. */
@@ -1026,11 +1026,11 @@ static void seccomp_prog_early_ok__any_refusal_keeps_it_late(void **state)
         "default_action: errno\nrules:\n  - names: [sendmsg, recvmsg, close, setsid, fcntl, "
         "dup2, chdir, prlimit64, capset, execve, write, exit_group]\n    action: allow\n",
         SECCOMP_COMPILE_NOTIFY);
-    assert_true(seccomp_prog_early_ok(p.insns, p.n, 7));
+    assert_true(bpf_early_ok(p.insns, p.n, 7));
     free(p.insns);
     p = compile_text("default_action: allow\nrules:\n  - names: [chdir]\n    action: log\n",
                      SECCOMP_COMPILE_NOTIFY);
-    assert_true(seccomp_prog_early_ok(p.insns, p.n, 7));
+    assert_true(bpf_early_ok(p.insns, p.n, 7));
     free(p.insns);
 }
 
@@ -1051,14 +1051,14 @@ static void seccomp_compile_text__args_and_other_arch_names(void **state)
     d.nr = SYS_write;
     d.args[0] = 0x100;
     d.args[2] = 0x500000000ULL;
-    assert_int_equal(seccomp_prog_eval(p.insns, p.n, &d, &v), 0);
+    assert_int_equal(bpf_eval(p.insns, p.n, &d, &v), 0);
     assert_int_equal(v, SECCOMP_RET_ERRNO | EBADF);
     d.args[2] = 1;
-    assert_int_equal(seccomp_prog_eval(p.insns, p.n, &d, &v), 0);
+    assert_int_equal(bpf_eval(p.insns, p.n, &d, &v), 0);
     assert_int_equal(v, SECCOMP_RET_ALLOW);
     d.args[0] = 0xff;
     d.args[2] = 0;
-    assert_int_equal(seccomp_prog_eval(p.insns, p.n, &d, &v), 0);
+    assert_int_equal(bpf_eval(p.insns, p.n, &d, &v), 0);
     assert_int_equal(v, SECCOMP_RET_ALLOW);
     free(p.insns);
 }
@@ -1161,7 +1161,7 @@ static void seccomp_compile_text__errors(void **state)
 
 /* ---- the CHILD-SAFE helpers ---- */
 
-static void seccomp_prog_eval__alu_jumps_and_bounds(void **state)
+static void bpf_eval__alu_jumps_and_bounds(void **state)
 {
     (void)state;
     struct seccomp_data d;
@@ -1183,7 +1183,7 @@ static void seccomp_prog_eval__alu_jumps_and_bounds(void **state)
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
     };
-    assert_int_equal(seccomp_prog_eval(alu, ARRAY_SIZE(alu), &d, &v), 0);
+    assert_int_equal(bpf_eval(alu, ARRAY_SIZE(alu), &d, &v), 0);
     assert_int_equal(v, SECCOMP_RET_ALLOW);
     /* The high word of args[1] (little endian) and JSET / JGT / RET A. */
     struct sock_filter args[] = {
@@ -1193,7 +1193,7 @@ static void seccomp_prog_eval__alu_jumps_and_bounds(void **state)
         BPF_STMT(BPF_RET | BPF_A, 0),
         BPF_STMT(BPF_RET | BPF_K, 0),
     };
-    assert_int_equal(seccomp_prog_eval(args, ARRAY_SIZE(args), &d, &v), 0);
+    assert_int_equal(bpf_eval(args, ARRAY_SIZE(args), &d, &v), 0);
     assert_int_equal(v, 0x12345678);
     /* Division by zero returns 0, as the kernel's filter does. */
     struct sock_filter div0[] = {
@@ -1201,24 +1201,24 @@ static void seccomp_prog_eval__alu_jumps_and_bounds(void **state)
         BPF_STMT(BPF_ALU | BPF_DIV | BPF_K, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
-    assert_int_equal(seccomp_prog_eval(div0, ARRAY_SIZE(div0), &d, &v), 0);
+    assert_int_equal(bpf_eval(div0, ARRAY_SIZE(div0), &d, &v), 0);
     assert_int_equal(v, 0);
     /* Loads outside seccomp_data, jumps past the end, falling off the end. */
     struct sock_filter bad_load[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, sizeof(struct seccomp_data)),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
-    assert_int_equal(seccomp_prog_eval(bad_load, ARRAY_SIZE(bad_load), &d, &v), -EINVAL);
+    assert_int_equal(bpf_eval(bad_load, ARRAY_SIZE(bad_load), &d, &v), -EINVAL);
     struct sock_filter bad_jump[] = {
         BPF_JUMP(BPF_JMP | BPF_JA, 1, 0, 0),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
-    assert_int_equal(seccomp_prog_eval(bad_jump, ARRAY_SIZE(bad_jump), &d, &v), -EINVAL);
+    assert_int_equal(bpf_eval(bad_jump, ARRAY_SIZE(bad_jump), &d, &v), -EINVAL);
     struct sock_filter no_ret[] = {BPF_STMT(BPF_LD | BPF_IMM, 1)};
-    assert_int_equal(seccomp_prog_eval(no_ret, ARRAY_SIZE(no_ret), &d, &v), -EINVAL);
+    assert_int_equal(bpf_eval(no_ret, ARRAY_SIZE(no_ret), &d, &v), -EINVAL);
 }
 
-static void seccomp_prog_strip_notify__keeps_the_errno(void **state)
+static void bpf_strip_notify__keeps_the_errno(void **state)
 {
     (void)state;
     struct sock_filter f[] = {
@@ -1228,11 +1228,11 @@ static void seccomp_prog_strip_notify__keeps_the_errno(void **state)
     };
     struct seccomp_data d;
     memset(&d, 0, sizeof(d));
-    assert_true(seccomp_prog_notifies(f, ARRAY_SIZE(f)));
-    assert_int_equal(seccomp_prog_notify_errno(f, ARRAY_SIZE(f), &d), ENOSYS);
-    assert_int_equal(seccomp_prog_notify_errno(f + 1, 2, &d), EPERM); /* not a notify: fail safe */
-    seccomp_prog_strip_notify(f, ARRAY_SIZE(f));
-    assert_false(seccomp_prog_notifies(f, ARRAY_SIZE(f)));
+    assert_true(bpf_notifies(f, ARRAY_SIZE(f)));
+    assert_int_equal(bpf_notify_errno(f, ARRAY_SIZE(f), &d), ENOSYS);
+    assert_int_equal(bpf_notify_errno(f + 1, 2, &d), EPERM); /* not a notify: fail safe */
+    bpf_strip_notify(f, ARRAY_SIZE(f));
+    assert_false(bpf_notifies(f, ARRAY_SIZE(f)));
     assert_int_equal(f[0].k, SECCOMP_RET_ERRNO | ENOSYS);
     assert_int_equal(f[1].k, SECCOMP_RET_ERRNO | EPERM);
 }
@@ -1254,19 +1254,19 @@ int main(void)
         cmocka_unit_test(seccomp_compile_text__list_wins_over_default_enosys),
         cmocka_unit_test(seccomp_strict__unlisted_calls_get_enosys_and_count),
         cmocka_unit_test(seccomp_profiles__kill_int80_and_x32),
-        cmocka_unit_test(seccomp_prog_eval__other_abis_hit_kill_process),
-        cmocka_unit_test(seccomp_prog_eval__personality_and_clone_match_their_rules),
+        cmocka_unit_test(bpf_eval__other_abis_hit_kill_process),
+        cmocka_unit_test(bpf_eval__personality_and_clone_match_their_rules),
         cmocka_unit_test(seccomp_compile_pfc__native_arch_only),
         cmocka_unit_test(seccomp_strict__runs_its_tools_without_denials),
         cmocka_unit_test(seccomp_compile_text__profile_may_tighten_the_list),
         cmocka_unit_test(seccomp_compile_text__count_denials_false_stays_plain),
         cmocka_unit_test(seccomp_compile_text__counting_needs_sendmsg),
         cmocka_unit_test(seccomp_compile_text__args_and_other_arch_names),
-        cmocka_unit_test(seccomp_prog_early_ok__shipped_profiles),
-        cmocka_unit_test(seccomp_prog_early_ok__any_refusal_keeps_it_late),
+        cmocka_unit_test(bpf_early_ok__shipped_profiles),
+        cmocka_unit_test(bpf_early_ok__any_refusal_keeps_it_late),
         cmocka_unit_test(seccomp_compile_text__errors),
-        cmocka_unit_test(seccomp_prog_eval__alu_jumps_and_bounds),
-        cmocka_unit_test(seccomp_prog_strip_notify__keeps_the_errno),
+        cmocka_unit_test(bpf_eval__alu_jumps_and_bounds),
+        cmocka_unit_test(bpf_strip_notify__keeps_the_errno),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -830,7 +830,7 @@ static void spawn_sandbox__counted_denials_get_their_errno(void **state)
 }
 
 /* A counting program that also denies setsid, which the task child makes after its task
- * comes: it cannot go on early (seccomp_prog_early_ok), so the child installs it just before
+ * comes: it cannot go on early (bpf_early_ok), so the child installs it just before
  * execve and hands the listener over while the task runs. init must be reading the report
  * socket then, or the task's denied openat would wait for an answer forever. */
 static void spawn_sandbox__late_listener_is_taken_while_the_task_runs(void **state)
@@ -850,7 +850,7 @@ static void spawn_sandbox__late_listener_is_taken_while_the_task_runs(void **sta
     if (!need_x86_64()) {
         return;
     }
-    assert_false(seccomp_prog_early_ok(prog, ARRAY_SIZE(prog), 3));
+    assert_false(bpf_early_ok(prog, ARRAY_SIZE(prog), 3));
     run_write_denied(prog, ARRAY_SIZE(prog), 1);
 }
 
