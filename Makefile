@@ -179,6 +179,12 @@ TEST_token_EXTRA := daemon/token/token_db.c $(L)/scrub.c
 TEST_egress_route_EXTRA := daemon/wire/egress_parse.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c daemon/sandbox/cgroup_v1.c \
                     daemon/sandbox/cgroup_v2.c
+# Link seams (tests/unit/fakes/): the core's state machines linked alone, each with fakes of
+# what it calls, which log the calls for the test to compare.
+F := tests/unit/fakes
+TEST_pool_EXTRA := $(F)/fake_calls.c $(F)/fake_sched.c $(F)/fake_kit.c $(F)/fake_sandbox.c \
+                   $(F)/fake_metrics.c
+.SECONDARY: $(call obj,$(wildcard $(F)/*.c))
 # Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
 # apart. make test links each with replay.c and runs it over its committed corpus
 # (tests/fuzz/corpus/<name>/); `make fuzz` links them with libFuzzer and searches for more.
@@ -239,7 +245,7 @@ e2e: all
 bench: all
 	$(Q)sh loadtest/bench.sh
 
-C_SOURCES = daemon/*.[ch] daemon/*/*.[ch] tests/unit/*.c tests/helpers/*.c tests/fuzz/*.c tests/fuzz/*.h \
+C_SOURCES = daemon/*.[ch] daemon/*/*.[ch] tests/unit/*.c tests/unit/fakes/*.[ch] tests/helpers/*.c tests/fuzz/*.c tests/fuzz/*.h \
 	loadtest/*.c loadtest/*.h \
 	loadtest/spawnbench/*.c
 
