@@ -184,6 +184,9 @@ TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c daemon/sandbo
 F := tests/unit/fakes
 TEST_pool_EXTRA := $(F)/fake_calls.c $(F)/fake_sched.c $(F)/fake_kit.c $(F)/fake_sandbox.c \
                    $(F)/fake_metrics.c
+TEST_sandbox_EXTRA := $(F)/fake_calls.c $(F)/fake_kit.c $(F)/fake_cgroup.c $(F)/fake_netns.c \
+                      $(F)/fake_image.c $(F)/fake_spawn.c $(F)/fake_forkserver.c \
+                      $(F)/fake_workq.c daemon/sandbox/idslot.c
 .SECONDARY: $(call obj,$(wildcard $(F)/*.c))
 # Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
 # apart. make test links each with replay.c and runs it over its committed corpus

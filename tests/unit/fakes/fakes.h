@@ -64,6 +64,8 @@ extern int fake_cgroup_create_r;  /* cgroup_create fails with it when < 0 */
 extern bool fake_cgroup_empty;    /* what cgroup_is_empty says */
 extern int fake_cgroup_reset_r;   /* what cgroup_reset returns */
 extern unsigned fake_cgroup_live; /* cgroup handles not freed */
+/* A handle as cgroup_create makes it (for a kit's spare). */
+struct cgroup *fake_cgroup_new(const char *name);
 
 /* ---- fake_image.c (sandbox/image.c) ---- */
 
@@ -74,12 +76,21 @@ extern int fake_image_root_r; /* image_sandbox_root fails with it when < 0 */
 extern int fake_spawn_r;    /* spawn_sandbox fails with it when < 0 */
 extern int fake_init_fd;    /* init's end of the last sandbox's control socket (a dup) */
 extern pid_t fake_init_pid; /* the last child */
+extern int fake_init_pidfd; /* its pidfd (a dup of the sandbox's) */
 /* Forks a child in a session of its own, every fd >= 3 closed, that pauses until killed;
  * *ret its pid and pidfd; dups ctl_fd into fake_init_fd. Returns 0 or -errno. */
 int fake_spawn_child(int ctl_fd, struct spawn_result *ret);
+/* SIGKILLs the last child (as if init died by itself). */
+void fake_init_kill(void);
+/* Kills and reaps the last child if the sandbox did not, and closes the test's fds. */
+void fake_init_cleanup(void);
 
 /* ---- fake_forkserver.c (sandbox/forkserver.c) ---- */
 
+struct forkserver {
+    unsigned requests; /* taken by forkserver_spawn_async */
+};
+extern struct forkserver fake_forkserver;          /* a kit's, for the loop's path */
 extern int fake_forkserver_async_r;                /* forkserver_spawn_async's return */
 extern struct forkserver_req *fake_forkserver_req; /* the request it took, until answered */
 /* Answers the request taken: r 0 forks a child as spawn_sandbox does; else fails with r. */
@@ -91,3 +102,5 @@ void fake_forkserver_answer(int r);
  * callbacks meanwhile. Returns how many ran. */
 int fake_workq_run(void);
 size_t fake_workq_pending(void);
+/* The oldest queued job, or NULL. */
+struct workq_job *fake_workq_peek(void);
