@@ -179,15 +179,15 @@ TEST_token_EXTRA := daemon/token/token_db.c $(L)/scrub.c
 TEST_egress_route_EXTRA := daemon/wire/egress_parse.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c daemon/sandbox/cgroup_v1.c \
                     daemon/sandbox/cgroup_v2.c
-# Link seams (tests/unit/fakes/): the core's state machines linked alone, each with fakes of
+# Link seams (tests/unit/fakes/): pool.c and sandbox.c linked alone, each with fakes of
 # what it calls, which log the calls for the test to compare.
-F := tests/unit/fakes
-TEST_pool_EXTRA := $(F)/fake_calls.c $(F)/fake_sched.c $(F)/fake_kit.c $(F)/fake_sandbox.c \
-                   $(F)/fake_metrics.c
-TEST_sandbox_EXTRA := $(F)/fake_calls.c $(F)/fake_kit.c $(F)/fake_cgroup.c $(F)/fake_netns.c \
-                      $(F)/fake_image.c $(F)/fake_spawn.c $(F)/fake_forkserver.c \
-                      $(F)/fake_workq.c daemon/sandbox/idslot.c
-.SECONDARY: $(call obj,$(wildcard $(F)/*.c))
+FAKES := tests/unit/fakes
+TEST_pool_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_sched.c $(FAKES)/fake_kit.c \
+                   $(FAKES)/fake_sandbox.c $(FAKES)/fake_metrics.c
+TEST_sandbox_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_kit.c $(FAKES)/fake_cgroup.c \
+                      $(FAKES)/fake_netns.c $(FAKES)/fake_image.c $(FAKES)/fake_spawn.c \
+                      $(FAKES)/fake_forkserver.c $(FAKES)/fake_workq.c daemon/sandbox/idslot.c
+.SECONDARY: $(call obj,$(wildcard $(FAKES)/*.c))
 # Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
 # apart. make test links each with replay.c and runs it over its committed corpus
 # (tests/fuzz/corpus/<name>/); `make fuzz` links them with libFuzzer and searches for more.
