@@ -179,6 +179,15 @@ TEST_token_EXTRA := daemon/token/token_db.c $(L)/scrub.c
 TEST_egress_route_EXTRA := daemon/wire/egress_parse.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c daemon/sandbox/cgroup_v1.c \
                     daemon/sandbox/cgroup_v2.c
+# Link seams (tests/unit/fakes/): pool.c and sandbox.c linked alone, each with fakes of
+# what it calls, which log the calls for the test to compare.
+FAKES := tests/unit/fakes
+TEST_pool_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_sched.c $(FAKES)/fake_kit.c \
+                   $(FAKES)/fake_sandbox.c $(FAKES)/fake_metrics.c
+TEST_sandbox_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_kit.c $(FAKES)/fake_cgroup.c \
+                      $(FAKES)/fake_netns.c $(FAKES)/fake_image.c $(FAKES)/fake_spawn.c \
+                      $(FAKES)/fake_forkserver.c $(FAKES)/fake_workq.c daemon/sandbox/idslot.c
+.SECONDARY: $(call obj,$(wildcard $(FAKES)/*.c))
 # Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
 # apart. make test links each with replay.c and runs it over its committed corpus
 # (tests/fuzz/corpus/<name>/); `make fuzz` links them with libFuzzer and searches for more.
@@ -239,7 +248,7 @@ e2e: all
 bench: all
 	$(Q)sh loadtest/bench.sh
 
-C_SOURCES = daemon/*.[ch] daemon/*/*.[ch] tests/unit/*.c tests/helpers/*.c tests/fuzz/*.c tests/fuzz/*.h \
+C_SOURCES = daemon/*.[ch] daemon/*/*.[ch] tests/unit/*.c tests/unit/fakes/*.[ch] tests/helpers/*.c tests/fuzz/*.c tests/fuzz/*.h \
 	loadtest/*.c loadtest/*.h \
 	loadtest/spawnbench/*.c
 

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/* core/sched.c as the pool sees it: whether a drain began, and its counters' writers and
+ * refill, logged (fakes.h). */
+#include "core/sched.h"
+
+#include "fakes.h"
+
+bool sched_draining(const struct sched *s)
+{
+    return s->draining;
+}
+
+void sched_refill(struct sched *s)
+{
+    (void)s;
+    fake_call("sched_refill");
+}
+
+void sched_sandbox_begun(struct sched *s)
+{
+    (void)s;
+    fake_call("sched_sandbox_begun");
+}
+
+void sched_sandbox_created(struct sched *s)
+{
+    (void)s;
+    fake_call("sched_sandbox_created");
+}
+
+void sched_sandbox_freed(struct sched *s)
+{
+    (void)s;
+    fake_call("sched_sandbox_freed");
+}

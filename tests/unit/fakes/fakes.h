@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* Link seams for the unit tests of the core's state machines (test_pool.c, test_sandbox.c):
+ * each fake_<module>.c is linked instead of daemon/<folder>/<module>.c and records what it
+ * was asked in one call log, which a test compares with what the module's rules say. The
+ * state a test sets or reads is declared here. Single-threaded: fakes run on the test's
+ * thread (fake_workq.c runs its jobs there too). */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "lib/workq.h"
+#include "sandbox/forkserver.h"
+#include "sandbox/sandbox.h"
+
+/* ---- fake_calls.c: the call log ---- */
+
+/* Appends one entry ("; " between entries). */
+void fake_call(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Every entry since the last reset, "" for none. */
+const char *fake_calls(void);
+void fake_calls_reset(void);
+
+/* ---- fake_sched.c (core/sched.c): the counters' writers are logged ---- */
+
+struct sched {
+    bool draining; /* what sched_draining says */
+};
+
+/* ---- fake_kit.c (sandbox/kit.c) ---- */
+
+#define FAKE_KIT_SPARES 8
+extern bool fake_kit_image_pending;                    /* what kit_image_pending says */
+extern bool fake_kit_reserve;                          /* whether kit_reserve_spare says yes */
+extern struct cgroup *fake_kit_spare[FAKE_KIT_SPARES]; /* kit_take_cgroup pops from the end */
+extern size_t fake_kit_n_spare;
+
+/* ---- fake_sandbox.c (sandbox/sandbox.c), for the pool: sandboxes the test moves through
+ * their states in the order sandbox.c reports them ---- */
+
+#define FAKE_SANDBOXES 64
+/* Every sandbox sandbox_create made and fake_sandbox_gone has not freed, by creation. */
+extern struct sandbox *fake_sandbox[FAKE_SANDBOXES];
+extern size_t fake_n_sandbox; /* made in all, freed ones included */
+
+/* Its creation finished: the owner's created op (ok true: init runs; false: failed). */
+void fake_sandbox_created(struct sandbox *sb, bool ok);
+/* init said READY: CREATING -> WARM, then ready. */
+void fake_sandbox_ready(struct sandbox *sb);
+/* Creation failed (e's message msg): failed. */
+void fake_sandbox_failed(struct sandbox *sb, const char *msg);
+/* A task was handed to it (sandbox_start_task): WARM -> BUSY. */
+void fake_sandbox_start_task(struct sandbox *sb);
+/* init was reaped and the sandbox freed: unwarm when WARM, -> DEAD, then freed (sb is
+ * gone after). */
+void fake_sandbox_gone(struct sandbox *sb);
+/* Frees whatever sandboxes remain without telling their owner (a test's cleanup). */
+void fake_sandbox_free_all(void);
+
+/* ---- fake_cgroup.c (sandbox/cgroup.c) ---- */
+
+extern int fake_cgroup_create_r;  /* cgroup_create fails with it when < 0 */
+extern bool fake_cgroup_empty;    /* what cgroup_is_empty says */
+extern int fake_cgroup_reset_r;   /* what cgroup_reset returns */
+extern unsigned fake_cgroup_live; /* cgroup handles not freed */
+/* A handle as cgroup_create makes it (for a kit's spare). */
+struct cgroup *fake_cgroup_new(const char *name);
+
+/* ---- fake_image.c (sandbox/image.c) ---- */
+
+extern int fake_image_root_r; /* image_sandbox_root fails with it when < 0 */
+
+/* ---- fake_spawn.c (sandbox/spawn.c): a real child that waits to be killed ---- */
+
+extern int fake_spawn_r;    /* spawn_sandbox fails with it when < 0 */
+extern int fake_init_fd;    /* init's end of the last sandbox's control socket (a dup) */
+extern pid_t fake_init_pid; /* the last child */
+extern int fake_init_pidfd; /* its pidfd (a dup of the sandbox's) */
+/* Forks a child in a session of its own, every fd >= 3 closed, that pauses until killed;
+ * *ret its pid and pidfd; dups ctl_fd into fake_init_fd. Returns 0 or -errno. */
+int fake_spawn_child(int ctl_fd, struct spawn_result *ret);
+/* SIGKILLs the last child (as if init died by itself). */
+void fake_init_kill(void);
+/* Kills and reaps the last child if the sandbox did not, and closes the test's fds. */
+void fake_init_cleanup(void);
+
+/* ---- fake_forkserver.c (sandbox/forkserver.c) ---- */
+
+struct forkserver {
+    unsigned requests; /* taken by forkserver_spawn_async */
+};
+extern struct forkserver fake_forkserver;          /* a kit's, for the loop's path */
+extern int fake_forkserver_async_r;                /* forkserver_spawn_async's return */
+extern struct forkserver_req *fake_forkserver_req; /* the request it took, until answered */
+/* Answers the request taken: r 0 forks a child as spawn_sandbox does; else fails with r. */
+void fake_forkserver_answer(int r);
+
+/* ---- fake_workq.c (lib/workq.c): jobs run when the test says ---- */
+
+/* Runs every queued job, work then done, on the caller's thread, also jobs queued by done
+ * callbacks meanwhile. Returns how many ran. */
+int fake_workq_run(void);
+size_t fake_workq_pending(void);
+/* The oldest queued job, or NULL. */
+struct workq_job *fake_workq_peek(void);
