@@ -186,7 +186,8 @@ static void sandbox_failed_cb(void *arg, struct sandbox *sb, const struct err *e
     struct pool *p = arg;
     p->failed++;
     p->fail_streak++;
-    uint64_t backoff = BACKOFF_MIN_NS << (p->fail_streak < 7 ? p->fail_streak - 1 : 6);
+    /* The shift stops at 7 (6.4 s) so that the ceiling, not the shift, bounds the wait. */
+    uint64_t backoff = BACKOFF_MIN_NS << (p->fail_streak < 8 ? p->fail_streak - 1 : 7);
     if (backoff > BACKOFF_MAX_NS) {
         backoff = BACKOFF_MAX_NS;
     }
