@@ -199,22 +199,13 @@ static int parse_exec(struct daemon *d, const msgpack_object *a, struct pool **r
                       struct ctl_task *hdr, char **ret_data, uint64_t *ret_timeout, bool *ret_stdin,
                       struct err *e)
 {
-    if (!a || a->type != MSGPACK_OBJECT_MAP) {
+    char name[64];
+    int kr = proto_keys_check(a, exec_keys, ARRAY_SIZE(exec_keys), name, sizeof(name));
+    if (kr == -EINVAL) {
         return err_setx(e, -EINVAL, "exec takes a map of arguments");
     }
-    for (uint32_t i = 0; i < a->via.map.size; i++) {
-        const msgpack_object *k = &a->via.map.ptr[i].key;
-        bool known = false;
-        for (size_t j = 0; j < ARRAY_SIZE(exec_keys) && k->type == MSGPACK_OBJECT_STR; j++) {
-            known = known || proto_str_eq(k->via.str.ptr, k->via.str.size, exec_keys[j]);
-        }
-        if (!known) {
-            char name[64];
-            if (proto_obj_cstr(k, name, sizeof(name)) < 0) {
-                str_copy(name, "?", sizeof(name));
-            }
-            return err_setx(e, -EINVAL, "unknown exec argument '%s'", name);
-        }
+    if (kr < 0) {
+        return err_setx(e, -EINVAL, "unknown exec argument '%s'", name);
     }
     /* pool */
     const char *pname = d->cfg->default_pool;
@@ -506,22 +497,13 @@ static const char *const token_issue_keys[] = {"mounts", "net", "pools", "ttl", 
 static int keys_check(const msgpack_object *a, const char *const *keys, size_t n,
                       const char *method, struct err *e)
 {
-    if (!a || a->type != MSGPACK_OBJECT_MAP) {
+    char name[64];
+    int r = proto_keys_check(a, keys, n, name, sizeof(name));
+    if (r == -EINVAL) {
         return err_setx(e, -EINVAL, "%s takes a map of arguments", method);
     }
-    for (uint32_t i = 0; i < a->via.map.size; i++) {
-        const msgpack_object *k = &a->via.map.ptr[i].key;
-        bool known = false;
-        for (size_t j = 0; j < n && k->type == MSGPACK_OBJECT_STR; j++) {
-            known = known || proto_str_eq(k->via.str.ptr, k->via.str.size, keys[j]);
-        }
-        if (!known) {
-            char name[64];
-            if (proto_obj_cstr(k, name, sizeof(name)) < 0) {
-                str_copy(name, "?", sizeof(name));
-            }
-            return err_setx(e, -EINVAL, "unknown %s argument '%s'", method, name);
-        }
+    if (r < 0) {
+        return err_setx(e, -EINVAL, "unknown %s argument '%s'", method, name);
     }
     return 0;
 }

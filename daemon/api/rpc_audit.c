@@ -101,23 +101,14 @@ static int check_keys(const msgpack_object *args, const char *const *keys, size_
     if (!args || args->type == MSGPACK_OBJECT_NIL) {
         return 0;
     }
-    if (args->type != MSGPACK_OBJECT_MAP) {
+    char name[48];
+    int r = proto_keys_check(args, keys, n, name, sizeof(name));
+    if (r == -EINVAL) {
         return err_setx(e, -EINVAL, "arguments must be a map");
     }
-    for (uint32_t i = 0; i < args->via.map.size; i++) {
-        const msgpack_object *k = &args->via.map.ptr[i].key;
-        bool known = false;
-        for (size_t j = 0; j < n && k->type == MSGPACK_OBJECT_STR; j++) {
-            known = known || proto_str_eq(k->via.str.ptr, k->via.str.size, keys[j]);
-        }
-        if (!known) {
-            char name[48];
-            if (proto_obj_cstr(k, name, sizeof(name)) < 0) {
-                str_copy(name, "?", sizeof(name));
-            }
-            char q[64];
-            return err_setx(e, -EINVAL, "unknown argument %s", log_quote(name, q, sizeof(q)));
-        }
+    if (r < 0) {
+        char q[64];
+        return err_setx(e, -EINVAL, "unknown argument %s", log_quote(name, q, sizeof(q)));
     }
     return 0;
 }
