@@ -173,7 +173,7 @@ static int daemon_metrics_new(struct daemon *d, struct err *e)
     static const struct metrics_source source = {metrics_collect, metrics_draining};
     scoped_free const char **names = xcalloc(d->n_pools + 1, sizeof(*names));
     for (size_t i = 0; i < d->n_pools; i++) {
-        names[i] = d->pools[i]->pc->name;
+        names[i] = pool_config(d->pools[i])->name;
     }
     int r = metrics_new(names, d->n_pools, &d->metrics, e);
     if (r < 0) {
@@ -336,8 +336,8 @@ static int images_setup(struct daemon *d, bool require, struct err *e)
 {
     struct image_use *uses = xcalloc(d->n_pools ? d->n_pools : 1, sizeof(*uses));
     for (size_t i = 0; i < d->n_pools; i++) {
-        uses[i].pool = d->pools[i]->pc->name;
-        uses[i].image = d->pools[i]->pc->image;
+        uses[i].pool = pool_config(d->pools[i])->name;
+        uses[i].image = pool_config(d->pools[i])->image;
     }
     int r = image_setup(d->loop, d->cfg, uses, d->n_pools, require, images_ready, d, &d->images, e);
     for (size_t i = 0; r == 0 && i < d->n_pools; i++) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* What api/rpc.c shares with api/rpc_audit.c: the handler's state, a connection as rpc sees
- * it, and the refusal helpers. Loop thread only. */
+/* What api/rpc.c shares with api/rpc_audit.c and api/rpc_admin.c: the handler's state, a connection
+ * as rpc sees it, and the refusal helpers. Loop thread only. */
+#include <msgpack.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,9 @@ void rpc_refused(struct rpc_conn *rc, const char *kind, const char *code, const 
                  size_t method_len, const char *reason);
 /* A method name literal as rpc_refused's method and method_len. */
 #define RPC_METHOD(lit) (lit), sizeof(lit) - 1
+/* Starts an ok response for msgid in sb; rpc_finish sends it to rc and frees sb. */
+void rpc_begin_ok(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid);
+void rpc_finish(struct rpc_conn *rc, msgpack_sbuffer *sb);
 /* The open connection of that kind with that id, or NULL: for answers computed off the
  * loop, whose connection may have closed meanwhile. */
 struct rpc_conn *rpc_find_conn(struct rpc *r, enum server_kind kind, uint64_t id);
