@@ -13,6 +13,7 @@
 struct config;
 struct cgroup_root;
 struct pool;
+struct rpc;
 struct server;
 struct seccomp_set;
 struct netns_pool;
@@ -43,6 +44,7 @@ struct daemon {
     struct sandbox_env senv; /* what every sandbox is made with (sandbox/kit.h) */
     struct task_env tenv;    /* what every task needs (core/task.h) */
     struct signals *signals; /* signals.c */
+    struct rpc *rpc;         /* both servers' handler (api/rpc.c) */
     struct server *agents;
     struct server *admin;
     struct audit *audit;        /* the audit trail (audit.c) */
@@ -61,6 +63,3 @@ struct daemon {
     uv_timer_t drain_timer;
     int exit_code;
 };
-
-/* Called when something the drain waits for has finished (a task, a sandbox, a client). */
-void daemon_drain_progress(struct daemon *d);

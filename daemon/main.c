@@ -33,6 +33,7 @@
 #include "reaper.h"
 #include "lib/scrub.h"
 #include "sandbox/seccomp.h"
+#include "api/rpc.h"
 #include "api/server.h"
 #include "signals.h"
 #include "token/token.h"
@@ -77,7 +78,8 @@ static void finish_shutdown(struct daemon *d)
     log_info("msg=\"drained, every sandbox removed\"");
 }
 
-void daemon_drain_progress(struct daemon *d)
+/* Called when something the drain waits for has finished (a task, a sandbox, a client). */
+static void daemon_drain_progress(struct daemon *d)
 {
     if (!d->draining || d->drain_done) {
         return;
@@ -97,11 +99,8 @@ static void drain_timeout(uv_timer_t *h)
     log_warn("running=%u msg=\"drain grace over, killing the remaining tasks\"", st.running_tasks);
     d->killing = true;
     audit_give_up_if_failing(d->audit);
-    if (d->agents) {
-        server_kill_tasks(d->agents, KILL_SHUTDOWN);
-    }
-    if (d->admin) {
-        server_kill_tasks(d->admin, KILL_SHUTDOWN);
+    if (d->rpc) {
+        rpc_kill_tasks(d->rpc, KILL_SHUTDOWN);
     }
 }
 
@@ -140,23 +139,21 @@ static void metrics_collect(void *arg, struct metrics_values *v)
 {
     struct daemon *d = arg;
     for (size_t i = 0; i < d->n_pools && i < v->n_pools; i++) {
-        const struct pool *p = d->pools[i];
-        struct forkserver_stats zs = {0, 0, 0, false, 0};
-        if (p->kit->forkserver) {
-            forkserver_get_stats(p->kit->forkserver, &zs);
-        }
+        const struct pool_config *pc = pool_config(d->pools[i]);
+        struct pool_stats ps;
+        pool_get_stats(d->pools[i], &ps);
         v->pools[i] = (struct metrics_pool_values){
-            .warm = p->n_state[SB_WARM],
-            .target = p->pc->warm,
-            .creating = p->n_state[SB_CREATING],
-            .running = p->n_state[SB_BUSY],
-            .queued = p->n_queued,
-            .max = p->pc->max,
-            .create_failures = p->failed,
-            .cold_starts = p->cold_starts,
-            .fork_server_up = zs.pid > 0,
-            .fork_server_spawned = zs.spawned,
-            .fork_server_failures = zs.failures,
+            .warm = ps.warm,
+            .target = pc->warm,
+            .creating = ps.creating,
+            .running = ps.busy,
+            .queued = ps.queued,
+            .max = pc->max,
+            .create_failures = ps.failed,
+            .cold_starts = ps.cold_starts,
+            .fork_server_up = ps.fork_server.pid > 0,
+            .fork_server_spawned = ps.fork_server.spawned,
+            .fork_server_failures = ps.fork_server.failures,
         };
     }
     v->rpc_connections = (d->agents ? server_connections(d->agents) : 0) +
@@ -176,7 +173,7 @@ static int daemon_metrics_new(struct daemon *d, struct err *e)
     static const struct metrics_source source = {metrics_collect, metrics_draining};
     scoped_free const char **names = xcalloc(d->n_pools + 1, sizeof(*names));
     for (size_t i = 0; i < d->n_pools; i++) {
-        names[i] = d->pools[i]->pc->name;
+        names[i] = pool_config(d->pools[i])->name;
     }
     int r = metrics_new(names, d->n_pools, &d->metrics, e);
     if (r < 0) {
@@ -222,6 +219,59 @@ static void images_ready(void *arg)
     if (d->sched) { /* NULL once the drain is done or start-up gave up */
         sched_refill(d->sched);
     }
+}
+
+/* The stats method's counters that belong to the root's parts (rpc.h). */
+static void host_stats(void *arg, struct rpc_host_stats *ret)
+{
+    const struct daemon *d = arg;
+    struct netns_stats ns = {0, 0, 0};
+    if (d->netns) {
+        netns_get_stats(d->netns, &ns);
+    }
+    *ret = (struct rpc_host_stats){
+        .netns_recycling = d->netns != NULL,
+        .netns_created = ns.created,
+        .netns_reused = ns.reused,
+        .netns_dropped = ns.dropped,
+        .id_blocks_held = d->ids.used,
+        .id_blocks_total = d->ids.slots,
+    };
+}
+
+/* The request handler both sockets share, and the sockets. Returns 0 or -errno with e. */
+static int servers_setup(struct daemon *d, struct err *e)
+{
+    const struct config *cfg = d->cfg;
+    const struct rpc_env env = {
+        .loop = d->loop,
+        .cfg = cfg,
+        .audit = d->audit,
+        .tokens = d->tokens,
+        .sched = d->sched,
+        .tenv = &d->tenv,
+        .metrics = d->metrics,
+        .host_stats = host_stats,
+        .host_stats_arg = d,
+    };
+    (void)rpc_new(&env, &d->rpc);
+    struct server_options o = {
+        .kind = SERVER_AGENTS,
+        .path = cfg->socket_path,
+        .mode = 0660,
+        .max_message_bytes = cfg->max_message_bytes,
+        .max_connections = cfg->max_connections,
+        .closed = drain_progress_cb,
+        .closed_arg = d,
+    };
+    int r = server_new(d->loop, &o, &rpc_server_handler, d->rpc, &d->agents, e);
+    if (r < 0) {
+        return r;
+    }
+    o.kind = SERVER_ADMIN;
+    o.path = cfg->admin_socket_path;
+    o.mode = 0600;
+    return server_new(d->loop, &o, &rpc_server_handler, d->rpc, &d->admin, e);
 }
 
 /* The reaper's live set, for sandbox/kit.h. */
@@ -286,8 +336,8 @@ static int images_setup(struct daemon *d, bool require, struct err *e)
 {
     struct image_use *uses = xcalloc(d->n_pools ? d->n_pools : 1, sizeof(*uses));
     for (size_t i = 0; i < d->n_pools; i++) {
-        uses[i].pool = d->pools[i]->pc->name;
-        uses[i].image = d->pools[i]->pc->image;
+        uses[i].pool = pool_config(d->pools[i])->name;
+        uses[i].image = pool_config(d->pools[i])->image;
     }
     int r = image_setup(d->loop, d->cfg, uses, d->n_pools, require, images_ready, d, &d->images, e);
     for (size_t i = 0; r == 0 && i < d->n_pools; i++) {
@@ -554,6 +604,7 @@ static void free_daemon_parts(struct daemon *d)
     d->egress = egress_free(d->egress);
     d->audit = audit_close(d->audit);
     d->metrics = metrics_free(d->metrics);
+    d->rpc = rpc_free(d->rpc);
     d->reaper = reaper_free(d->reaper);
     d->scrub = scrub_free(d->scrub);
     free(d->init_path);
@@ -870,10 +921,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sbxd: tokens: %s\n", err_msg(&e));
         return startup_abort(d, 78);
     }
-    r = server_new(d, SERVER_AGENTS, cfg->socket_path, 0660, &d->agents, &e);
-    if (r == 0) {
-        r = server_new(d, SERVER_ADMIN, cfg->admin_socket_path, 0600, &d->admin, &e);
-    }
+    r = servers_setup(d, &e);
     if (r < 0) {
         fprintf(stderr, "sbxd: %s\n", err_msg(&e));
         return startup_abort(d, 73);

@@ -5,139 +5,139 @@
 #define LOG_MOD "rpc"
 #include "api/rpc.h"
 
-#include <limits.h>
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
-#include <sodium.h>
-
-#include "lib/alloc.h"
-#include "audit/audit.h"
+#include "api/rpc_admin.h"
 #include "api/rpc_audit.h"
-#include "core/task_audit.h"
+#include "api/rpc_impl.h"
+#include "api/server.h"
+#include "audit/audit.h"
 #include "config/config.h"
-#include "wire/ctl.h"
-#include "daemon.h"
-#include "core/task.h"
-#include "sandbox/image.h"
-#include "lib/log.h"
-#include "sandbox/netns.h"
-#include "metrics/metrics.h"
 #include "core/pool.h"
 #include "core/sched.h"
-#include "wire/proto.h"
-#include "api/server.h"
-#include "token/token.h"
+#include "core/task.h"
+#include "core/task_audit.h"
+#include "lib/alloc.h"
+#include "lib/list.h"
+#include "lib/log.h"
 #include "lib/util.h"
-#include "sandbox/forkserver.h"
+#include "metrics/metrics.h"
+#include "token/token.h"
+#include "wire/ctl.h"
+#include "wire/proto.h"
 #include "wire/version.h"
 
 #define EXEC_MAX_ENV 256
 
-typedef void (*method_cb)(struct conn *c, uint32_t msgid, const msgpack_object *args);
-
 struct method {
     const char *name;
-    method_cb fn;
+    rpc_method_cb fn;
 };
 
 /* The connection as the audit trail names a request's sender. */
-static struct task_audit_peer audit_peer(const struct conn *c)
+static struct task_audit_peer audit_peer(const struct rpc_conn *rc)
 {
-    return (struct task_audit_peer){server_kind(c->srv) == SERVER_ADMIN, c->id, c->peer_uid,
-                                    c->peer_pid};
+    const struct conn *c = rc->c;
+    return (struct task_audit_peer){conn_kind(c) == SERVER_ADMIN, conn_id(c), conn_peer_uid(c),
+                                    conn_peer_pid(c)};
 }
 
-void rpc_note_error(struct daemon *d, const char *kind)
+void rpc_note_error(struct rpc *r, const char *kind)
 {
-    metrics_rpc_error(d->metrics, kind);
+    metrics_rpc_error(r->env.metrics, kind);
 }
 
-void rpc_refused(struct conn *c, const char *kind, const char *code, const char *method,
+void rpc_refused(struct rpc_conn *rc, const char *kind, const char *code, const char *method,
                  size_t method_len, const char *reason)
 {
-    rpc_note_error(c->d, kind);
-    if (!audit_suppress(c->d->audit)) {
-        struct task_audit_peer peer = audit_peer(c);
-        task_audit_refused(&c->d->tenv, &peer, code, method, method_len, reason);
+    const struct rpc_env *env = &rc->rpc->env;
+    rpc_note_error(rc->rpc, kind);
+    if (!audit_suppress(env->audit)) {
+        struct task_audit_peer peer = audit_peer(rc);
+        task_audit_refused(env->tenv, &peer, code, method, method_len, reason);
     }
 }
 
-static void begin_ok(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid)
+void rpc_begin_ok(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid)
 {
     msgpack_sbuffer_init(sb);
     msgpack_packer_init(pk, sb, msgpack_sbuffer_write);
     proto_pack_response_ok(pk, msgid);
 }
 
-static void finish(struct conn *c, msgpack_sbuffer *sb)
+void rpc_finish(struct rpc_conn *rc, msgpack_sbuffer *sb)
 {
-    conn_send(c, sb);
+    conn_send(rc->c, sb);
     msgpack_sbuffer_destroy(sb);
 }
 
-static void m_ping(struct conn *c, uint32_t msgid, const msgpack_object *args)
+static void m_ping(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args)
 {
     (void)args;
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    begin_ok(&sb, &pk, msgid);
+    rpc_begin_ok(&sb, &pk, msgid);
     msgpack_pack_map(&pk, 2);
     proto_pack_kv_bool(&pk, "pong", true);
     proto_pack_kv_str(&pk, "version", SBX_VERSION);
-    finish(c, &sb);
+    rpc_finish(rc, &sb);
 }
 
 /* "fork_server": nil when the pool makes its sandboxes from scratch (fork_server: false,
  * or no user namespaces), else the fork server's counters. */
-static void pack_fork_server(msgpack_packer *pk, struct forkserver *z)
+static void pack_fork_server(msgpack_packer *pk, const struct pool_stats *ps)
 {
     proto_pack_cstr(pk, "fork_server");
-    if (!z) {
+    if (!ps->has_fork_server) {
         msgpack_pack_nil(pk);
         return;
     }
-    struct forkserver_stats st;
-    forkserver_get_stats(z, &st);
+    const struct forkserver_stats *st = &ps->fork_server;
     msgpack_pack_map(pk, 5);
-    proto_pack_kv_u64(pk, "pid", (uint64_t)st.pid);
-    proto_pack_kv_u64(pk, "starts", st.starts);
-    proto_pack_kv_u64(pk, "spawned", st.spawned);
-    proto_pack_kv_u64(pk, "failures", st.failures);
-    proto_pack_kv_bool(pk, "disabled", st.disabled);
+    proto_pack_kv_u64(pk, "pid", (uint64_t)st->pid);
+    proto_pack_kv_u64(pk, "starts", st->starts);
+    proto_pack_kv_u64(pk, "spawned", st->spawned);
+    proto_pack_kv_u64(pk, "failures", st->failures);
+    proto_pack_kv_bool(pk, "disabled", st->disabled);
 }
 
-static void m_pools(struct conn *c, uint32_t msgid, const msgpack_object *args)
+static void m_pools(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args)
 {
     (void)args;
-    struct daemon *d = c->d;
+    const struct rpc_env *env = &rc->rpc->env;
+    size_t n = sched_n_pools(env->sched);
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    begin_ok(&sb, &pk, msgid);
-    msgpack_pack_array(&pk, d->n_pools);
-    for (size_t i = 0; i < d->n_pools; i++) {
-        const struct pool *p = d->pools[i];
+    rpc_begin_ok(&sb, &pk, msgid);
+    msgpack_pack_array(&pk, n);
+    for (size_t i = 0; i < n; i++) {
+        const struct pool *p = sched_pool(env->sched, i);
+        const struct pool_config *pc = pool_config(p);
+        struct pool_stats ps;
+        pool_get_stats(p, &ps);
         msgpack_pack_map(&pk, 18);
-        proto_pack_kv_str(&pk, "name", p->pc->name);
-        proto_pack_kv_u64(&pk, "warm", p->n_state[SB_WARM]);
-        proto_pack_kv_u64(&pk, "target", p->pc->warm);
-        proto_pack_kv_u64(&pk, "creating", p->n_state[SB_CREATING]);
-        proto_pack_kv_u64(&pk, "running", p->n_state[SB_BUSY]);
-        proto_pack_kv_u64(&pk, "dying", p->n_state[SB_DYING] + p->n_state[SB_DEAD]);
-        proto_pack_kv_u64(&pk, "max", p->pc->max);
-        proto_pack_kv_u64(&pk, "queued", p->n_queued);
-        proto_pack_kv_u64(&pk, "queue_max", p->pc->queue);
-        proto_pack_kv_u64(&pk, "created", p->created);
-        proto_pack_kv_u64(&pk, "failed", p->failed);
-        proto_pack_kv_u64(&pk, "tasks", p->tasks);
-        proto_pack_kv_u64(&pk, "cold_starts", p->cold_starts);
-        proto_pack_kv_str(&pk, "image", p->pc->image);
-        proto_pack_kv_str(&pk, "image_state", image_state_name(p->kit->image));
-        proto_pack_kv_str(&pk, "seccomp", p->pc->seccomp);
-        proto_pack_kv_bool(&pk, "default", strcmp(p->pc->name, d->cfg->default_pool) == 0);
-        pack_fork_server(&pk, p->kit->forkserver);
+        proto_pack_kv_str(&pk, "name", pc->name);
+        proto_pack_kv_u64(&pk, "warm", ps.warm);
+        proto_pack_kv_u64(&pk, "target", pc->warm);
+        proto_pack_kv_u64(&pk, "creating", ps.creating);
+        proto_pack_kv_u64(&pk, "running", ps.busy);
+        proto_pack_kv_u64(&pk, "dying", ps.dying);
+        proto_pack_kv_u64(&pk, "max", pc->max);
+        proto_pack_kv_u64(&pk, "queued", ps.queued);
+        proto_pack_kv_u64(&pk, "queue_max", pc->queue);
+        proto_pack_kv_u64(&pk, "created", ps.created);
+        proto_pack_kv_u64(&pk, "failed", ps.failed);
+        proto_pack_kv_u64(&pk, "tasks", ps.tasks);
+        proto_pack_kv_u64(&pk, "cold_starts", ps.cold_starts);
+        proto_pack_kv_str(&pk, "image", pc->image);
+        proto_pack_kv_str(&pk, "image_state", ps.image_state);
+        proto_pack_kv_str(&pk, "seccomp", pc->seccomp);
+        proto_pack_kv_bool(&pk, "default", strcmp(pc->name, env->cfg->default_pool) == 0);
+        pack_fork_server(&pk, &ps);
     }
-    finish(c, &sb);
+    rpc_finish(rc, &sb);
 }
 
 /* Appends a NUL-terminated string to the CTL_TASK data. */
@@ -195,29 +195,20 @@ static const char *const exec_keys[] = {"argv", "pool", "timeout", "env", "cwd",
 
 /* Validates exec arguments into a CTL_TASK header and its data. Returns 0 or -errno with
  * e holding the message for the client. */
-static int parse_exec(struct daemon *d, const msgpack_object *a, struct pool **ret_pool,
+static int parse_exec(const struct rpc_env *renv, const msgpack_object *a, struct pool **ret_pool,
                       struct ctl_task *hdr, char **ret_data, uint64_t *ret_timeout, bool *ret_stdin,
                       struct err *e)
 {
-    if (!a || a->type != MSGPACK_OBJECT_MAP) {
+    char name[64];
+    int kr = proto_keys_check(a, exec_keys, ARRAY_SIZE(exec_keys), name, sizeof(name));
+    if (kr == -EINVAL) {
         return err_setx(e, -EINVAL, "exec takes a map of arguments");
     }
-    for (uint32_t i = 0; i < a->via.map.size; i++) {
-        const msgpack_object *k = &a->via.map.ptr[i].key;
-        bool known = false;
-        for (size_t j = 0; j < ARRAY_SIZE(exec_keys) && k->type == MSGPACK_OBJECT_STR; j++) {
-            known = known || proto_str_eq(k->via.str.ptr, k->via.str.size, exec_keys[j]);
-        }
-        if (!known) {
-            char name[64];
-            if (proto_obj_cstr(k, name, sizeof(name)) < 0) {
-                str_copy(name, "?", sizeof(name));
-            }
-            return err_setx(e, -EINVAL, "unknown exec argument '%s'", name);
-        }
+    if (kr < 0) {
+        return err_setx(e, -EINVAL, "unknown exec argument '%s'", name);
     }
     /* pool */
-    const char *pname = d->cfg->default_pool;
+    const char *pname = renv->cfg->default_pool;
     char pbuf[64];
     const msgpack_object *po = proto_map_get(a, "pool");
     if (po && po->type != MSGPACK_OBJECT_NIL) {
@@ -226,12 +217,13 @@ static int parse_exec(struct daemon *d, const msgpack_object *a, struct pool **r
         }
         pname = pbuf;
     }
-    struct pool *p = sched_find_pool(d->sched, pname);
+    struct pool *p = sched_find_pool(renv->sched, pname);
     if (!p) {
         return err_setx(e, -ENOENT, "unknown pool '%.60s'", pname);
     }
+    const struct pool_config *pc = pool_config(p);
     /* timeout */
-    uint64_t timeout = p->pc->timeout_ns;
+    uint64_t timeout = pc->timeout_ns;
     const msgpack_object *to = proto_map_get(a, "timeout");
     if (to && to->type != MSGPACK_OBJECT_NIL) {
         double secs;
@@ -239,9 +231,9 @@ static int parse_exec(struct daemon *d, const msgpack_object *a, struct pool **r
         if (r < 0) {
             return r;
         }
-        if (!(secs > 0) || secs * 1e9 > (double)p->pc->max_timeout_ns) {
+        if (!(secs > 0) || secs * 1e9 > (double)pc->max_timeout_ns) {
             return err_setx(e, -EINVAL, "'timeout' must be > 0 and <= %.3f seconds in pool '%s'",
-                            (double)p->pc->max_timeout_ns / 1e9, p->pc->name);
+                            (double)pc->max_timeout_ns / 1e9, pc->name);
         }
         timeout = (uint64_t)(secs * 1e9);
     }
@@ -277,7 +269,7 @@ static int parse_exec(struct daemon *d, const msgpack_object *a, struct pool **r
     if (env && (env->type != MSGPACK_OBJECT_MAP || env->via.map.size > EXEC_MAX_ENV)) {
         return err_setx(e, -EINVAL, "'env' must be a map of at most %d strings", EXEC_MAX_ENV);
     }
-    size_t cap = d->cfg->max_argv_bytes;
+    size_t cap = renv->cfg->max_argv_bytes;
     scoped_free char *data = xmalloc(cap);
     size_t off = 0;
     for (uint32_t i = 0; i < av->via.array.size; i++) {
@@ -330,7 +322,7 @@ static int parse_exec(struct daemon *d, const msgpack_object *a, struct pool **r
     hdr->type = CTL_TASK;
     hdr->argc = av->via.array.size;
     hdr->envc = envc;
-    hdr->nofile = p->pc->nofile;
+    hdr->nofile = pc->nofile;
     hdr->data_len = (uint32_t)off;
     *ret_pool = p;
     *ret_data = take_ptr(&data);
@@ -341,28 +333,29 @@ static int parse_exec(struct daemon *d, const msgpack_object *a, struct pool **r
 
 /* Refuses an exec request that never became a task: its chain (request, denied decision,
  * result) goes to the audit trail, or is only counted while the trail is behind. */
-static void deny_exec(struct conn *c, uint32_t msgid, const msgpack_object *args, const char *code,
-                      const char *message)
+static void deny_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args,
+                      const char *code, const char *message)
 {
-    if (!audit_suppress(c->d->audit)) {
+    const struct rpc_env *env = &rc->rpc->env;
+    if (!audit_suppress(env->audit)) {
         char id[24];
-        task_make_id(&c->d->tenv, id, sizeof(id));
-        struct task_audit_peer peer = audit_peer(c);
-        task_audit_request(&c->d->tenv, id, &peer, args, NULL);
-        task_audit_denied(&c->d->tenv, id, code, message);
+        task_make_id(env->tenv, id, sizeof(id));
+        struct task_audit_peer peer = audit_peer(rc);
+        task_audit_request(env->tenv, id, &peer, args, NULL);
+        task_audit_denied(env->tenv, id, code, message);
     }
-    conn_send_error(c, msgid, code, message);
+    conn_send_error(rc->c, msgid, code, message);
 }
 
 /* The exec's token, verified for pool p: *ret NULL without one (allowed unless
  * tokens.required). Returns 0, -EINVAL (malformed argument) or -EACCES with e. */
-static int exec_authorize(struct daemon *d, const msgpack_object *a, const struct pool *p,
+static int exec_authorize(const struct rpc_env *env, const msgpack_object *a, const struct pool *p,
                           const struct token **ret, struct err *e)
 {
     const msgpack_object *to = proto_map_get(a, "token");
     *ret = NULL;
     if (!to || to->type == MSGPACK_OBJECT_NIL) {
-        if (d->cfg->token_required) {
+        if (env->cfg->token_required) {
             return err_setx(e, -EACCES, "a capability token is required (tokens.required)");
         }
         return 0;
@@ -371,72 +364,96 @@ static int exec_authorize(struct daemon *d, const msgpack_object *a, const struc
         return err_setx(e, -EINVAL, "'token' must be a string");
     }
     /* SECURITY: the token string goes nowhere but token_authorize. */
-    return token_authorize(d->tokens, to->via.str.ptr, to->via.str.size, p->pc->name, ret, e);
+    return token_authorize(env->tokens, to->via.str.ptr, to->via.str.size, pool_config(p)->name,
+                           ret, e);
 }
 
 /* Answers an exec that authorization refused (the reason never holds the token). */
-static void exec_refuse(struct conn *c, uint32_t msgid, const msgpack_object *args, int r,
+static void exec_refuse(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args, int r,
                         const struct err *e)
 {
     const char *code = r == -EACCES ? "denied" : "bad_request";
     char q[192];
-    rpc_note_error(c->d, code);
+    rpc_note_error(rc->rpc, code);
     /* Debug only: an agent may knock at exec rate; the audit trail has every refusal. */
-    log_debug("conn=%llu msg=\"exec %s\" detail=%s", (unsigned long long)c->id,
+    log_debug("conn=%llu msg=\"exec %s\" detail=%s", (unsigned long long)conn_id(rc->c),
               r == -EACCES ? "denied" : "refused", log_quote(err_msg(e), q, sizeof(q)));
-    deny_exec(c, msgid, args, code, err_msg(e));
+    deny_exec(rc, msgid, args, code, err_msg(e));
 }
 
-/* Gives the task what its token grants: its id, network profile and mounts (detached,
- * read-only mount trees sent with CTL_TASK). Returns 0 or -errno with e. */
-static int exec_grant(struct daemon *d, struct task *t, const struct token *tok, struct err *e)
+/* ---- The task's client: struct task_sink over the connection ---- */
+
+static struct rpc_conn *sink_conn(const struct task_sink *s)
 {
-    struct token_info ti;
-    int fds[TOKEN_MAX_MOUNTS];
-    uint32_t files = 0;
-    token_get_info(d->tokens, tok, &ti);
-    t->token_id = xstrdup(ti.id);
-    t->net_profile = ti.net ? xstrdup(ti.net) : NULL;
-    if (ti.n_mounts == 0) {
-        return 0;
-    }
-    int r = token_open_mounts(d->tokens, tok, fds, &files, e);
-    if (r < 0) {
-        return r;
-    }
-    t->mount_fds = xcalloc(ti.n_mounts, sizeof(*t->mount_fds));
-    t->mount_dst = xcalloc(ti.n_mounts, sizeof(*t->mount_dst));
-    for (size_t i = 0; i < ti.n_mounts; i++) {
-        t->mount_fds[i] = fds[i];
-        t->mount_dst[i] = xstrdup(ti.mounts[i].dst);
-        str_copy(t->hdr.mount_dst[i], ti.mounts[i].dst, sizeof(t->hdr.mount_dst[i]));
-    }
-    t->n_mounts = ti.n_mounts;
-    t->hdr.n_mounts = (uint32_t)ti.n_mounts;
-    t->hdr.mount_files = files;
-    return 0;
+    return s->arg;
 }
 
-static void m_exec(struct conn *c, uint32_t msgid, const msgpack_object *args)
+static void sink_send(struct task_sink *s, msgpack_sbuffer *sbuf)
 {
-    struct daemon *d = c->d;
+    conn_send(sink_conn(s)->c, sbuf);
+}
+
+static void sink_send_error(struct task_sink *s, uint32_t msgid, const char *code,
+                            const char *message)
+{
+    conn_send_error(sink_conn(s)->c, msgid, code, message);
+}
+
+static bool sink_congested(struct task_sink *s)
+{
+    return conn_write_queue(sink_conn(s)->c) > CONN_WQ_HIGH;
+}
+
+static void sink_stdin_queued(struct task_sink *s, size_t n)
+{
+    conn_stdin_queued(sink_conn(s)->c, n);
+}
+
+static void sink_stdin_written(struct task_sink *s, size_t n)
+{
+    conn_stdin_written(sink_conn(s)->c, n);
+}
+
+/* The task let go of its connection: off its list, and its request slot is free. */
+static void sink_done(struct task_sink *s)
+{
+    struct rpc_conn *rc = sink_conn(s);
+    DLIST_REMOVE(rc->tasks, s);
+    if (rc->inflight > 0) {
+        rc->inflight--;
+    }
+}
+
+static const struct task_sink_ops sink_ops = {
+    .send = sink_send,
+    .send_error = sink_send_error,
+    .congested = sink_congested,
+    .stdin_queued = sink_stdin_queued,
+    .stdin_written = sink_stdin_written,
+    .done = sink_done,
+};
+
+static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args)
+{
+    struct rpc *rpc = rc->rpc;
+    const struct rpc_env *env = &rpc->env;
     struct err e = ERR_INIT;
-    if (d->draining) {
-        deny_exec(c, msgid, args, "shutting_down", "sbxd is shutting down");
+    if (sched_draining(env->sched)) {
+        deny_exec(rc, msgid, args, "shutting_down", "sbxd is shutting down");
         return;
     }
-    if (audit_backlogged(d->audit)) {
-        rpc_note_error(d, "busy");
-        deny_exec(c, msgid, args, "busy", "the audit trail is behind; retry later");
+    if (audit_backlogged(env->audit)) {
+        rpc_note_error(rpc, "busy");
+        deny_exec(rc, msgid, args, "busy", "the audit trail is behind; retry later");
         return;
     }
-    if (c->inflight >= d->cfg->max_requests_per_conn) {
+    if (rc->inflight >= env->cfg->max_requests_per_conn) {
         char msg[96];
         (void)snprintf(msg, sizeof(msg),
                        "too many requests in flight on this connection (limit %u)",
-                       d->cfg->max_requests_per_conn);
-        rpc_note_error(d, "limit");
-        deny_exec(c, msgid, args, "limit", msg);
+                       env->cfg->max_requests_per_conn);
+        rpc_note_error(rpc, "limit");
+        deny_exec(rc, msgid, args, "limit", msg);
         return;
     }
     struct pool *p = NULL;
@@ -444,390 +461,91 @@ static void m_exec(struct conn *c, uint32_t msgid, const msgpack_object *args)
     char *data = NULL;
     uint64_t timeout = 0;
     bool want_stdin = false;
-    int r = parse_exec(d, args, &p, &hdr, &data, &timeout, &want_stdin, &e);
+    int r = parse_exec(env, args, &p, &hdr, &data, &timeout, &want_stdin, &e);
     if (r < 0) {
-        rpc_note_error(d, r == -ENOENT ? "unknown_pool" : "bad_request");
+        rpc_note_error(rpc, r == -ENOENT ? "unknown_pool" : "bad_request");
         const char *code =
             r == -ENOENT ? "unknown_pool" : (r == -E2BIG ? "too_large" : "bad_request");
-        deny_exec(c, msgid, args, code, err_msg(&e));
+        deny_exec(rc, msgid, args, code, err_msg(&e));
         return;
     }
     /* Authorization, from memory only, before anything is created. */
     const struct token *tok = NULL;
-    r = exec_authorize(d, args, p, &tok, &e);
+    r = exec_authorize(env, args, p, &tok, &e);
     if (r < 0) {
         free(data);
-        exec_refuse(c, msgid, args, r, &e);
+        exec_refuse(rc, msgid, args, r, &e);
         return;
     }
     struct task *t = NULL;
-    r = task_new(&d->tenv, c, msgid, p, &hdr, data, timeout, want_stdin, &t, &e);
+    const struct task_sink sink = {&sink_ops, rc, NULL, NULL};
+    r = task_new(env->tenv, &sink, msgid, p, &hdr, data, timeout, want_stdin, &t, &e);
     if (r < 0) {
         free(data);
         log_error_errno(r, "msg=\"cannot create task\" detail=\"%s\"", err_msg(&e));
-        deny_exec(c, msgid, args, "internal", err_msg(&e));
+        deny_exec(rc, msgid, args, "internal", err_msg(&e));
         return;
     }
     /* Before the request is audited, so that it names its token. */
-    int granted = tok ? exec_grant(d, t, tok, &e) : 0;
-    struct task_audit_peer peer = audit_peer(c);
-    task_audit_request(&d->tenv, t->id, &peer, args, t->token_id);
-    c->inflight++;
-    conn_add_task(c, t);
+    int granted = tok ? task_grant(t, env->tokens, tok, &e) : 0;
+    const char *token_id = task_token_id(t);
+    struct task_audit_peer peer = audit_peer(rc);
+    task_audit_request(env->tenv, task_id(t), &peer, args, token_id);
+    rc->inflight++;
+    struct task_sink *ts = task_sink(t);
+    DLIST_PUSH(rc->tasks, ts);
     if (granted < 0) {
-        rpc_note_error(d, "denied");
+        rpc_note_error(rpc, "denied");
         log_info("task=%s token=%s msg=\"token grant cannot be applied, denied\" detail=\"%s\"",
-                 t->id, t->token_id ? t->token_id : "-", err_msg(&e));
+                 task_id(t), token_id ? token_id : "-", err_msg(&e));
         task_fail(t, "denied", err_msg(&e));
         return;
     }
     r = task_submit(t);
     if (r == 0 && tok) {
-        token_attach(d->tokens, tok, &t->tlink); /* one use taken; expiry now reaches it */
+        task_attach_token(t, env->tokens, tok); /* one use taken; expiry now reaches it */
     }
     if (r == 0) {
         task_admit(t); /* queued: started ones were admitted by task_start */
     } else if (r == -EBUSY) {
         char msg[128];
-        (void)snprintf(msg, sizeof(msg), "pool '%s' is full: %u tasks already waiting", p->pc->name,
-                       p->n_queued);
-        rpc_note_error(d, "busy");
+        (void)snprintf(msg, sizeof(msg), "pool '%s' is full: %u tasks already waiting",
+                       pool_config(p)->name, pool_queued(p));
+        rpc_note_error(rpc, "busy");
         task_fail(t, "busy", msg);
     } else if (r < 0) {
         task_fail(t, "shutting_down", "sbxd is shutting down");
     }
 }
 
-/* ---- Capability tokens: admin socket only (docs/TOKENS.md) ---- */
-
-static const char *const token_issue_keys[] = {"mounts", "net", "pools", "ttl", "uses"};
-
-/* Whether every key of map a is one of keys; else e names the first stranger. */
-static int keys_check(const msgpack_object *a, const char *const *keys, size_t n,
-                      const char *method, struct err *e)
-{
-    if (!a || a->type != MSGPACK_OBJECT_MAP) {
-        return err_setx(e, -EINVAL, "%s takes a map of arguments", method);
-    }
-    for (uint32_t i = 0; i < a->via.map.size; i++) {
-        const msgpack_object *k = &a->via.map.ptr[i].key;
-        bool known = false;
-        for (size_t j = 0; j < n && k->type == MSGPACK_OBJECT_STR; j++) {
-            known = known || proto_str_eq(k->via.str.ptr, k->via.str.size, keys[j]);
-        }
-        if (!known) {
-            char name[64];
-            if (proto_obj_cstr(k, name, sizeof(name)) < 0) {
-                str_copy(name, "?", sizeof(name));
-            }
-            return err_setx(e, -EINVAL, "unknown %s argument '%s'", method, name);
-        }
-    }
-    return 0;
-}
-
-/* token.issue's arguments as C strings, owned here. */
-struct issue_args {
-    struct token_mount mounts[TOKEN_MAX_MOUNTS];
-    char *pools[TOKEN_MAX_POOLS];
-    char net[TOKEN_NAME_MAX + 1];
-    struct token_request rq;
-};
-
-static void issue_args_done(struct issue_args *ia)
-{
-    for (size_t i = 0; i < TOKEN_MAX_MOUNTS; i++) {
-        free(ia->mounts[i].src);
-        free(ia->mounts[i].dst);
-    }
-    for (size_t i = 0; i < TOKEN_MAX_POOLS; i++) {
-        free(ia->pools[i]);
-    }
-}
-
-/* A msgpack str as a malloc'ed C string of at most max bytes, or NULL. */
-static char *obj_strdup(const msgpack_object *o, size_t max)
-{
-    if (!o || o->type != MSGPACK_OBJECT_STR || o->via.str.size > max ||
-        memchr(o->via.str.ptr, '\0', o->via.str.size)) {
-        return NULL;
-    }
-    return xstrndup(o->via.str.ptr, o->via.str.size);
-}
-
-/* Parses token.issue. -EINVAL bad_request, -ENOENT unknown_pool; e says why. */
-static int parse_issue(struct daemon *d, const msgpack_object *a, struct issue_args *ia,
-                       struct err *e)
-{
-    int r = keys_check(a, token_issue_keys, ARRAY_SIZE(token_issue_keys), "token.issue", e);
-    if (r < 0) {
-        return r;
-    }
-    const msgpack_object *mo = proto_map_get(a, "mounts");
-    if (mo && mo->type != MSGPACK_OBJECT_NIL) {
-        if (mo->type != MSGPACK_OBJECT_ARRAY || mo->via.array.size > TOKEN_MAX_MOUNTS) {
-            return err_setx(e, -EINVAL, "'mounts' must be an array of at most %d {src, dst} maps",
-                            TOKEN_MAX_MOUNTS);
-        }
-        for (uint32_t i = 0; i < mo->via.array.size; i++) {
-            const msgpack_object *m = &mo->via.array.ptr[i];
-            static const char *const mkeys[] = {"src", "dst"};
-            if (keys_check(m, mkeys, ARRAY_SIZE(mkeys), "mount", e) < 0) {
-                return -EINVAL;
-            }
-            ia->mounts[i].src = obj_strdup(proto_map_get(m, "src"), PATH_MAX - 1);
-            ia->mounts[i].dst = obj_strdup(proto_map_get(m, "dst"), CTL_PATH_MAX - 1);
-            if (!ia->mounts[i].src || !ia->mounts[i].dst) {
-                return err_setx(e, -EINVAL, "mounts[%u] needs 'src' and 'dst' path strings", i);
-            }
-        }
-        ia->rq.mounts = ia->mounts;
-        ia->rq.n_mounts = mo->via.array.size;
-    }
-    const msgpack_object *po = proto_map_get(a, "pools");
-    if (po && po->type != MSGPACK_OBJECT_NIL) {
-        if (po->type != MSGPACK_OBJECT_ARRAY || po->via.array.size > TOKEN_MAX_POOLS) {
-            return err_setx(e, -EINVAL, "'pools' must be an array of at most %d pool names",
-                            TOKEN_MAX_POOLS);
-        }
-        for (uint32_t i = 0; i < po->via.array.size; i++) {
-            ia->pools[i] = obj_strdup(&po->via.array.ptr[i], 64);
-            if (!ia->pools[i]) {
-                return err_setx(e, -EINVAL, "'pools' must be an array of pool names");
-            }
-            if (!sched_find_pool(d->sched, ia->pools[i])) {
-                return err_setx(e, -ENOENT, "unknown pool '%.64s'", ia->pools[i]);
-            }
-        }
-        ia->rq.pools = (const char *const *)ia->pools;
-        ia->rq.n_pools = po->via.array.size;
-    }
-    const msgpack_object *no = proto_map_get(a, "net");
-    if (no && no->type != MSGPACK_OBJECT_NIL) {
-        if (no->type != MSGPACK_OBJECT_STR || proto_obj_cstr(no, ia->net, sizeof(ia->net)) < 0) {
-            return err_setx(e, -EINVAL, "'net' must be \"none\" or a network profile name");
-        }
-        ia->rq.net = ia->net;
-    }
-    const msgpack_object *to = proto_map_get(a, "ttl");
-    if (to && to->type != MSGPACK_OBJECT_NIL) {
-        double secs;
-        r = proto_get_f64(a, "ttl", &secs, e);
-        if (r < 0) {
-            return -EINVAL;
-        }
-        if (!(secs > 0) || secs > 1e9) {
-            return err_setx(e, -EINVAL, "'ttl' must be a positive number of seconds");
-        }
-        ia->rq.ttl_ns = (uint64_t)(secs * 1e9);
-    }
-    const msgpack_object *uo = proto_map_get(a, "uses");
-    if (uo && uo->type != MSGPACK_OBJECT_NIL) {
-        uint64_t uses;
-        if (proto_get_u64(a, "uses", &uses, e) < 0 || uses > UINT32_MAX) {
-            return err_setx(e, -EINVAL, "'uses' must be a whole number (0: unlimited)");
-        }
-        ia->rq.uses = (uint32_t)uses;
-    }
-    return 0;
-}
-
-/* Packs what a token grants and where it stands. */
-static void pack_token(msgpack_packer *pk, const struct token_info *ti)
-{
-    msgpack_pack_map(pk, 11);
-    proto_pack_kv_str(pk, "id", ti->id);
-    proto_pack_kv_str(pk, "state", token_state_name(ti->state));
-    proto_pack_kv_u64(pk, "created_at_ms", ti->created_ms);
-    proto_pack_kv_u64(pk, "expires_at_ms", ti->expires_ms);
-    if (ti->revoked_ms) {
-        proto_pack_kv_u64(pk, "revoked_at_ms", ti->revoked_ms);
-    } else {
-        proto_pack_kv_nil(pk, "revoked_at_ms");
-    }
-    if (ti->uses) {
-        proto_pack_kv_u64(pk, "uses", ti->uses);
-        proto_pack_kv_u64(pk, "uses_left", ti->uses_left);
-    } else {
-        proto_pack_kv_nil(pk, "uses");
-        proto_pack_kv_nil(pk, "uses_left");
-    }
-    proto_pack_kv_u64(pk, "running", ti->running);
-    proto_pack_kv_str(pk, "net", ti->net ? ti->net : "none");
-    proto_pack_cstr(pk, "pools");
-    msgpack_pack_array(pk, (uint32_t)ti->n_pools);
-    for (size_t i = 0; i < ti->n_pools; i++) {
-        proto_pack_cstr(pk, ti->pools[i]);
-    }
-    proto_pack_cstr(pk, "mounts");
-    msgpack_pack_array(pk, (uint32_t)ti->n_mounts);
-    for (size_t i = 0; i < ti->n_mounts; i++) {
-        msgpack_pack_map(pk, 2);
-        proto_pack_kv_text(pk, "src", ti->mounts[i].src);
-        proto_pack_kv_text(pk, "dst", ti->mounts[i].dst);
-    }
-}
-
-/* token.issue in the audit trail: what was granted, by whom; never the token. */
-static void audit_token_issue(struct conn *c, const struct token_info *ti)
-{
-    struct audit_ev *ev = audit_begin(c->d->audit, "token.issue", NULL);
-    audit_id(ev, "token_id", ti->id);
-    audit_u64(ev, "expires_at_ms", ti->expires_ms);
-    audit_u64(ev, "uses", ti->uses);
-    audit_id(ev, "net", ti->net ? ti->net : "none");
-    audit_array_begin(ev, "pools");
-    for (size_t i = 0; i < ti->n_pools; i++) {
-        audit_array_id(ev, ti->pools[i]);
-    }
-    audit_array_end(ev);
-    audit_array_begin(ev, "mounts");
-    for (size_t i = 0; i < ti->n_mounts; i++) {
-        scoped_free char *m = xasprintf("%s:%s", ti->mounts[i].src, ti->mounts[i].dst);
-        audit_array_str(ev, m, strlen(m));
-    }
-    audit_array_end(ev);
-    audit_u64(ev, "peer_uid", c->peer_uid);
-    (void)audit_end(ev);
-}
-
-static void m_token_issue(struct conn *c, uint32_t msgid, const msgpack_object *args)
-{
-    struct daemon *d = c->d;
-    struct err e = ERR_INIT;
-    scoped(issue_args_done) struct issue_args ia;
-    memset(&ia, 0, sizeof(ia));
-    int r = parse_issue(d, args, &ia, &e);
-    if (r < 0) {
-        const char *code = r == -ENOENT ? "unknown_pool" : "bad_request";
-        rpc_refused(c, code, code, RPC_METHOD("token.issue"), err_msg(&e));
-        conn_send_error(c, msgid, code, err_msg(&e));
-        return;
-    }
-    char token[TOKEN_STR_LEN + 1];
-    const struct token *tok = NULL;
-    r = token_issue(d->tokens, &ia.rq, token, &tok, &e);
-    if (r < 0) {
-        const char *code = r == -EACCES   ? "denied"
-                           : r == -EINVAL ? "bad_request"
-                           : r == -ENOSPC ? "limit"
-                                          : "internal";
-        char q[192];
-        rpc_refused(c, code, code, RPC_METHOD("token.issue"), err_msg(&e));
-        log_info("conn=%llu msg=\"token not issued\" code=%s detail=%s", (unsigned long long)c->id,
-                 code, log_quote(err_msg(&e), q, sizeof(q)));
-        conn_send_error(c, msgid, code, err_msg(&e));
-        return;
-    }
-    struct token_info ti;
-    token_get_info(d->tokens, tok, &ti);
-    audit_token_issue(c, &ti);
-    log_info("token=%s mounts=%zu pools=%zu net=%s uses=%u ttl_s=%llu msg=\"token issued\"", ti.id,
-             ti.n_mounts, ti.n_pools, ti.net ? ti.net : "none", ti.uses,
-             (unsigned long long)((ti.expires_ms - ti.created_ms) / 1000));
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    begin_ok(&sb, &pk, msgid);
-    msgpack_pack_map(&pk, 2);
-    /* The one place the token string ever leaves sbxd. */
-    proto_pack_kv_str(&pk, "token", token);
-    proto_pack_cstr(&pk, "info");
-    pack_token(&pk, &ti);
-    sodium_memzero(token, sizeof(token));
-    finish(c, &sb);
-}
-
-static void m_token_revoke(struct conn *c, uint32_t msgid, const msgpack_object *args)
-{
-    static const char *const keys[] = {"token", "id"};
-    struct daemon *d = c->d;
-    struct err e = ERR_INIT;
-    int r = keys_check(args, keys, ARRAY_SIZE(keys), "token.revoke", &e);
-    const msgpack_object *to = r == 0 ? proto_map_get(args, "token") : NULL;
-    const msgpack_object *io = r == 0 ? proto_map_get(args, "id") : NULL;
-    to = to && to->type != MSGPACK_OBJECT_NIL ? to : NULL;
-    io = io && io->type != MSGPACK_OBJECT_NIL ? io : NULL;
-    const msgpack_object *which = to ? to : io;
-    if (r == 0 && ((to && io) || !which || which->type != MSGPACK_OBJECT_STR)) {
-        r = err_setx(&e, -EINVAL, "token.revoke takes either 'token' or 'id' (a string)");
-    }
-    const struct token *tok = NULL;
-    size_t killed = 0;
-    if (r == 0) {
-        r = token_revoke(d->tokens, which->via.str.ptr, which->via.str.size, &tok, &killed, &e);
-    }
-    if (r < 0) {
-        const char *code = r == -EIO ? "internal" : "bad_request";
-        rpc_refused(c, code, code, RPC_METHOD("token.revoke"), err_msg(&e));
-        conn_send_error(c, msgid, code, err_msg(&e));
-        return;
-    }
-    struct token_info ti;
-    token_get_info(d->tokens, tok, &ti);
-    (void)audit_event(d->audit, "token.revoke", NULL, "token_id", AUDIT_ID, ti.id, "killed",
-                      AUDIT_U64, (uint64_t)killed, "peer_uid", AUDIT_U64, (uint64_t)c->peer_uid,
-                      NULL);
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    begin_ok(&sb, &pk, msgid);
-    msgpack_pack_map(&pk, 3);
-    proto_pack_kv_str(&pk, "id", ti.id);
-    proto_pack_kv_bool(&pk, "revoked", true);
-    proto_pack_kv_u64(&pk, "killed", killed);
-    finish(c, &sb);
-}
-
-static void m_token_list(struct conn *c, uint32_t msgid, const msgpack_object *args)
-{
-    struct daemon *d = c->d;
-    struct err e = ERR_INIT;
-    if (args && !(args->type == MSGPACK_OBJECT_ARRAY && args->via.array.size == 0) &&
-        keys_check(args, NULL, 0, "token.list", &e) < 0) {
-        rpc_refused(c, "bad_request", "bad_request", RPC_METHOD("token.list"), err_msg(&e));
-        conn_send_error(c, msgid, "bad_request", err_msg(&e));
-        return;
-    }
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    begin_ok(&sb, &pk, msgid);
-    msgpack_pack_array(&pk, (uint32_t)token_count(d->tokens));
-    for (const struct token *t = token_next(d->tokens, NULL); t; t = token_next(d->tokens, t)) {
-        struct token_info ti;
-        token_get_info(d->tokens, t, &ti);
-        pack_token(&pk, &ti);
-    }
-    finish(c, &sb);
-}
-
 /* Daemon-wide counters that belong to no pool. */
-static void m_stats(struct conn *c, uint32_t msgid, const msgpack_object *args)
+static void m_stats(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args)
 {
     (void)args;
-    struct daemon *d = c->d;
-    struct netns_stats ns = {0, 0, 0};
-    if (d->netns) {
-        netns_get_stats(d->netns, &ns);
-    }
+    const struct rpc_env *env = &rc->rpc->env;
+    struct rpc_host_stats hs;
+    memset(&hs, 0, sizeof(hs));
+    env->host_stats(env->host_stats_arg, &hs);
     msgpack_sbuffer sb;
     msgpack_packer pk;
-    begin_ok(&sb, &pk, msgid);
+    rpc_begin_ok(&sb, &pk, msgid);
     msgpack_pack_map(&pk, 5);
     struct sched_stats st;
-    sched_get_stats(d->sched, &st);
+    sched_get_stats(env->sched, &st);
     proto_pack_kv_u64(&pk, "sandboxes_live", st.live_sandboxes);
     proto_pack_kv_u64(&pk, "tasks_running", st.running_tasks);
-    proto_pack_kv_bool(&pk, "netns_recycling", d->netns != NULL);
+    proto_pack_kv_bool(&pk, "netns_recycling", hs.netns_recycling);
     proto_pack_cstr(&pk, "netns");
     msgpack_pack_map(&pk, 3);
-    proto_pack_kv_u64(&pk, "created", ns.created);
-    proto_pack_kv_u64(&pk, "reused", ns.reused);
-    proto_pack_kv_u64(&pk, "dropped", ns.dropped);
+    proto_pack_kv_u64(&pk, "created", hs.netns_created);
+    proto_pack_kv_u64(&pk, "reused", hs.netns_reused);
+    proto_pack_kv_u64(&pk, "dropped", hs.netns_dropped);
     /* Blocks of host ids (idslot.h): 0 of 0 without user namespaces. */
     proto_pack_cstr(&pk, "host_id_blocks");
     msgpack_pack_map(&pk, 2);
-    proto_pack_kv_u64(&pk, "held", d->ids.used);
-    proto_pack_kv_u64(&pk, "total", d->ids.slots);
-    finish(c, &sb);
+    proto_pack_kv_u64(&pk, "held", hs.id_blocks_held);
+    proto_pack_kv_u64(&pk, "total", hs.id_blocks_total);
+    rpc_finish(rc, &sb);
 }
 
 static const struct method agent_methods[] = {
@@ -842,26 +560,28 @@ static const struct method admin_methods[] = {
     {"pools", m_pools},
     {"stats", m_stats},
     {"audit.query", rpc_audit_query},
-    {"token.issue", m_token_issue},
-    {"token.revoke", m_token_revoke},
-    {"token.list", m_token_list},
+    {"token.issue", rpc_admin_token_issue},
+    {"token.revoke", rpc_admin_token_revoke},
+    {"token.list", rpc_admin_token_list},
     {"audit.verify", rpc_audit_verify},
 };
 
-static struct task *find_task(struct conn *c, uint32_t msgid)
+static struct task *find_task(struct rpc_conn *rc, uint32_t msgid)
 {
-    for (struct task *t = c->tasks; t; t = t->cnext) {
-        if (t->msgid == msgid) {
+    for (struct task_sink *s = rc->tasks; s; s = s->next) {
+        struct task *t = task_of_sink(s);
+        if (task_msgid(t) == msgid) {
             return t;
         }
     }
     return NULL;
 }
 
-static void handle_notify(struct conn *c, const struct proto_msg *m)
+static void handle_notify(struct rpc_conn *rc, const struct proto_msg *m)
 {
     if (!proto_str_eq(m->method, m->method_len, "exec.stdin")) {
-        log_debug("conn=%llu msg=\"ignoring unknown notification\"", (unsigned long long)c->id);
+        log_debug("conn=%llu msg=\"ignoring unknown notification\"",
+                  (unsigned long long)conn_id(rc->c));
         return;
     }
     const msgpack_object *p = m->params;
@@ -869,12 +589,12 @@ static void handle_notify(struct conn *c, const struct proto_msg *m)
         p->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
         (p->via.array.ptr[1].type != MSGPACK_OBJECT_BIN &&
          p->via.array.ptr[1].type != MSGPACK_OBJECT_STR)) {
-        rpc_refused(c, "bad_request", "bad_request", m->method, m->method_len,
+        rpc_refused(rc, "bad_request", "bad_request", m->method, m->method_len,
                     "exec.stdin takes [msgid, bin]");
         return;
     }
     uint64_t id = p->via.array.ptr[0].via.u64;
-    struct task *t = id <= UINT32_MAX ? find_task(c, (uint32_t)id) : NULL;
+    struct task *t = id <= UINT32_MAX ? find_task(rc, (uint32_t)id) : NULL;
     if (!t) {
         return; /* the task may have finished already: late stdin is dropped */
     }
@@ -882,22 +602,25 @@ static void handle_notify(struct conn *c, const struct proto_msg *m)
     task_stdin(t, b->via.bin.ptr, b->via.bin.size);
 }
 
-void rpc_handle(struct conn *c, const struct proto_msg *m)
+/* server_handler.message: one decoded message of a connection. */
+static void h_message(void *arg, struct conn *c, const struct proto_msg *m)
 {
+    struct rpc *rpc = arg;
+    struct rpc_conn *rc = conn_data(c);
     if (m->type == PROTO_NOTIFY) {
-        handle_notify(c, m);
+        handle_notify(rc, m);
         return;
     }
     if (m->type != PROTO_REQUEST) {
         return; /* clients have no business sending responses; ignored */
     }
-    bool admin = server_kind(c->srv) == SERVER_ADMIN;
+    bool admin = conn_kind(c) == SERVER_ADMIN;
     const struct method *tab = admin ? admin_methods : agent_methods;
     size_t n = admin ? ARRAY_SIZE(admin_methods) : ARRAY_SIZE(agent_methods);
     for (size_t i = 0; i < n; i++) {
         if (proto_str_eq(m->method, m->method_len, tab[i].name)) {
-            metrics_rpc_request(c->d->metrics, tab[i].name);
-            tab[i].fn(c, m->msgid, proto_params_arg0(m->params));
+            metrics_rpc_request(rpc->env.metrics, tab[i].name);
+            tab[i].fn(rc, m->msgid, proto_params_arg0(m->params));
             return;
         }
     }
@@ -908,7 +631,99 @@ void rpc_handle(struct conn *c, const struct proto_msg *m)
     char msg[128];
     char q[64];
     (void)snprintf(msg, sizeof(msg), "unknown method %s", log_quote(name, q, sizeof(q)));
-    metrics_rpc_request(c->d->metrics, NULL);
-    rpc_refused(c, "unknown_method", "unknown_method", m->method, m->method_len, msg);
+    metrics_rpc_request(rpc->env.metrics, NULL);
+    rpc_refused(rc, "unknown_method", "unknown_method", m->method, m->method_len, msg);
     conn_send_error(c, m->msgid, "unknown_method", msg);
+}
+
+/* ---- The servers' handler: a connection's life ---- */
+
+static void *h_open(void *arg, struct conn *c)
+{
+    struct rpc *rpc = arg;
+    struct rpc_conn *rc = xcalloc(1, sizeof(*rc));
+    rc->rpc = rpc;
+    rc->c = c;
+    DLIST_PUSH(rpc->conns, rc);
+    return rc;
+}
+
+static void h_refused(void *arg, struct conn *c, const char *kind, const char *code,
+                      const char *reason)
+{
+    (void)arg;
+    rpc_refused(conn_data(c), kind, code, NULL, 0, reason);
+}
+
+/* The connection's write queue drained: its tasks read their output again. */
+static void h_drained(void *arg, struct conn *c)
+{
+    struct rpc_conn *rc = conn_data(c);
+    (void)arg;
+    for (struct task_sink *s = rc->tasks; s; s = s->next) {
+        task_resume(task_of_sink(s));
+    }
+}
+
+/* The client is gone: its tasks die with their sandboxes, queued ones are dropped (each
+ * lets go of rc through sink_done). */
+static void h_gone(void *arg, struct conn *c)
+{
+    struct rpc *rpc = arg;
+    struct rpc_conn *rc = conn_data(c);
+    struct task_sink *s = rc->tasks;
+    while (s) {
+        struct task_sink *next = s->next;
+        task_client_gone(task_of_sink(s));
+        s = next;
+    }
+    DLIST_REMOVE(rpc->conns, rc);
+    free(rc);
+}
+
+const struct server_handler rpc_server_handler = {
+    .open = h_open,
+    .message = h_message,
+    .refused = h_refused,
+    .drained = h_drained,
+    .gone = h_gone,
+};
+
+int rpc_new(const struct rpc_env *env, struct rpc **ret)
+{
+    struct rpc *r = xcalloc(1, sizeof(*r));
+    r->env = *env;
+    *ret = r;
+    return 0;
+}
+
+struct rpc *rpc_free(struct rpc *r)
+{
+    if (r) {
+        assert(!r->conns);
+        free(r);
+    }
+    return NULL;
+}
+
+void rpc_kill_tasks(struct rpc *r, enum task_kill_reason why)
+{
+    for (struct rpc_conn *rc = r->conns; rc; rc = rc->next) {
+        struct task_sink *s = rc->tasks;
+        while (s) {
+            struct task_sink *next = s->next;
+            task_kill(task_of_sink(s), why);
+            s = next;
+        }
+    }
+}
+
+struct rpc_conn *rpc_find_conn(struct rpc *r, enum server_kind kind, uint64_t id)
+{
+    for (struct rpc_conn *rc = r->conns; rc; rc = rc->next) {
+        if (conn_id(rc->c) == id && conn_kind(rc->c) == kind) {
+            return rc;
+        }
+    }
+    return NULL;
 }

@@ -1,22 +1,51 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 /* Method tables of both sockets: validate, authorize, dispatch. The only place where
- * errors meet the wire. Loop thread only. */
-#include <stddef.h>
+ * errors meet the wire. The servers' handler (rpc_server_handler), and the client of every
+ * task (struct task_sink over its connection). Loop thread only. */
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
 
-struct conn;
-struct daemon;
-struct proto_msg;
+#include "api/server.h"
+#include "core/task.h"
 
-/* Handles one decoded message from a connection (the caller frees it after). */
-void rpc_handle(struct conn *c, const struct proto_msg *m);
-/* Counts a protocol-level error by kind (malformed, too_large, limit, ...). */
-void rpc_note_error(struct daemon *d, const char *kind);
-/* Bad input refused outside an exec (whose refusals have a chain of their own): counted by
- * kind, and recorded in the trail as rpc.refused (socket, conn, peer, code, the method when
- * there was one, reason), or only counted in audit.suppressed while the trail is behind.
- * method may be NULL; method_len bytes of it are recorded. */
-void rpc_refused(struct conn *c, const char *kind, const char *code, const char *method,
-                 size_t method_len, const char *reason);
-/* A method name literal as rpc_refused's method and method_len. */
-#define RPC_METHOD(lit) (lit), sizeof(lit) - 1
+struct audit;
+struct config;
+struct metrics;
+struct rpc;
+struct sched;
+struct token_store;
+
+/* Daemon-wide counters of the stats method that no folder below keeps alone: the root
+ * gathers them when asked. */
+struct rpc_host_stats {
+    bool netns_recycling; /* network namespaces are recycled (else the three are 0) */
+    uint64_t netns_created;
+    uint64_t netns_reused;
+    uint64_t netns_dropped;
+    uint64_t id_blocks_held; /* blocks of host ids (idslot.h): 0 of 0 without userns */
+    uint64_t id_blocks_total;
+};
+
+/* The handles the methods use, borrowed (they outlive the rpc); filled by main. */
+struct rpc_env {
+    uv_loop_t *loop;
+    const struct config *cfg;
+    struct audit *audit;
+    struct token_store *tokens;
+    struct sched *sched; /* the pools, their counters, and whether sbxd is draining */
+    struct task_env *tenv;
+    struct metrics *metrics;
+    void (*host_stats)(void *arg, struct rpc_host_stats *ret);
+    void *host_stats_arg;
+};
+
+/* Makes the handler state both servers share (env is copied). Returns 0. */
+int rpc_new(const struct rpc_env *env, struct rpc **ret);
+/* Frees it once every connection is gone (server_close). Accepts NULL; returns NULL. */
+struct rpc *rpc_free(struct rpc *r);
+/* The servers' handler; its arg is the struct rpc. */
+extern const struct server_handler rpc_server_handler;
+/* Kills every task of every connection (the drain's grace ran out: KILL_SHUTDOWN). */
+void rpc_kill_tasks(struct rpc *r, enum task_kill_reason why);

@@ -9,15 +9,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "lib/alloc.h"
+#include "api/rpc_impl.h"
+#include "api/server.h"
 #include "audit/audit.h"
 #include "audit/audit_query.h"
-#include "daemon.h"
+#include "lib/alloc.h"
 #include "lib/log.h"
-#include "wire/proto.h"
-#include "api/rpc.h"
-#include "api/server.h"
 #include "lib/util.h"
+#include "wire/proto.h"
 
 #define QUERY_LIMIT_DEFAULT 50
 #define QUERY_LIMIT_MAX 1000
@@ -25,7 +24,7 @@
 
 struct job {
     uv_work_t work;
-    struct daemon *d;
+    struct rpc *rpc;
     uint64_t conn_id;
     uint32_t msgid;
     bool verify;
@@ -70,16 +69,12 @@ static void job_work(uv_work_t *w)
     audit_ro_close(db);
 }
 
-static struct conn *find_conn(struct daemon *d, uint64_t id)
-{
-    return d->admin ? server_find_conn(d->admin, id) : NULL;
-}
-
 static void job_done(uv_work_t *w, int status)
 {
     struct job *j = container_of(w, struct job, work);
-    audit_reader_release(j->d->audit);
-    struct conn *c = find_conn(j->d, j->conn_id);
+    audit_reader_release(j->rpc->env.audit);
+    struct rpc_conn *rc = rpc_find_conn(j->rpc, SERVER_ADMIN, j->conn_id);
+    struct conn *c = rc ? rc->c : NULL;
     if (c) {
         if (status < 0) {
             conn_send_error(c, j->msgid, "internal", "the audit request was cancelled");
@@ -101,23 +96,14 @@ static int check_keys(const msgpack_object *args, const char *const *keys, size_
     if (!args || args->type == MSGPACK_OBJECT_NIL) {
         return 0;
     }
-    if (args->type != MSGPACK_OBJECT_MAP) {
+    char name[48];
+    int r = proto_keys_check(args, keys, n, name, sizeof(name));
+    if (r == -EINVAL) {
         return err_setx(e, -EINVAL, "arguments must be a map");
     }
-    for (uint32_t i = 0; i < args->via.map.size; i++) {
-        const msgpack_object *k = &args->via.map.ptr[i].key;
-        bool known = false;
-        for (size_t j = 0; j < n && k->type == MSGPACK_OBJECT_STR; j++) {
-            known = known || proto_str_eq(k->via.str.ptr, k->via.str.size, keys[j]);
-        }
-        if (!known) {
-            char name[48];
-            if (proto_obj_cstr(k, name, sizeof(name)) < 0) {
-                str_copy(name, "?", sizeof(name));
-            }
-            char q[64];
-            return err_setx(e, -EINVAL, "unknown argument %s", log_quote(name, q, sizeof(q)));
-        }
+    if (r < 0) {
+        char q[64];
+        return err_setx(e, -EINVAL, "unknown argument %s", log_quote(name, q, sizeof(q)));
     }
     return 0;
 }
@@ -138,32 +124,33 @@ static int opt_str(const msgpack_object *args, const char *key, char *buf, size_
     return 0;
 }
 
-static bool start_job(struct conn *c, uint32_t msgid, struct job *j)
+static bool start_job(struct rpc_conn *rc, uint32_t msgid, struct job *j)
 {
-    struct daemon *d = c->d;
-    if (!audit_enabled(d->audit)) {
-        conn_send_error(c, msgid, "internal", "the audit trail is disabled in this sbxd");
+    const struct rpc_env *env = &rc->rpc->env;
+    struct conn *c = rc->c;
+    if (!audit_enabled(env->audit)) {
+        conn_send_error(rc->c, msgid, "internal", "the audit trail is disabled in this sbxd");
         return false;
     }
-    if (!audit_reader_acquire(d->audit)) {
-        conn_send_error(c, msgid, "busy", "another audit request is running; retry");
+    if (!audit_reader_acquire(env->audit)) {
+        conn_send_error(rc->c, msgid, "busy", "another audit request is running; retry");
         return false;
     }
-    j->d = d;
-    j->conn_id = c->id;
+    j->rpc = rc->rpc;
+    j->conn_id = conn_id(c);
     j->msgid = msgid;
-    j->path = xstrdup(audit_path(d->audit));
+    j->path = xstrdup(audit_path(env->audit));
     msgpack_sbuffer_init(&j->out);
-    if (uv_queue_work(d->loop, &j->work, job_work, job_done) < 0) {
-        conn_send_error(c, msgid, "internal", "cannot queue the audit request");
+    if (uv_queue_work(env->loop, &j->work, job_work, job_done) < 0) {
+        conn_send_error(rc->c, msgid, "internal", "cannot queue the audit request");
         free(j->path);
-        audit_reader_release(d->audit);
+        audit_reader_release(env->audit);
         return false;
     }
     return true;
 }
 
-void rpc_audit_query(struct conn *c, uint32_t msgid, const msgpack_object *args)
+void rpc_audit_query(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args)
 {
     static const char *const keys[] = {"task", "pool", "status", "since", "limit"};
     struct err e = ERR_INIT;
@@ -201,8 +188,8 @@ void rpc_audit_query(struct conn *c, uint32_t msgid, const msgpack_object *args)
         }
     }
     if (r < 0) {
-        rpc_refused(c, "bad_request", "bad_request", RPC_METHOD("audit.query"), err_msg(&e));
-        conn_send_error(c, msgid, "bad_request", err_msg(&e));
+        rpc_refused(rc, "bad_request", "bad_request", RPC_METHOD("audit.query"), err_msg(&e));
+        conn_send_error(rc->c, msgid, "bad_request", err_msg(&e));
         return;
     }
     j->q.task = j->task[0] ? j->task : NULL;
@@ -210,22 +197,22 @@ void rpc_audit_query(struct conn *c, uint32_t msgid, const msgpack_object *args)
     j->q.status = j->status[0] ? j->status : NULL;
     j->q.since_ns = since_ns;
     j->q.limit = (uint32_t)limit;
-    if (start_job(c, msgid, j)) {
+    if (start_job(rc, msgid, j)) {
         (void)take_ptr(&j); /* the worker owns it now */
     }
 }
 
-void rpc_audit_verify(struct conn *c, uint32_t msgid, const msgpack_object *args)
+void rpc_audit_verify(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args)
 {
     struct err e = ERR_INIT;
     if (check_keys(args, NULL, 0, &e) < 0) {
-        rpc_refused(c, "bad_request", "bad_request", RPC_METHOD("audit.verify"), err_msg(&e));
-        conn_send_error(c, msgid, "bad_request", err_msg(&e));
+        rpc_refused(rc, "bad_request", "bad_request", RPC_METHOD("audit.verify"), err_msg(&e));
+        conn_send_error(rc->c, msgid, "bad_request", err_msg(&e));
         return;
     }
     scoped_free struct job *j = xcalloc(1, sizeof(*j));
     j->verify = true;
-    if (start_job(c, msgid, j)) {
+    if (start_job(rc, msgid, j)) {
         (void)take_ptr(&j);
     }
 }

@@ -7,11 +7,11 @@
 #include <msgpack.h>
 #include <stdint.h>
 
-struct conn;
+struct rpc_conn;
 
 /* {task?: str, pool?: str, status?: str, since?: seconds (number, > 0), limit?: 1..1000
  * (default 50)} -> {"chains": [...], "more": bool} (see audit_query_pack). */
-void rpc_audit_query(struct conn *c, uint32_t msgid, const msgpack_object *args);
+void rpc_audit_query(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args);
 /* {} -> {"ok", "rows", "start_seq", "head_seq", "head_hash"[, "bad_seq", "bad_id",
  * "problem", "message"]} (see audit_verify). */
-void rpc_audit_verify(struct conn *c, uint32_t msgid, const msgpack_object *args);
+void rpc_audit_verify(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args);

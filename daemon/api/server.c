@@ -13,26 +13,41 @@
 #include <unistd.h>
 
 #include "lib/alloc.h"
-#include "config/config.h"
-#include "daemon.h"
-#include "core/task.h"
-#include "lib/log.h"
-#include "wire/proto.h"
-#include "api/rpc.h"
 #include "lib/list.h"
+#include "lib/log.h"
 #include "lib/util.h"
+#include "wire/proto.h"
 
 struct server {
     uv_pipe_t listener;
-    struct daemon *d;
-    enum server_kind kind;
+    uv_loop_t *loop;
+    struct server_options o; /* o.path is path */
     char *path;
+    const struct server_handler *h;
+    void *h_arg;
     struct conn *conns;
     uint32_t n_conns;
     uint64_t next_id;
     bool listening;
+    bool stopped; /* server_stop_listening: a connection still accepted is refused */
     bool closing;
     bool freed_listener;
+};
+
+struct conn {
+    uv_pipe_t pipe;
+    struct server *srv;
+    struct proto_reader *rd;
+    uint64_t id;
+    uid_t peer_uid;
+    pid_t peer_pid;
+    void *data;           /* the handler's (server_handler.open) */
+    size_t stdin_pending; /* stdin bytes queued to its tasks */
+    bool closing;
+    bool reading;
+    bool close_after_flush; /* a fatal protocol error was answered */
+    struct conn *prev;
+    struct conn *next;
 };
 
 struct wreq {
@@ -45,6 +60,12 @@ static void conn_process(struct conn *c);
 static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 
+/* Input the server refuses itself, told to the handler (which counts and records it). */
+static void refused(struct conn *c, const char *kind, const char *code, const char *reason)
+{
+    c->srv->h->refused(c->srv->h_arg, c, kind, code, reason);
+}
+
 uint32_t server_connections(const struct server *s)
 {
     return s->n_conns;
@@ -52,7 +73,32 @@ uint32_t server_connections(const struct server *s)
 
 enum server_kind server_kind(const struct server *s)
 {
-    return s->kind;
+    return s->o.kind;
+}
+
+uint64_t conn_id(const struct conn *c)
+{
+    return c->id;
+}
+
+enum server_kind conn_kind(const struct conn *c)
+{
+    return c->srv->o.kind;
+}
+
+uid_t conn_peer_uid(const struct conn *c)
+{
+    return c->peer_uid;
+}
+
+pid_t conn_peer_pid(const struct conn *c)
+{
+    return c->peer_pid;
+}
+
+void *conn_data(const struct conn *c)
+{
+    return c->data;
 }
 
 size_t conn_write_queue(const struct conn *c)
@@ -72,13 +118,16 @@ static void conn_closed(uv_handle_t *h)
 {
     struct conn *c = h->data;
     struct server *s = c->srv;
-    struct daemon *d = s->d;
+    void (*closed)(void *) = s->o.closed;
+    void *closed_arg = s->o.closed_arg;
     DLIST_REMOVE(s->conns, c);
     s->n_conns--;
     c->rd = proto_reader_free(c->rd);
     free(c);
     maybe_free_server(s); /* may free s */
-    daemon_drain_progress(d);
+    if (closed) {
+        closed(closed_arg);
+    }
 }
 
 void conn_close(struct conn *c)
@@ -87,14 +136,9 @@ void conn_close(struct conn *c)
         return;
     }
     c->closing = true;
-    /* The client is gone: its tasks die with their sandboxes, queued ones are dropped. */
-    struct task *t = c->tasks;
-    while (t) {
-        struct task *next = t->cnext;
-        task_client_gone(t);
-        t = next;
-    }
-    c->tasks = NULL;
+    /* The client is gone: the handler lets go of what it did for it (its tasks die). */
+    c->srv->h->gone(c->srv->h_arg, c);
+    c->data = NULL;
     uv_close((uv_handle_t *)&c->pipe, conn_closed);
 }
 
@@ -133,9 +177,7 @@ static void write_cb(uv_write_t *req, int status)
         return;
     }
     if (q < CONN_WQ_LOW) {
-        for (struct task *t = c->tasks; t; t = t->cnext) {
-            task_resume(t);
-        }
+        c->srv->h->drained(c->srv->h_arg, c);
         update_reading(c);
     }
 }
@@ -197,39 +239,6 @@ static void conn_fatal(struct conn *c, const char *code, const char *message)
     }
 }
 
-void conn_request_done(struct conn *c)
-{
-    if (c->inflight > 0) {
-        c->inflight--;
-    }
-}
-
-void conn_add_task(struct conn *c, struct task *t)
-{
-    t->cprev = NULL;
-    t->cnext = c->tasks;
-    if (c->tasks) {
-        c->tasks->cprev = t;
-    }
-    c->tasks = t;
-}
-
-void conn_remove_task(struct conn *c, struct task *t)
-{
-    if (c->closing) {
-        return; /* conn_close unlinks the whole list itself */
-    }
-    if (t->cprev) {
-        t->cprev->cnext = t->cnext;
-    } else if (c->tasks == t) {
-        c->tasks = t->cnext;
-    }
-    if (t->cnext) {
-        t->cnext->cprev = t->cprev;
-    }
-    t->cprev = t->cnext = NULL;
-}
-
 void conn_stdin_queued(struct conn *c, size_t n)
 {
     c->stdin_pending += n;
@@ -279,17 +288,17 @@ static void conn_process(struct conn *c)
                 log_debug("conn=%llu msg=\"ignoring malformed message\" detail=\"%s\"",
                           (unsigned long long)c->id, err_msg(&e));
             }
-            rpc_refused(c, "malformed", "bad_request", NULL, 0, err_msg(&e));
+            refused(c, "malformed", "bad_request", err_msg(&e));
             proto_msg_done(&m);
             continue;
         }
         if (r < 0) {
             const char *code = r == -EMSGSIZE ? "too_large" : "bad_request";
-            rpc_refused(c, r == -EMSGSIZE ? "too_large" : "malformed", code, NULL, 0, err_msg(&e));
+            refused(c, r == -EMSGSIZE ? "too_large" : "malformed", code, err_msg(&e));
             conn_fatal(c, code, err_msg(&e));
             break;
         }
-        rpc_handle(c, &m);
+        c->srv->h->message(c->srv->h_arg, c, &m);
         proto_msg_done(&m);
     }
     if (c->reading && !c->closing) {
@@ -302,7 +311,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     struct conn *c = st->data;
     (void)buf;
     if (nread == UV_ENOBUFS) {
-        rpc_refused(c, "too_large", "too_large", NULL, 0, "message exceeds the size limit");
+        refused(c, "too_large", "too_large", "message exceeds the size limit");
         conn_fatal(c, "too_large", "message exceeds the size limit");
         return;
     }
@@ -320,16 +329,14 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 static void on_connection(uv_stream_t *ls, int status)
 {
     struct server *s = ls->data;
-    struct daemon *d = s->d;
     if (status < 0) {
-        log_warn_errno(status, "kind=%d msg=\"accept failed\"", s->kind);
+        log_warn_errno(status, "kind=%d msg=\"accept failed\"", s->o.kind);
         return;
     }
     struct conn *c = xcalloc(1, sizeof(*c));
     c->srv = s;
-    c->d = d;
     c->id = ++s->next_id;
-    uv_pipe_init(d->loop, &c->pipe, 0);
+    uv_pipe_init(s->loop, &c->pipe, 0);
     c->pipe.data = c;
     if (uv_accept(ls, (uv_stream_t *)&c->pipe) < 0) {
         free(c);
@@ -346,20 +353,20 @@ static void on_connection(uv_stream_t *ls, int status)
             c->peer_pid = cr.pid;
         }
     }
-    if (proto_reader_new(d->cfg->max_message_bytes, &c->rd) < 0) {
+    c->data = s->h->open(s->h_arg, c);
+    if (proto_reader_new(s->o.max_message_bytes, &c->rd) < 0) {
         log_error("msg=\"no memory for a connection, closing it\"");
         conn_close(c);
         return;
     }
-    if (s->n_conns > d->cfg->max_connections) {
+    if (s->n_conns > s->o.max_connections) {
         char msg[96];
-        (void)snprintf(msg, sizeof(msg), "too many connections (limit %u)",
-                       d->cfg->max_connections);
-        rpc_refused(c, "limit", "limit", NULL, 0, msg);
+        (void)snprintf(msg, sizeof(msg), "too many connections (limit %u)", s->o.max_connections);
+        refused(c, "limit", "limit", msg);
         conn_fatal(c, "limit", msg);
         return;
     }
-    if (d->draining) {
+    if (s->stopped) {
         conn_fatal(c, "shutting_down", "sbxd is shutting down");
         return;
     }
@@ -374,9 +381,11 @@ static void listener_closed(uv_handle_t *h)
     maybe_free_server(s);
 }
 
-int server_new(struct daemon *d, enum server_kind kind, const char *path, unsigned mode,
-               struct server **ret, struct err *e)
+int server_new(uv_loop_t *loop, const struct server_options *o,
+               const struct server_handler *handler, void *handler_arg, struct server **ret,
+               struct err *e)
 {
+    const char *path = o->path;
     struct sockaddr_un sun;
     if (strlen(path) >= sizeof(sun.sun_path)) {
         /* libuv 1.44 has no uv_pipe_bind2 and would truncate silently. */
@@ -401,16 +410,19 @@ int server_new(struct daemon *d, enum server_kind kind, const char *path, unsign
         (void)unlink(path);
     }
     struct server *s = xcalloc(1, sizeof(*s));
-    s->d = d;
-    s->kind = kind;
+    s->loop = loop;
+    s->o = *o;
     s->path = xstrdup(path);
-    uv_pipe_init(d->loop, &s->listener, 0);
+    s->o.path = s->path;
+    s->h = handler;
+    s->h_arg = handler_arg;
+    uv_pipe_init(loop, &s->listener, 0);
     s->listener.data = s;
     /* Bind under a restrictive umask so there is no window with a wider mode. */
     mode_t old = umask(0177);
     int r = uv_pipe_bind(&s->listener, path);
     umask(old);
-    if (r == 0 && chmod(path, mode) < 0) {
+    if (r == 0 && chmod(path, o->mode) < 0) {
         r = -errno;
     }
     if (r == 0) {
@@ -429,6 +441,7 @@ int server_new(struct daemon *d, enum server_kind kind, const char *path, unsign
 
 void server_stop_listening(struct server *s)
 {
+    s->stopped = true;
     if (!s->listening) {
         return;
     }
@@ -448,23 +461,4 @@ void server_close(struct server *s)
         c = next;
     }
     maybe_free_server(s);
-}
-
-void server_kill_tasks(struct server *s, int why)
-{
-    for (struct conn *c = s->conns; c; c = c->next) {
-        for (struct task *t = c->tasks; t; t = t->cnext) {
-            task_kill(t, (enum task_kill_reason)why);
-        }
-    }
-}
-
-struct conn *server_find_conn(struct server *s, uint64_t id)
-{
-    for (struct conn *c = s->conns; c; c = c->next) {
-        if (c->id == id && !c->closing) {
-            return c;
-        }
-    }
-    return NULL;
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 /* The agents' and admin sockets: accept, per-connection read buffers, write queue and
- * backpressure, and every bound (connections, in-flight requests, message size).
- * Loop thread only. */
+ * backpressure, and every bound (connections, message size). What a message means is the
+ * handler's (api/rpc.c), given at server_new; this file knows no task. Loop thread only. */
 #include <msgpack.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -12,9 +12,9 @@
 
 #include "lib/err.h"
 
-struct daemon;
-struct task;
-struct proto_reader;
+struct conn;
+struct proto_msg;
+struct server;
 
 /* Write-queue watermarks of a connection: above HIGH the tasks of the connection stop
  * reading their output (and the connection stops reading requests); below LOW they resume. */
@@ -28,39 +28,55 @@ enum server_kind {
     SERVER_ADMIN = 1,
 };
 
-struct server;
-
-struct conn {
-    uv_pipe_t pipe;
-    struct server *srv;
-    struct daemon *d;
-    struct proto_reader *rd;
-    uint64_t id;
-    uid_t peer_uid;
-    pid_t peer_pid;
-    struct task *tasks;   /* tasks of this connection (queued or running) */
-    uint32_t inflight;    /* requests not yet answered */
-    size_t stdin_pending; /* stdin bytes queued to its tasks */
-    bool closing;
-    bool reading;
-    bool close_after_flush; /* a fatal protocol error was answered */
-    struct conn *prev;
-    struct conn *next;
+/* What the server tells whoever serves its connections (arg: server_new's handler_arg). */
+struct server_handler {
+    /* A connection was accepted (peer credentials known, nothing read yet): returns the
+     * handler's state for it (conn_data), or NULL. Called once, before anything else. */
+    void *(*open)(void *arg, struct conn *c);
+    /* One decoded message (the server frees it after). */
+    void (*message)(void *arg, struct conn *c, const struct proto_msg *m);
+    /* Bad input refused by the server itself (kind: malformed, too_large, limit), before or
+     * instead of a message: for counting and the trail. The server answers the client. */
+    void (*refused)(void *arg, struct conn *c, const char *kind, const char *code,
+                    const char *reason);
+    /* The connection's write queue fell below CONN_WQ_LOW. */
+    void (*drained)(void *arg, struct conn *c);
+    /* The connection is closing (the client left, a write failed, or server_close): the
+     * last call for c; nothing sent to it after is written. The handler frees its state. */
+    void (*gone)(void *arg, struct conn *c);
 };
 
-/* Binds path (mode `mode`), listens, and serves connections of the given kind.
- * Returns 0 or -errno with e naming the path. */
-int server_new(struct daemon *d, enum server_kind kind, const char *path, unsigned mode,
-               struct server **ret, struct err *e);
-/* Stops listening and unlinks the socket; existing connections stay. */
+struct server_options {
+    enum server_kind kind;
+    const char *path; /* the socket, bound with mode */
+    unsigned mode;
+    size_t max_message_bytes; /* a bigger message closes the connection (too_large) */
+    uint32_t max_connections; /* one more is answered "limit" and closed */
+    /* Called once a connection is freed (the drain waits for clients), or NULL. */
+    void (*closed)(void *arg);
+    void *closed_arg;
+};
+
+/* Binds o->path (mode o->mode), listens, and serves connections through handler (which,
+ * like o, must outlive the server). Returns 0 or -errno with e naming the path. */
+int server_new(uv_loop_t *loop, const struct server_options *o,
+               const struct server_handler *handler, void *handler_arg, struct server **ret,
+               struct err *e);
+/* Stops listening and unlinks the socket; existing connections stay, and a connection
+ * still accepted is answered "shutting_down" and closed. */
 void server_stop_listening(struct server *s);
-/* Closes every connection (their tasks are told) and frees the server when all closed. */
+/* Closes every connection (their handler is told) and frees the server when all closed. */
 void server_close(struct server *s);
 uint32_t server_connections(const struct server *s);
 enum server_kind server_kind(const struct server *s);
-/* The open connection with this id (ids are unique per server), or NULL: for answers
- * computed off the loop, whose connection may have closed meanwhile. */
-struct conn *server_find_conn(struct server *s, uint64_t id);
+
+/* A connection's id (unique per server), socket kind, peer credentials (SO_PEERCRED; 0
+ * when not known) and the handler's state (from open). */
+uint64_t conn_id(const struct conn *c);
+enum server_kind conn_kind(const struct conn *c);
+uid_t conn_peer_uid(const struct conn *c);
+pid_t conn_peer_pid(const struct conn *c);
+void *conn_data(const struct conn *c);
 
 /* Sends a packed message, taking ownership of sbuf's data (sbuf is left empty). Dropped
  * silently when the connection is closing. */
@@ -69,15 +85,9 @@ void conn_send(struct conn *c, msgpack_sbuffer *sbuf);
 size_t conn_write_queue(const struct conn *c);
 /* Sends an error response for msgid. */
 void conn_send_error(struct conn *c, uint32_t msgid, const char *code, const char *message);
-/* A request finished (its response was sent): frees an in-flight slot. */
-void conn_request_done(struct conn *c);
-/* Adds / removes a task to the connection's list. */
-void conn_add_task(struct conn *c, struct task *t);
-void conn_remove_task(struct conn *c, struct task *t);
-/* Stdin accounting for backpressure (rpc/exec). */
+/* Stdin accounting for backpressure: bytes queued to the connection's tasks, and written
+ * out of their pipes. */
 void conn_stdin_queued(struct conn *c, size_t n);
 void conn_stdin_written(struct conn *c, size_t n);
-/* Closes the connection (tasks of it are killed). */
+/* Closes the connection (the handler's gone is called first). */
 void conn_close(struct conn *c);
-/* Kills every running task of the server's connections (enum task_kill_reason why). */
-void server_kill_tasks(struct server *s, int why);

@@ -15,6 +15,7 @@
 #include "metrics/metrics.h"
 #include "lib/list.h"
 #include "lib/util.h"
+#include "sandbox/image.h"
 #include "sandbox/kit.h"
 
 #define BACKOFF_MIN_NS (50ULL * 1000 * 1000)
@@ -256,5 +257,35 @@ void pool_drain(struct pool *p)
     struct sandbox *sb;
     while ((sb = p->warm_head)) {
         sandbox_kill(sb); /* unwarms it */
+    }
+}
+
+const struct pool_config *pool_config(const struct pool *p)
+{
+    return p->pc;
+}
+
+uint32_t pool_queued(const struct pool *p)
+{
+    return p->n_queued;
+}
+
+void pool_get_stats(const struct pool *p, struct pool_stats *ret)
+{
+    *ret = (struct pool_stats){
+        .warm = p->n_state[SB_WARM],
+        .creating = p->n_state[SB_CREATING],
+        .busy = p->n_state[SB_BUSY],
+        .dying = p->n_state[SB_DYING] + p->n_state[SB_DEAD],
+        .queued = p->n_queued,
+        .created = p->created,
+        .failed = p->failed,
+        .tasks = p->tasks,
+        .cold_starts = p->cold_starts,
+        .image_state = image_state_name(p->kit->image),
+        .has_fork_server = p->kit->forkserver != NULL,
+    };
+    if (p->kit->forkserver) {
+        forkserver_get_stats(p->kit->forkserver, &ret->fork_server);
     }
 }

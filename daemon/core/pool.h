@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "lib/err.h"
+#include "sandbox/forkserver.h"
 #include "sandbox/kit.h"
 #include "sandbox/sandbox.h"
 
@@ -77,3 +78,24 @@ void pool_grow(struct pool *p);
 void pool_drain(struct pool *p);
 /* Sandboxes not yet freed. */
 uint32_t pool_live(const struct pool *p);
+
+/* What the pools method and the metrics' scrape read of a pool: a copy. */
+struct pool_stats {
+    uint32_t warm; /* sandboxes by state */
+    uint32_t creating;
+    uint32_t busy;
+    uint32_t dying; /* DYING and DEAD, until freed */
+    uint32_t queued;
+    uint64_t created;                    /* sandboxes that became WARM */
+    uint64_t failed;                     /* creations that failed */
+    uint64_t tasks;                      /* tasks started */
+    uint64_t cold_starts;                /* tasks that had to wait for a sandbox */
+    const char *image_state;             /* image_state_name of its image (static) */
+    bool has_fork_server;                /* false: sandboxes are made from scratch */
+    struct forkserver_stats fork_server; /* all 0 without one */
+};
+/* The pool's config (its name, targets and limits). */
+const struct pool_config *pool_config(const struct pool *p);
+/* Tasks waiting in its queue. */
+uint32_t pool_queued(const struct pool *p);
+void pool_get_stats(const struct pool *p, struct pool_stats *ret);

@@ -75,6 +75,16 @@ struct pool *sched_find_pool(const struct sched *s, const char *name)
     return NULL;
 }
 
+size_t sched_n_pools(const struct sched *s)
+{
+    return s->n_pools;
+}
+
+struct pool *sched_pool(const struct sched *s, size_t i)
+{
+    return s->pools[i];
+}
+
 static void topup_cb(uv_timer_t *h)
 {
     sched_refill(h->data);

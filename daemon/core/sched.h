@@ -34,6 +34,9 @@ void sched_close(struct sched *s);
 
 /* Finds a pool by name, or NULL. */
 struct pool *sched_find_pool(const struct sched *s, const char *name);
+/* The pools in config order: how many, and the i-th (i < sched_n_pools). */
+size_t sched_n_pools(const struct sched *s);
+struct pool *sched_pool(const struct sched *s, size_t i);
 /* Starts as many sandbox creations as the global refill bound allows, pools with queued
  * tasks first, then pools below their warm target. A pool still at half its target or more
  * is topped up only once no task has started for the config's topup_idle (20 ms; 0: at

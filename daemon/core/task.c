@@ -15,6 +15,7 @@
 #include "lib/alloc.h"
 #include "audit/audit.h"
 #include "core/task_audit.h"
+#include "core/task_impl.h"
 #include "sandbox/cgroup.h"
 #include "config/config.h"
 #include "core/sched.h"
@@ -25,7 +26,6 @@
 #include "wire/egress_parse.h"
 #include "wire/proto.h"
 #include "sandbox/sandbox.h"
-#include "api/server.h"
 #include "lib/util.h"
 
 /* One read buffer for every pipe: the loop is single-threaded and each chunk is packed
@@ -100,7 +100,7 @@ void task_admit(struct task *t)
 
 static const struct pool_waiter_ops task_waiter_ops;
 
-int task_new(struct task_env *env, struct conn *c, uint32_t msgid, struct pool *p,
+int task_new(struct task_env *env, const struct task_sink *sink, uint32_t msgid, struct pool *p,
              const struct ctl_task *hdr, char *data, uint64_t timeout_ns, bool want_stdin,
              struct task **ret, struct err *e)
 {
@@ -125,7 +125,7 @@ int task_new(struct task_env *env, struct conn *c, uint32_t msgid, struct pool *
     struct task *t = xcalloc(1, sizeof(*t));
     t->env = env;
     t->wait.ops = &task_waiter_ops;
-    t->conn = c;
+    t->sink = (struct task_sink){sink->ops, sink->arg, NULL, NULL};
     t->msgid = msgid;
     t->pool = p;
     t->hdr = *hdr;
@@ -157,6 +157,64 @@ int task_new(struct task_env *env, struct conn *c, uint32_t msgid, struct pool *
     return 0;
 }
 
+struct task_sink *task_sink(struct task *t)
+{
+    return &t->sink;
+}
+
+struct task *task_of_sink(struct task_sink *s)
+{
+    return container_of(s, struct task, sink);
+}
+
+const char *task_id(const struct task *t)
+{
+    return t->id;
+}
+
+uint32_t task_msgid(const struct task *t)
+{
+    return t->msgid;
+}
+
+const char *task_token_id(const struct task *t)
+{
+    return t->token_id;
+}
+
+int task_grant(struct task *t, struct token_store *tokens, const struct token *tok, struct err *e)
+{
+    struct token_info ti;
+    int fds[TOKEN_MAX_MOUNTS];
+    uint32_t files = 0;
+    token_get_info(tokens, tok, &ti);
+    t->token_id = xstrdup(ti.id);
+    t->net_profile = ti.net ? xstrdup(ti.net) : NULL;
+    if (ti.n_mounts == 0) {
+        return 0;
+    }
+    int r = token_open_mounts(tokens, tok, fds, &files, e);
+    if (r < 0) {
+        return r;
+    }
+    t->mount_fds = xcalloc(ti.n_mounts, sizeof(*t->mount_fds));
+    t->mount_dst = xcalloc(ti.n_mounts, sizeof(*t->mount_dst));
+    for (size_t i = 0; i < ti.n_mounts; i++) {
+        t->mount_fds[i] = fds[i];
+        t->mount_dst[i] = xstrdup(ti.mounts[i].dst);
+        str_copy(t->hdr.mount_dst[i], ti.mounts[i].dst, sizeof(t->hdr.mount_dst[i]));
+    }
+    t->n_mounts = ti.n_mounts;
+    t->hdr.n_mounts = (uint32_t)ti.n_mounts;
+    t->hdr.mount_files = files;
+    return 0;
+}
+
+void task_attach_token(struct task *t, struct token_store *tokens, const struct token *tok)
+{
+    token_attach(tokens, tok, &t->tlink);
+}
+
 static void pack_bin(msgpack_packer *pk, const char *buf, size_t len)
 {
     msgpack_pack_bin(pk, len);
@@ -176,14 +234,14 @@ static void notify_begin(const struct task *t, const char *method, msgpack_sbuff
 
 static void send_output(struct task *t, const char *method, const char *buf, size_t len)
 {
-    if (!t->conn) {
+    if (!t->sink.ops) {
         return;
     }
     msgpack_sbuffer sb;
     msgpack_packer pk;
     notify_begin(t, method, &sb, &pk);
     pack_bin(&pk, buf, len);
-    conn_send(t->conn, &sb);
+    t->sink.ops->send(&t->sink, &sb);
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -242,7 +300,7 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         maybe_finish(t);
         return;
     }
-    if (t->conn && conn_write_queue(t->conn) > CONN_WQ_HIGH) {
+    if (t->sink.ops && t->sink.ops->congested(&t->sink)) {
         stop_reading(t); /* backpressure: resumed by task_resume */
     }
 }
@@ -276,7 +334,7 @@ static void timeout_cb(uv_timer_t *h)
 
 static void send_started(struct task *t)
 {
-    if (!t->conn) {
+    if (!t->sink.ops) {
         return;
     }
     msgpack_sbuffer sb;
@@ -286,7 +344,7 @@ static void send_started(struct task *t)
     proto_pack_kv_str(&pk, "task", t->id);
     proto_pack_kv_str(&pk, "sandbox", t->sb ? t->sb->id : "");
     proto_pack_kv_str(&pk, "pool", t->pool->pc->name);
-    conn_send(t->conn, &sb);
+    t->sink.ops->send(&t->sink, &sb);
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -553,22 +611,21 @@ static void send_result(struct task *t, const struct task_outcome *o)
     if (stage) {
         proto_pack_kv_str(&pk, "error_stage", stage);
     }
-    conn_send(t->conn, &sb);
+    t->sink.ops->send(&t->sink, &sb);
     msgpack_sbuffer_destroy(&sb);
 }
 
-/* The task no longer answers to its connection: give back its request slot and the stdin
- * bytes it still had queued, so the connection's accounting stays exact. */
-static void detach_conn(struct task *t)
+/* The task no longer answers to its client: give back the stdin bytes it still had queued
+ * and its request slot, so the client's accounting stays exact. */
+static void detach_client(struct task *t)
 {
-    struct conn *c = t->conn;
-    if (!c) {
+    const struct task_sink_ops *ops = t->sink.ops;
+    if (!ops) {
         return;
     }
-    conn_stdin_written(c, t->in_pending);
-    conn_remove_task(c, t);
-    conn_request_done(c);
-    t->conn = NULL;
+    ops->stdin_written(&t->sink, t->in_pending);
+    t->sink.ops = NULL;
+    ops->done(&t->sink);
 }
 
 /* The task's chain is committed (or the trail cannot be written): answer, then let go. */
@@ -576,16 +633,16 @@ static void task_committed(void *arg, bool committed)
 {
     struct task *t = arg;
     struct sched *s = t->env->sched;
-    if (t->conn) {
+    if (t->sink.ops) {
         if (committed) {
             struct task_outcome o;
             outcome_of(t, &o);
             send_result(t, &o);
         } else {
-            conn_send_error(t->conn, t->msgid, "internal",
-                            "the audit trail cannot be written: the result is withheld");
+            t->sink.ops->send_error(&t->sink, t->msgid, "internal",
+                                    "the audit trail cannot be written: the result is withheld");
         }
-        detach_conn(t);
+        detach_client(t);
     }
     task_unref(t);
     sched_task_ended(s);
@@ -648,9 +705,9 @@ void task_fail(struct task *t, const char *code, const char *message)
         task_audit_decision(t->env, t->id, false, code, message);
     }
     (void)task_audit_result(t, t->admitted ? "error" : "denied", code, message, NULL);
-    if (t->conn) {
-        conn_send_error(t->conn, t->msgid, code, message);
-        detach_conn(t);
+    if (t->sink.ops) {
+        t->sink.ops->send_error(&t->sink, t->msgid, code, message);
+        detach_client(t);
     }
     t->state = TASK_DONE;
     task_release(t);
@@ -709,7 +766,7 @@ void task_token_kill(struct token_link *l, enum token_state why, void *arg)
 
 void task_client_gone(struct task *t)
 {
-    detach_conn(t);
+    detach_client(t);
     if (t->state == TASK_QUEUED) {
         pool_cancel(t->pool, &t->wait);
         (void)task_audit_result(t, "cancelled", NULL, "the client left before a sandbox was free",
@@ -734,8 +791,8 @@ static void stdin_written(uv_write_t *req, int status)
     struct stdin_req *sr = container_of(req, struct stdin_req, req);
     struct task *t = sr->t;
     t->in_pending -= sr->len;
-    if (t->conn) {
-        conn_stdin_written(t->conn, sr->len);
+    if (t->sink.ops) {
+        t->sink.ops->stdin_written(&t->sink, sr->len);
     }
     if (status < 0) {
         /* EPIPE: the task closed its stdin; later chunks are dropped. */
@@ -749,7 +806,7 @@ static void stdin_written(uv_write_t *req, int status)
 
 void task_stdin(struct task *t, const char *data, size_t len)
 {
-    /* A finished task waiting for its audit commit is still the connection's: drop. */
+    /* A finished task waiting for its audit commit is still the client's: drop. */
     if (!t->in_open || t->in_eof_requested || t->state == TASK_DONE) {
         return;
     }
@@ -775,7 +832,7 @@ void task_stdin(struct task *t, const char *data, size_t len)
         return;
     }
     t->in_pending += len;
-    if (t->conn) {
-        conn_stdin_queued(t->conn, len);
+    if (t->sink.ops) {
+        t->sink.ops->stdin_queued(&t->sink, len);
     }
 }

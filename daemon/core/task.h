@@ -1,27 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* One task: its stdio pipes and streaming to the client, the combined output cap, the
- * deadline, and the result. Loop thread only. */
+/* One task: its stdio pipes and streaming to its client, the combined output cap, the
+ * deadline, and the result. The client is a struct task_sink (api/ implements it over its
+ * connection); struct task's body is core's (core/task_impl.h). Loop thread only. */
+#include <msgpack.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
-#include "sandbox/cgroup.h"
-#include "wire/ctl.h"
-#include "egress/egress.h"
 #include "lib/err.h"
-#include "core/outcap.h"
-#include "core/pool.h"
 #include "token/token.h"
 
 struct audit;
 struct config;
+struct ctl_task;
 struct egress;
 struct pool;
-struct sandbox;
 struct sched;
-struct conn;
+struct task;
+struct task_sink;
 
 /* What every task needs, one per daemon, filled by main. */
 struct task_env {
@@ -51,76 +49,33 @@ enum task_kill_reason {
     KILL_TOKEN_REVOKED, /* ... or was revoked: status token_revoked */
 };
 
-struct task {
-    struct task_env *env;
-    struct conn *conn; /* NULL once the client is gone */
-    uint32_t msgid;
-    struct pool *pool;
-    struct sandbox *sb;
-    char id[24];
-    char sb_id[24]; /* the sandbox it ran in, kept for the result */
-    enum task_state state;
-    enum task_kill_reason kill;
-    struct ctl_task hdr;
-    char *data; /* argv and env strings for CTL_TASK */
-    uint64_t timeout_ns;
-    bool cold; /* waited in the queue */
-    /* Grants from the capability token (token.c fills them before pool_submit; all NULL/0
-     * without a token). The task owns these strings and fds. */
-    char *token_id;                   /* the token's public id (never the token itself) */
-    char *net_profile;                /* egress profile name, NULL = loopback only */
-    struct egress_session *egress;    /* the proxy serving net_profile while it runs (egress.c) */
-    struct egress_stats egress_stats; /* what it did through the proxy, for its result */
-    int *mount_fds;                   /* detached read-only mounts (open_tree), one per mount_dst */
-    char **mount_dst;
-    size_t n_mounts;
-    struct token_link tlink; /* the token's task list (token.c); tlink.tok NULL without */
-    /* stdio: child ends are sent to the sandbox, ours are libuv pipes */
-    int child_fds[3];
-    uv_pipe_t in;
-    uv_pipe_t out;
-    uv_pipe_t err;
-    uv_timer_t timer;
-    int open_handles;
-    bool in_open;
-    bool in_eof_requested; /* client sent the empty stdin chunk */
-    size_t in_pending;     /* stdin bytes queued to the pipe */
-    bool out_eof;
-    bool err_eof;
-    bool reading; /* output reads active (false: backpressure) */
-    struct outcap cap;
-    uint64_t out_bytes;
-    uint64_t err_bytes;
-    /* outcome */
-    bool exited; /* CTL_EXITED or CTL_EXEC_FAILED seen, or sandbox died */
-    bool exec_failed;
-    int wstatus;
-    struct err error; /* status "error": why */
-    uint64_t t_request_ns;
-    uint64_t t_start_ns;
-    uint64_t t_exit_ns;
-    uint64_t rusage_cpu_us;
-    uint32_t seccomp_denials;  /* CTL_DENIALS_UNKNOWN when not counted */
-    uint32_t fail_stage;       /* CTL_EXEC_FAILED: enum ctl_stage where the task failed */
-    struct cgroup_usage usage; /* last snapshot of the sandbox's cgroup */
-    bool have_usage;
-    bool admitted;           /* policy.decision (allowed) is in the audit trail */
-    struct pool_waiter wait; /* its place in the pool's queue */
-    struct task *cprev;      /* connection's task list */
-    struct task *cnext;
+/* How a task talks to its client, which hands these at task_new. Every op gets the task's
+ * own sink (s->arg is the client's). The task calls none once it has called done. */
+struct task_sink_ops {
+    /* Sends a packed message (a notification or the result), taking sbuf's data (sbuf is
+     * left empty). */
+    void (*send)(struct task_sink *s, msgpack_sbuffer *sbuf);
+    /* Sends an error response for msgid. */
+    void (*send_error)(struct task_sink *s, uint32_t msgid, const char *code, const char *message);
+    /* Whether the client is behind on its writes: the task stops reading its output until
+     * task_resume. */
+    bool (*congested)(struct task_sink *s);
+    /* Stdin bytes were queued to the task's pipe / written out of it (the client's
+     * backpressure on its own reading). */
+    void (*stdin_queued)(struct task_sink *s, size_t n);
+    void (*stdin_written)(struct task_sink *s, size_t n);
+    /* The task no longer answers to the client (its result or error was sent, or the client
+     * is gone): the client drops it from its list and frees its request slot. Last op. */
+    void (*done)(struct task_sink *s);
 };
 
-/* What a finished task came to: computed once for its result and its audit events. */
-struct task_outcome {
-    const char *status; /* exited, signaled, timeout, output_limit, oom, error */
-    bool has_exit_code;
-    int exit_code;
-    bool has_signal;
-    int signal;
-    uint64_t wall_ms;
-    uint64_t cpu_ms;
-    uint64_t mem_peak_bytes;
-    const char *error; /* status "error": why (points into the task), else NULL */
+/* The task's client, embedded in the task (task_sink, task_of_sink). ops is NULL once done.
+ * prev and next are the client's, for its list of its tasks; core never touches them. */
+struct task_sink {
+    const struct task_sink_ops *ops;
+    void *arg;
+    struct task_sink *prev;
+    struct task_sink *next;
 };
 
 /* Writes a fresh task id (env->instance and a counter) into buf (>= 24 bytes): for
@@ -131,10 +86,24 @@ void task_make_id(struct task_env *env, char *buf, size_t size);
 void task_admit(struct task *t);
 
 /* Builds a task from a validated request (argv/env already packed into hdr and data, which
- * the task takes over). Creates its pipes. Returns 0 or -errno. */
-int task_new(struct task_env *env, struct conn *c, uint32_t msgid, struct pool *p,
+ * the task takes over) that answers to sink's client (ops and arg are copied). Creates its
+ * pipes. Returns 0 or -errno. */
+int task_new(struct task_env *env, const struct task_sink *sink, uint32_t msgid, struct pool *p,
              const struct ctl_task *hdr, char *data, uint64_t timeout_ns, bool want_stdin,
              struct task **ret, struct err *e);
+/* The task's embedded sink (for the client's list), and back. */
+struct task_sink *task_sink(struct task *t);
+struct task *task_of_sink(struct task_sink *s);
+/* The task's id, the msgid of the request it answers, and its token's public id (NULL
+ * without a token). */
+const char *task_id(const struct task *t);
+uint32_t task_msgid(const struct task *t);
+const char *task_token_id(const struct task *t);
+/* Gives the task what tok grants: its id, network profile and mounts (detached, read-only
+ * mount trees sent with CTL_TASK). Returns 0 or -errno with e. */
+int task_grant(struct task *t, struct token_store *tokens, const struct token *tok, struct err *e);
+/* Puts the task on tok's list (one use taken; expiry and revocation reach it from now). */
+void task_attach_token(struct task *t, struct token_store *tokens, const struct token *tok);
 /* Queues or starts the task in its pool (pool_submit): 0, -EBUSY or -ESHUTDOWN. */
 int task_submit(struct task *t);
 /* The task could not be scheduled (queue full, draining, client left while queued):
@@ -150,5 +119,5 @@ void task_kill(struct task *t, enum task_kill_reason why);
  * revoked. A running task is killed (status token_expired / token_revoked); a queued one
  * is refused with error "denied" and freed. */
 void task_token_kill(struct token_link *l, enum token_state why, void *arg);
-/* The connection's write queue drained: resume reading output. */
+/* The client's write queue drained: resume reading output. */
 void task_resume(struct task *t);

@@ -9,6 +9,7 @@
 #include "audit/audit.h"
 #include "config/config.h"
 #include "core/task.h"
+#include "core/task_impl.h"
 #include "core/pool.h"
 #include "wire/proto.h"
 #include "sandbox/sandbox.h"
@@ -271,6 +272,6 @@ uint64_t task_audit_result(const struct task *t, const char *status, const char 
     if (message) {
         audit_str(ev, "error", message);
     }
-    audit_bool(ev, "delivered", t->conn != NULL);
+    audit_bool(ev, "delivered", t->sink.ops != NULL);
     return audit_end(ev);
 }

@@ -827,3 +827,25 @@ int proto_obj_cstr(const msgpack_object *o, char *buf, size_t size)
     buf[len] = '\0';
     return 0;
 }
+
+int proto_keys_check(const msgpack_object *m, const char *const *keys, size_t n, char *name,
+                     size_t size)
+{
+    if (!m || m->type != MSGPACK_OBJECT_MAP) {
+        return -EINVAL;
+    }
+    for (uint32_t i = 0; i < m->via.map.size; i++) {
+        const msgpack_object *k = &m->via.map.ptr[i].key;
+        bool known = false;
+        for (size_t j = 0; j < n && k->type == MSGPACK_OBJECT_STR && !known; j++) {
+            known = proto_str_eq(k->via.str.ptr, k->via.str.size, keys[j]);
+        }
+        if (!known) {
+            if (proto_obj_cstr(k, name, size) < 0) {
+                str_copy(name, "?", size);
+            }
+            return -ENOENT;
+        }
+    }
+    return 0;
+}

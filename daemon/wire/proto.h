@@ -107,3 +107,9 @@ bool proto_str_eq(const char *s, uint32_t len, const char *cstr);
 /* Copies a str/bin object into buf with a NUL; -EINVAL if not str/bin, -ENAMETOOLONG if
  * it does not fit, -EINVAL if it contains a NUL byte. */
 int proto_obj_cstr(const msgpack_object *o, char *buf, size_t size);
+/* Whether every key of map m is one of keys[0..n) (str keys only). 0 when they all are;
+ * -EINVAL when m is not a map; -ENOENT when one is not, with the first such key in name
+ * (as proto_obj_cstr copies it, or "?" when it does not fit in size bytes or is no string).
+ * The caller words the message: it knows the method. */
+int proto_keys_check(const msgpack_object *m, const char *const *keys, size_t n, char *name,
+                     size_t size);

@@ -409,6 +409,40 @@ static void proto_map_get__non_map_and_missing(void **state)
     proto_reader_free(r);
 }
 
+#define STR_OBJ(lit)                                                                               \
+    {                                                                                              \
+        .type = MSGPACK_OBJECT_STR, .via.str = { sizeof(lit) - 1, (lit) }                          \
+    }
+
+static void proto_keys_check__known_unknown_and_not_a_map(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"argv", "pool"};
+    char name[8];
+    msgpack_object_kv kv[2] = {{.key = STR_OBJ("pool"), .val = {.type = MSGPACK_OBJECT_NIL}},
+                               {.key = STR_OBJ("argv"), .val = {.type = MSGPACK_OBJECT_NIL}}};
+    msgpack_object map = {.type = MSGPACK_OBJECT_MAP, .via.map = {2, kv}};
+    msgpack_object arr = {.type = MSGPACK_OBJECT_ARRAY, .via.array = {0, NULL}};
+
+    assert_int_equal(proto_keys_check(&map, keys, 2, name, sizeof(name)), 0);
+    assert_int_equal(proto_keys_check(&map, NULL, 0, name, sizeof(name)), -ENOENT);
+    assert_string_equal(name, "pool"); /* the first stranger */
+    assert_int_equal(proto_keys_check(&arr, keys, 2, name, sizeof(name)), -EINVAL);
+    assert_int_equal(proto_keys_check(NULL, keys, 2, name, sizeof(name)), -EINVAL);
+
+    /* A name that does not fit, and a key that is no string, are "?". */
+    kv[1].key = (msgpack_object)STR_OBJ("timeout_s");
+    assert_int_equal(proto_keys_check(&map, keys, 2, name, sizeof(name)), -ENOENT);
+    assert_string_equal(name, "?");
+    kv[1].key = (msgpack_object){.type = MSGPACK_OBJECT_POSITIVE_INTEGER, .via.u64 = 1};
+    assert_int_equal(proto_keys_check(&map, keys, 2, name, sizeof(name)), -ENOENT);
+    assert_string_equal(name, "?");
+    /* A bin key is never known, but it is named. */
+    kv[1].key = (msgpack_object){.type = MSGPACK_OBJECT_BIN, .via.bin = {4, "argv"}};
+    assert_int_equal(proto_keys_check(&map, keys, 2, name, sizeof(name)), -ENOENT);
+    assert_string_equal(name, "argv");
+}
+
 static void proto_params_arg0__array_map_and_empty(void **state)
 {
     (void)state;
@@ -1195,6 +1229,7 @@ int main(void)
         cmocka_unit_test(proto_get_f64__ints_floats_and_nan_rejection),
         cmocka_unit_test(proto_get_bool__right_wrong_and_missing),
         cmocka_unit_test(proto_map_get__non_map_and_missing),
+        cmocka_unit_test(proto_keys_check__known_unknown_and_not_a_map),
         cmocka_unit_test(proto_params_arg0__array_map_and_empty),
         cmocka_unit_test(proto_str_eq__lengths_and_empty),
         cmocka_unit_test(proto_obj_cstr__fits_too_long_nul_and_type),

@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* struct task's body, for core/task.c and core/task_audit.c only; other folders use
+ * core/task.h. Loop thread only. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "core/outcap.h"
+#include "core/pool.h"
+#include "core/task.h"
+#include "egress/egress.h"
+#include "lib/err.h"
+#include "sandbox/cgroup.h"
+#include "token/token.h"
+#include "wire/ctl.h"
+
+struct sandbox;
+
+struct task {
+    struct task_env *env;
+    struct task_sink sink; /* its client; sink.ops NULL once the client is let go */
+    uint32_t msgid;
+    struct pool *pool;
+    struct sandbox *sb;
+    char id[24];
+    char sb_id[24]; /* the sandbox it ran in, kept for the result */
+    enum task_state state;
+    enum task_kill_reason kill;
+    struct ctl_task hdr;
+    char *data; /* argv and env strings for CTL_TASK */
+    uint64_t timeout_ns;
+    bool cold; /* waited in the queue */
+    /* Grants from the capability token (token.c fills them before pool_submit; all NULL/0
+     * without a token). The task owns these strings and fds. */
+    char *token_id;                   /* the token's public id (never the token itself) */
+    char *net_profile;                /* egress profile name, NULL = loopback only */
+    struct egress_session *egress;    /* the proxy serving net_profile while it runs (egress.c) */
+    struct egress_stats egress_stats; /* what it did through the proxy, for its result */
+    int *mount_fds;                   /* detached read-only mounts (open_tree), one per mount_dst */
+    char **mount_dst;
+    size_t n_mounts;
+    struct token_link tlink; /* the token's task list (token.c); tlink.tok NULL without */
+    /* stdio: child ends are sent to the sandbox, ours are libuv pipes */
+    int child_fds[3];
+    uv_pipe_t in;
+    uv_pipe_t out;
+    uv_pipe_t err;
+    uv_timer_t timer;
+    int open_handles;
+    bool in_open;
+    bool in_eof_requested; /* client sent the empty stdin chunk */
+    size_t in_pending;     /* stdin bytes queued to the pipe */
+    bool out_eof;
+    bool err_eof;
+    bool reading; /* output reads active (false: backpressure) */
+    struct outcap cap;
+    uint64_t out_bytes;
+    uint64_t err_bytes;
+    /* outcome */
+    bool exited; /* CTL_EXITED or CTL_EXEC_FAILED seen, or sandbox died */
+    bool exec_failed;
+    int wstatus;
+    struct err error; /* status "error": why */
+    uint64_t t_request_ns;
+    uint64_t t_start_ns;
+    uint64_t t_exit_ns;
+    uint64_t rusage_cpu_us;
+    uint32_t seccomp_denials;  /* CTL_DENIALS_UNKNOWN when not counted */
+    uint32_t fail_stage;       /* CTL_EXEC_FAILED: enum ctl_stage where the task failed */
+    struct cgroup_usage usage; /* last snapshot of the sandbox's cgroup */
+    bool have_usage;
+    bool admitted;           /* policy.decision (allowed) is in the audit trail */
+    struct pool_waiter wait; /* its place in the pool's queue */
+};
+
+/* What a finished task came to: computed once for its result and its audit events. */
+struct task_outcome {
+    const char *status; /* exited, signaled, timeout, output_limit, oom, error */
+    bool has_exit_code;
+    int exit_code;
+    bool has_signal;
+    int signal;
+    uint64_t wall_ms;
+    uint64_t cpu_ms;
+    uint64_t mem_peak_bytes;
+    const char *error; /* status "error": why (points into the task), else NULL */
+};
