@@ -183,7 +183,7 @@ TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c daemon/sandbo
 # what it calls, which log the calls for the test to compare.
 FAKES := tests/unit/fakes
 TEST_pool_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_sched.c $(FAKES)/fake_kit.c \
-                   $(FAKES)/fake_sandbox.c $(FAKES)/fake_metrics.c
+                   $(FAKES)/fake_sandbox.c $(FAKES)/fake_metrics.c $(FAKES)/fake_stats.c
 TEST_sandbox_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_kit.c $(FAKES)/fake_cgroup.c \
                       $(FAKES)/fake_netns.c $(FAKES)/fake_image.c $(FAKES)/fake_spawn.c \
                       $(FAKES)/fake_forkserver.c $(FAKES)/fake_workq.c daemon/sandbox/idslot.c
