@@ -2,7 +2,7 @@
 #pragma once
 /* Text output helpers of the sbx CLI: a strict UTF-8 decoder, JSON string and value
  * writers over stdio, and a sanitizer for daemon-supplied text shown on a terminal.
- * Used only by sbx.c; nothing here allocates. Not CHILD-SAFE (stdio). */
+ * Used only by sbx (cli/); nothing here allocates. Not CHILD-SAFE (stdio). */
 #include <msgpack.h>
 #include <stdbool.h>
 #include <stddef.h>

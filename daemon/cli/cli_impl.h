@@ -1,0 +1,138 @@
+/* SPDX-License-Identifier: MIT */
+#pragma once
+/* What the parts of sbx share: the byte queue (byteq.c), the connection to sbxd (sbx_conn.c)
+ * and the calls made on it (sbx_rpc.c), daemon text on a terminal (sbx_text.c), and the
+ * command table (sbx.c), whose commands run in sbx_<command>.c. Private to cli/: nothing
+ * outside sbx includes it. sbx is one blocking thread; nothing here is CHILD-SAFE. */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <msgpack.h>
+
+#include "lib/buf.h"
+#include "lib/err.h"
+#include "lib/log.h"
+#include "wire/proto.h"
+
+#define SBX_TEXT_MAX 512 /* daemon text shown in one message or table cell */
+
+#define sbx_errorf(...) log_prog_error("sbx", __VA_ARGS__)
+
+/* byteq.c */
+
+/* A byte queue: appended at the end, consumed from the front (off); the consumed bytes are
+ * moved out only when an append needs their room, so a slow reader costs no copies. */
+struct byteq {
+    struct buf b;
+    size_t off; /* first unconsumed byte */
+};
+
+/* The number of unconsumed bytes. */
+size_t byteq_pending(const struct byteq *q);
+/* The unconsumed bytes ("" when there are none). */
+const char *byteq_data(const struct byteq *q);
+/* Copies n bytes of p to the end; aborts on OOM, like xmalloc. */
+void byteq_append(struct byteq *q, const void *p, size_t n);
+/* Drops the first n (at most byteq_pending) unconsumed bytes. */
+void byteq_consume(struct byteq *q, size_t n);
+/* Frees what q holds; q is empty and usable again afterwards. */
+void byteq_release(struct byteq *q);
+/* msgpack_packer_write callback: packs straight into a struct byteq. */
+int byteq_pack_cb(void *data, const char *p, size_t n);
+
+/* sbx_conn.c */
+
+/* The connection to sbxd: a non-blocking socket, a bounded reader and a send queue. */
+struct sbx_conn {
+    int fd;
+    struct proto_reader *reader;
+    struct byteq out;  /* packed, not yet sent */
+    msgpack_packer pk; /* packs into out */
+    uint32_t next_msgid;
+    bool eof;          /* sbxd closed its side (or reset the connection) */
+    bool write_closed; /* sends fail: unsent data was dropped */
+};
+
+/* Idempotent; usable as a cleanup attribute once c->fd is -1 or open. */
+void sbx_conn_close(struct sbx_conn *c);
+/* Connects to the Unix socket at path; the socket is non-blocking afterwards. */
+int sbx_conn_open(struct sbx_conn *c, const char *path, struct err *e);
+/* Sends what the socket takes now. Returns 0 or -errno with e set. */
+int sbx_conn_send(struct sbx_conn *c, struct err *e);
+/* Reads what the socket has now into the reader. Returns 0 or -errno with e set. */
+int sbx_conn_recv(struct sbx_conn *c, struct err *e);
+/* The next complete message: 1 with *ret filled, 0 when more bytes are needed, -errno
+ * when the stream is broken. Values that are not msgpack-rpc messages are skipped. */
+int sbx_conn_next(struct sbx_conn *c, struct proto_msg *ret, struct err *e);
+
+/* sbx.c: the command table and the usage. */
+
+enum sbx_socket { SBX_SOCKET_AGENT, SBX_SOCKET_ADMIN };
+
+struct sbx_ctx {
+    const char *socket_path;
+    const char *admin_socket_path;
+    const char *path; /* the socket the running command talks to */
+};
+
+struct sbx_cmd {
+    const char *name;
+    enum sbx_socket socket;
+    const char *synopsis; /* arguments after the command name */
+    const char *summary;
+    const char *options; /* option help lines, or NULL */
+    /* argv[0] is the command name. Returns the process exit status. */
+    int (*run)(const struct sbx_ctx *ctx, int argc, char **argv);
+};
+
+/* Prints the usage to f: of every command, and the global options; or, when only is not
+ * NULL, of that command with its options. */
+void sbx_usage(FILE *f, const struct sbx_cmd *only);
+/* Prints "sbx: " and the message on stderr, then the usage of cmd (of every command when
+ * NULL); returns EX_USAGE. */
+int sbx_usage_error(const struct sbx_cmd *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* The command called name, or NULL. */
+const struct sbx_cmd *sbx_cmd_find(const char *name);
+/* For commands without arguments: a usage error status, or 0; -1 when it printed the help
+ * (-h, --help). */
+int sbx_no_args(int argc, char **argv);
+
+/* The commands' run functions (struct sbx_cmd's run), each in sbx_<command>.c. */
+int sbx_ping_run(const struct sbx_ctx *ctx, int argc, char **argv);
+int sbx_pools_run(const struct sbx_ctx *ctx, int argc, char **argv);
+int sbx_exec_run(const struct sbx_ctx *ctx, int argc, char **argv);
+int sbx_token_run(const struct sbx_ctx *ctx, int argc, char **argv);
+int sbx_audit_run(const struct sbx_ctx *ctx, int argc, char **argv);
+
+/* sbx_rpc.c */
+
+/* Prints a response's error and returns the matching exit status. */
+int sbx_rpc_error(const msgpack_object *error);
+
+/* Packs the map of named arguments of a request. */
+typedef void (*sbx_pack_args_cb)(msgpack_packer *pk, const void *arg);
+
+/* Sends [0, msgid, method, [args]] (args packed by pack_args, or {} when it is NULL) and
+ * waits for the response, skipping notifications. Returns 0 with *ret holding a successful
+ * response (proto_msg_done it), or prints the failure and returns the exit status. */
+int sbx_rpc_call(struct sbx_conn *c, const char *method, sbx_pack_args_cb pack_args,
+                 const void *arg, struct proto_msg *ret);
+/* Opens c to the socket the command talks to (ctx->path). Returns 0, or prints why and
+ * returns EX_UNAVAILABLE. */
+int sbx_rpc_connect(const struct sbx_ctx *ctx, struct sbx_conn *c);
+/* Connects and makes one call (sbx_rpc_call). Returns 0 with *ret, or the exit status. */
+int sbx_rpc_request(const struct sbx_ctx *ctx, struct sbx_conn *c, const char *method,
+                    sbx_pack_args_cb pack_args, const void *arg, struct proto_msg *ret);
+
+/* sbx_text.c */
+
+/* Daemon text (str or bin) sanitized into buf; "" for other types. */
+const char *sbx_text(const msgpack_object *o, char *buf, size_t size);
+/* Formats one table cell into buf; returns its width in characters. */
+size_t sbx_text_cell(const msgpack_object *o, char *buf, size_t size);
+/* Prints one cell of an aligned table on stdout: text, width characters wide, padded to
+ * col_width (on the left when right); last ends the row. */
+void sbx_text_print_cell(const char *text, size_t width, size_t col_width, bool right, bool last);

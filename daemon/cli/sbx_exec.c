@@ -1,0 +1,560 @@
+/* SPDX-License-Identifier: MIT */
+/* sbx exec: one task, its stdio streamed through a poll loop, its result mapped to a status.
+ * Our stdin flows only while the send queue is below SBX_SEND_HIGH, the socket is read only
+ * while our unwritten output is below SBX_OUT_HIGH, and --json keeps at most SBX_JSON_CAP. */
+#include "cli/cli_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sysexits.h>
+
+#include "lib/alloc.h"
+#include "cli/sbx_json.h"
+#include "lib/util.h"
+
+#define SBX_STDIN_CHUNK (64u << 10) /* largest exec.stdin payload */
+#define SBX_SEND_HIGH (256u << 10)  /* unsent bytes above which stdin is not read */
+#define SBX_OUT_HIGH (1u << 20)     /* unwritten output above which the socket is not read */
+#define SBX_JSON_CAP (64u << 20)    /* --json: stdout + stderr bytes kept */
+
+#define SBX_EXIT_TIMEOUT 124
+#define SBX_EXIT_NOEXEC 127
+#define SBX_EXIT_SIGNAL 128
+#define SBX_EXIT_KILLED 137
+
+struct sbx_env {
+    const char *kv; /* "K=V" from argv */
+    size_t key_len;
+    size_t index; /* position on the command line: the last one of a key wins */
+};
+
+struct sbx_exec_opts {
+    const char *pool;
+    const char *cwd;
+    const char *token;   /* never printed */
+    uint64_t timeout_ns; /* 0: the daemon's default */
+    struct sbx_env *env;
+    size_t n_env;
+    bool json;
+    char **argv;
+    int argc;
+};
+
+/* One of our output streams: where a task stream goes, queued until it is writable. */
+struct sbx_out {
+    int fd;
+    struct byteq q;
+    size_t chunk; /* largest write that cannot block for long once poll says POLLOUT */
+    bool closed;  /* a write failed (EPIPE...): further output is dropped */
+};
+
+struct sbx_exec {
+    struct sbx_exec_opts opts;
+    struct sbx_conn c;
+    uint32_t msgid;
+    int sigfd;
+    bool started;    /* exec.started seen: stdin may flow */
+    bool stdin_open; /* still forwarding our stdin */
+    struct sbx_out out[2];
+    size_t kept;           /* --json: output bytes kept */
+    bool dropped;          /* --json: output above SBX_JSON_CAP was dropped */
+    struct proto_msg resp; /* our response, once done */
+    bool done;
+    char *stdin_buf;
+};
+
+/* Releases everything x owns; idempotent, so usable as a cleanup attribute. */
+static void sbx_exec_release(struct sbx_exec *x)
+{
+    sbx_conn_close(&x->c);
+    proto_msg_done(&x->resp);
+    x->sigfd = fd_close(x->sigfd);
+    byteq_release(&x->out[0].q);
+    byteq_release(&x->out[1].q);
+    free(take_ptr(&x->stdin_buf));
+    free(take_ptr(&x->opts.env));
+}
+
+static int sbx_env_cmp(const void *a, const void *b)
+{
+    const struct sbx_env *x = a, *y = b;
+    size_t n = x->key_len < y->key_len ? x->key_len : y->key_len;
+    int r = memcmp(x->kv, y->kv, n);
+
+    if (r != 0) {
+        return r;
+    }
+    if (x->key_len != y->key_len) {
+        return x->key_len < y->key_len ? -1 : 1;
+    }
+    return x->index < y->index ? -1 : (x->index > y->index ? 1 : 0);
+}
+
+/* Parses exec's flags into o (pointing into argv). Returns 0 or an exit status. */
+static int sbx_exec_parse(int argc, char **argv, struct sbx_exec_opts *o)
+{
+    const struct sbx_cmd *cmd = sbx_cmd_find("exec");
+    int i = 1;
+
+    o->env = xcalloc((size_t)argc, sizeof(*o->env));
+    for (; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int r;
+
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (a[0] != '-' || a[1] == '\0') {
+            break;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            sbx_usage(stdout, cmd);
+            return -1;
+        }
+        if (strcmp(a, "--json") == 0) {
+            o->json = true;
+            continue;
+        }
+        if ((r = parse_long_opt(argc, argv, &i, "--pool", &v)) != 0) {
+            if (r < 0 || v[0] == '\0') {
+                return sbx_usage_error(cmd, "exec: --pool needs a pool name");
+            }
+            o->pool = v;
+        } else if ((r = parse_long_opt(argc, argv, &i, "--token", &v)) != 0) {
+            if (r < 0 || v[0] == '\0') {
+                return sbx_usage_error(cmd, "exec: --token needs a token");
+            }
+            o->token = v;
+        } else if ((r = parse_long_opt(argc, argv, &i, "--cwd", &v)) != 0) {
+            if (r < 0 || v[0] == '\0') {
+                return sbx_usage_error(cmd, "exec: --cwd needs a directory");
+            }
+            o->cwd = v;
+        } else if ((r = parse_long_opt(argc, argv, &i, "--timeout", &v)) != 0) {
+            if (r < 0 || parse_duration_ns(v, &o->timeout_ns) < 0 || o->timeout_ns == 0) {
+                return sbx_usage_error(cmd, "exec: --timeout needs a positive number of seconds");
+            }
+        } else if ((r = parse_long_opt(argc, argv, &i, "--env", &v)) != 0) {
+            const char *eq = r > 0 ? strchr(v, '=') : NULL;
+            if (!eq || eq == v) {
+                return sbx_usage_error(cmd, "exec: --env needs K=V with a non-empty K, not '%s'",
+                                       r > 0 ? v : "");
+            }
+            o->env[o->n_env] = (struct sbx_env){v, (size_t)(eq - v), o->n_env};
+            o->n_env++;
+        } else {
+            return sbx_usage_error(cmd, "exec: unknown option '%s'", a);
+        }
+    }
+    if (i >= argc) {
+        return sbx_usage_error(cmd, "exec: missing the command to run");
+    }
+    o->argv = argv + i;
+    o->argc = argc - i;
+    /* Sort by key, then by position: the last entry of each run of equal keys wins. */
+    qsort(o->env, o->n_env, sizeof(*o->env), sbx_env_cmp);
+    size_t n = 0;
+    for (size_t j = 0; j < o->n_env; j++) {
+        if (j + 1 < o->n_env && o->env[j + 1].key_len == o->env[j].key_len &&
+            memcmp(o->env[j + 1].kv, o->env[j].kv, o->env[j].key_len) == 0) {
+            continue;
+        }
+        o->env[n++] = o->env[j];
+    }
+    o->n_env = n;
+    return 0;
+}
+
+static void sbx_exec_pack_request(struct sbx_exec *x)
+{
+    const struct sbx_exec_opts *o = &x->opts;
+    msgpack_packer *pk = &x->c.pk;
+    uint32_t n = 2 + (o->pool != NULL) + (o->cwd != NULL) + (o->timeout_ns > 0) + (o->n_env > 0) +
+                 (o->token != NULL);
+
+    proto_pack_request(pk, x->msgid, "exec");
+    (void)msgpack_pack_array(pk, 1);
+    (void)msgpack_pack_map(pk, n);
+    proto_pack_cstr(pk, "argv");
+    (void)msgpack_pack_array(pk, (uint32_t)o->argc);
+    for (int i = 0; i < o->argc; i++) {
+        proto_pack_cstr(pk, o->argv[i]);
+    }
+    if (o->pool) {
+        proto_pack_kv_str(pk, "pool", o->pool);
+    }
+    if (o->token) {
+        proto_pack_kv_str(pk, "token", o->token);
+    }
+    if (o->cwd) {
+        proto_pack_kv_str(pk, "cwd", o->cwd);
+    }
+    if (o->timeout_ns > 0 && o->timeout_ns % 1000000000u == 0) {
+        proto_pack_kv_u64(pk, "timeout", o->timeout_ns / 1000000000u);
+    } else if (o->timeout_ns > 0) {
+        proto_pack_kv_f64(pk, "timeout", (double)o->timeout_ns / 1e9);
+    }
+    if (o->n_env > 0) {
+        proto_pack_cstr(pk, "env");
+        (void)msgpack_pack_map(pk, (uint32_t)o->n_env);
+        for (size_t i = 0; i < o->n_env; i++) {
+            const struct sbx_env *v = &o->env[i];
+            (void)msgpack_pack_str_with_body(pk, v->kv, v->key_len);
+            proto_pack_cstr(pk, v->kv + v->key_len + 1);
+        }
+    }
+    proto_pack_kv_bool(pk, "stdin", true);
+}
+
+/* Queues [2, "exec.stdin", [msgid, bin]]; an empty bin is the EOF. */
+static void sbx_exec_pack_stdin(struct sbx_exec *x, const char *p, size_t n)
+{
+    proto_pack_notify(&x->c.pk, "exec.stdin");
+    (void)msgpack_pack_array(&x->c.pk, 2);
+    (void)msgpack_pack_uint32(&x->c.pk, x->msgid);
+    (void)msgpack_pack_bin_with_body(&x->c.pk, p, n);
+}
+
+/* Task output for stream 0 (stdout) or 1 (stderr). */
+static void sbx_exec_output(struct sbx_exec *x, int which, const char *p, size_t n)
+{
+    struct sbx_out *out = &x->out[which];
+
+    if (x->opts.json) {
+        size_t room = SBX_JSON_CAP - x->kept;
+        if (n > room) {
+            x->dropped = true;
+            n = room;
+        }
+        x->kept += n;
+        byteq_append(&out->q, p, n);
+    } else if (!out->closed) {
+        byteq_append(&out->q, p, n);
+    }
+}
+
+/* Handles one message from sbxd; takes ownership of m. */
+static void sbx_exec_message(struct sbx_exec *x, struct proto_msg *m)
+{
+    const msgpack_object *p = m->params;
+
+    if (m->type == PROTO_RESPONSE && m->msgid == x->msgid) {
+        x->resp = *m;
+        x->done = true;
+        return;
+    }
+    /* Notifications about our task: [msgid, payload]. Anything else is not for us. */
+    if (m->type == PROTO_NOTIFY && p && p->type == MSGPACK_OBJECT_ARRAY && p->via.array.size >= 2 &&
+        p->via.array.ptr[0].type == MSGPACK_OBJECT_POSITIVE_INTEGER &&
+        p->via.array.ptr[0].via.u64 == x->msgid) {
+        const msgpack_object *v = &p->via.array.ptr[1];
+        bool raw = v->type == MSGPACK_OBJECT_BIN || v->type == MSGPACK_OBJECT_STR;
+        const char *data = v->type == MSGPACK_OBJECT_BIN ? v->via.bin.ptr : v->via.str.ptr;
+        size_t len = v->type == MSGPACK_OBJECT_BIN ? v->via.bin.size : v->via.str.size;
+
+        if (proto_str_eq(m->method, m->method_len, "exec.started")) {
+            x->started = true;
+        } else if (raw && proto_str_eq(m->method, m->method_len, "exec.stdout")) {
+            sbx_exec_output(x, 0, data, len);
+        } else if (raw && proto_str_eq(m->method, m->method_len, "exec.stderr")) {
+            sbx_exec_output(x, 1, data, len);
+        }
+    }
+    proto_msg_done(m);
+}
+
+static void sbx_exec_read_stdin(struct sbx_exec *x)
+{
+    ssize_t n = read(STDIN_FILENO, x->stdin_buf, SBX_STDIN_CHUNK);
+
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return;
+    }
+    if (n <= 0) {
+        /* EOF, or an error (EIO from a lost terminal...): either way the task's stdin ends. */
+        x->stdin_open = false;
+        n = 0;
+    }
+    sbx_exec_pack_stdin(x, x->stdin_buf, (size_t)n);
+}
+
+static void sbx_exec_write_out(struct sbx_out *out)
+{
+    size_t n = byteq_pending(&out->q);
+    ssize_t w = write(out->fd, byteq_data(&out->q), n < out->chunk ? n : out->chunk);
+
+    if (w < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return;
+    }
+    if (w <= 0) {
+        /* EPIPE and friends: nobody reads this stream any more; keep the task running. */
+        out->closed = true;
+        byteq_release(&out->q);
+        return;
+    }
+    byteq_consume(&out->q, (size_t)w);
+}
+
+static size_t sbx_exec_unwritten(const struct sbx_exec *x)
+{
+    return x->opts.json ? 0 : byteq_pending(&x->out[0].q) + byteq_pending(&x->out[1].q);
+}
+
+enum { PFD_SOCK, PFD_SIG, PFD_STDIN, PFD_OUT, PFD_ERR, PFD_N };
+
+/* Runs the poll loop until the response arrived and its output is written, a signal
+ * came, or the connection failed. Returns 0, or an exit status after printing why. */
+static int sbx_exec_loop(struct sbx_exec *x)
+{
+    struct err e = ERR_INIT;
+
+    for (;;) {
+        struct pollfd p[PFD_N];
+        size_t unwritten = sbx_exec_unwritten(x);
+        int r = 0;
+
+        if ((x->done || x->c.eof) && unwritten == 0) {
+            break;
+        }
+        for (int i = 0; i < PFD_N; i++) {
+            p[i] = (struct pollfd){.fd = -1};
+        }
+        if (!x->done) {
+            p[PFD_SOCK].fd = x->c.fd;
+            p[PFD_SOCK].events =
+                (short)((!x->c.eof && unwritten < SBX_OUT_HIGH ? POLLIN : 0) |
+                        (byteq_pending(&x->c.out) > 0 && !x->c.write_closed ? POLLOUT : 0));
+            if (p[PFD_SOCK].events == 0) {
+                p[PFD_SOCK].fd = -1;
+            }
+        }
+        p[PFD_SIG] = (struct pollfd){.fd = x->sigfd, .events = POLLIN};
+        if (x->started && x->stdin_open && !x->done && !x->c.write_closed &&
+            byteq_pending(&x->c.out) < SBX_SEND_HIGH) {
+            p[PFD_STDIN] = (struct pollfd){.fd = STDIN_FILENO, .events = POLLIN};
+        }
+        for (int i = 0; i < 2; i++) {
+            if (!x->opts.json && byteq_pending(&x->out[i].q) > 0) {
+                p[PFD_OUT + i] = (struct pollfd){.fd = x->out[i].fd, .events = POLLOUT};
+            }
+        }
+        if (RETRY_EINTR(poll(p, PFD_N, -1)) < 0) {
+            sbx_errorf("poll: %s", strerror(errno));
+            return EX_OSERR;
+        }
+        if (p[PFD_SIG].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(x->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                return SBX_EXIT_SIGNAL + (int)si.ssi_signo;
+            }
+        }
+        for (int i = 0; i < 2; i++) {
+            if (p[PFD_OUT + i].revents) {
+                sbx_exec_write_out(&x->out[i]);
+            }
+        }
+        if (p[PFD_STDIN].revents) {
+            sbx_exec_read_stdin(x);
+        }
+        if (p[PFD_SOCK].revents & (POLLIN | POLLHUP | POLLERR)) {
+            r = sbx_conn_recv(&x->c, &e);
+        }
+        struct proto_msg m;
+        while (r >= 0 && !x->done && (r = sbx_conn_next(&x->c, &m, &e)) == 1) {
+            sbx_exec_message(x, &m);
+        }
+        if (r >= 0 && !x->done) {
+            r = sbx_conn_send(&x->c, &e);
+        }
+        if (r < 0) {
+            sbx_errorf("%s", err_msg(&e));
+            return EX_SOFTWARE;
+        }
+    }
+    if (!x->done) {
+        sbx_errorf("sbxd closed the connection before the task finished");
+        return EX_UNAVAILABLE;
+    }
+    return 0;
+}
+
+/* Whether a status "error" message says the command itself could not be executed. */
+static bool sbx_is_exec_failure(const char *msg)
+{
+    static const char *const needles[] = {
+        "execve",
+        "exec format",
+        "not found",
+        "no such file",
+        "permission denied",
+        "cannot execute",
+        "could not execute",
+        "not executable",
+        "ENOENT",
+        "EACCES",
+        "ENOEXEC",
+        "ENOTDIR",
+        "ELOOP",
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(needles); i++) {
+        if (strcasestr(msg, needles[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static uint64_t sbx_u64(const msgpack_object *res, const char *key)
+{
+    uint64_t v = 0;
+    (void)proto_get_u64(res, key, &v, NULL);
+    return v;
+}
+
+/* Maps the result to the exit status, printing what the user needs to know. */
+static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
+{
+    char status[32], msg[SBX_TEXT_MAX];
+    bool json = x->opts.json;
+    uint64_t v;
+    int code;
+
+    if (res->type != MSGPACK_OBJECT_MAP ||
+        !sbx_text(proto_map_get(res, "status"), status, sizeof(status))[0]) {
+        sbx_errorf("malformed exec result from sbxd: no status");
+        return EX_SOFTWARE;
+    }
+    if (json) {
+        const struct byteq *o = &x->out[0].q, *e = &x->out[1].q;
+        sbx_json_write_result(stdout, res, byteq_data(o), byteq_pending(o), byteq_data(e),
+                              byteq_pending(e), x->dropped);
+        if (fflush(stdout) != 0 && errno != EPIPE) {
+            sbx_errorf("writing the result: %s", strerror(errno));
+        }
+    }
+    if (strcmp(status, "exited") == 0) {
+        if (proto_get_u64(res, "exit_code", &v, NULL) < 0 || v > 255) {
+            sbx_errorf("malformed exec result from sbxd: bad exit_code");
+            return EX_SOFTWARE;
+        }
+        code = (int)v;
+    } else if (strcmp(status, "signaled") == 0) {
+        if (proto_get_u64(res, "signal", &v, NULL) < 0 || v == 0 || v > 127) {
+            sbx_errorf("malformed exec result from sbxd: bad signal");
+            return EX_SOFTWARE;
+        }
+        code = SBX_EXIT_SIGNAL + (int)v;
+    } else if (strcmp(status, "timeout") == 0) {
+        if (!json) {
+            sbx_errorf("timed out after %" PRIu64 " ms, sandbox killed", sbx_u64(res, "wall_ms"));
+        }
+        code = SBX_EXIT_TIMEOUT;
+    } else if (strcmp(status, "output_limit") == 0) {
+        if (!json) {
+            sbx_errorf("output limit reached (%" PRIu64 " bytes), sandbox killed",
+                       sbx_u64(res, "stdout_bytes") + sbx_u64(res, "stderr_bytes"));
+        }
+        code = SBX_EXIT_KILLED;
+    } else if (strcmp(status, "token_expired") == 0 || strcmp(status, "token_revoked") == 0) {
+        if (!json) {
+            sbx_errorf("the task's token %s, sandbox killed",
+                       status[6] == 'e' ? "expired" : "was revoked");
+        }
+        code = EX_NOPERM;
+    } else if (strcmp(status, "oom") == 0) {
+        if (!json) {
+            sbx_errorf("out of memory, sandbox killed");
+        }
+        code = SBX_EXIT_KILLED;
+    } else if (strcmp(status, "error") == 0) {
+        if (!sbx_text(proto_map_get(res, "error"), msg, sizeof(msg))[0]) {
+            (void)snprintf(msg, sizeof(msg), "the task failed");
+        }
+        if (!json) {
+            sbx_errorf("error: %s", msg);
+        }
+        /* sbxd says where the task failed; older daemons only say it in words. */
+        char stage[16];
+        if (sbx_text(proto_map_get(res, "error_stage"), stage, sizeof(stage))[0]) {
+            code = strcmp(stage, "exec") == 0 ? SBX_EXIT_NOEXEC : EX_SOFTWARE;
+        } else {
+            code = sbx_is_exec_failure(msg) ? SBX_EXIT_NOEXEC : EX_SOFTWARE;
+        }
+    } else {
+        sbx_errorf("unknown task status '%s' from sbxd", status);
+        code = EX_SOFTWARE;
+    }
+    return code;
+}
+
+/* Blocks SIGINT and SIGTERM and returns a signalfd for them, or -errno. */
+static int sbx_signalfd(void)
+{
+    sigset_t set;
+    (void)sigemptyset(&set);
+    (void)sigaddset(&set, SIGINT);
+    (void)sigaddset(&set, SIGTERM);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) {
+        return -errno;
+    }
+    int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    return fd < 0 ? -errno : fd;
+}
+
+/* Largest write to fd that should not block for long after POLLOUT: PIPE_BUF fits in a
+ * pipe with one free slot; regular files never wait on a reader. */
+static size_t sbx_write_chunk(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (1u << 20) : PIPE_BUF;
+}
+
+int sbx_exec_run(const struct sbx_ctx *ctx, int argc, char **argv)
+{
+    scoped(sbx_exec_release) struct sbx_exec x = {.c = {.fd = -1}, .sigfd = -1};
+    int status;
+
+    x.stdin_open = true;
+    status = sbx_exec_parse(argc, argv, &x.opts);
+    if (status == 0 && !x.opts.token) {
+        const char *env = getenv("SBX_TOKEN");
+        x.opts.token = env && env[0] ? env : NULL;
+    }
+    if (status != 0) {
+        return status < 0 ? 0 : status;
+    }
+    status = sbx_rpc_connect(ctx, &x.c);
+    if (status != 0) {
+        return status;
+    }
+    x.sigfd = sbx_signalfd();
+    if (x.sigfd < 0) {
+        sbx_errorf("signalfd: %s", strerror(-x.sigfd));
+        return EX_OSERR;
+    }
+    for (int i = 0; i < 2; i++) {
+        x.out[i].fd = i == 0 ? STDOUT_FILENO : STDERR_FILENO;
+        x.out[i].chunk = sbx_write_chunk(x.out[i].fd);
+    }
+    x.stdin_buf = xmalloc(SBX_STDIN_CHUNK);
+    x.msgid = x.c.next_msgid++;
+    sbx_exec_pack_request(&x);
+    status = sbx_exec_loop(&x);
+    /* Closing the connection is what makes sbxd kill the task on a signal; after a result,
+     * it frees the daemon's side before a possibly long write of the JSON. */
+    sbx_conn_close(&x.c);
+    if (status != 0) {
+        return status;
+    }
+    if (x.resp.error->type != MSGPACK_OBJECT_NIL) {
+        return sbx_rpc_error(x.resp.error);
+    }
+    return sbx_exec_result(&x, x.resp.result);
+}
