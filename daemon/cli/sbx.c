@@ -111,7 +111,6 @@ const struct sbx_cmd *sbx_cmd_find(const char *name)
     return NULL;
 }
 
-/* For commands without arguments: a usage error status, or 0. */
 int sbx_no_args(int argc, char **argv)
 {
     const struct sbx_cmd *cmd = sbx_cmd_find(argv[0]);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* token: capability tokens on the admin socket. The token string is printed once, by
+/* sbx token: capability tokens on the admin socket. The token string is printed once, by
  * issue; nothing else here ever shows one. */
 #include "cli/cli_impl.h"
 
