@@ -164,7 +164,9 @@ YAML_SRCS := $(BUILD)/embedded.c $(L)/textfile.c $(L)/yamlnode.c
 CONFIG_SRCS := daemon/config/config_walk.c daemon/config/config_egress.c \
                daemon/config/config_pool.c daemon/wire/egress_parse.c daemon/wire/netaddr.c
 TEST_config_EXTRA := $(YAML_SRCS) $(CONFIG_SRCS)
-TEST_seccomp_EXTRA := $(YAML_SRCS)
+SECCOMP_SRCS := daemon/sandbox/seccomp_profile.c daemon/sandbox/seccomp_denied.c \
+                daemon/sandbox/seccomp_compile.c
+TEST_seccomp_EXTRA := $(SECCOMP_SRCS) $(YAML_SRCS)
 TEST_hist_EXTRA := loadtest/hist.c
 TEST_cgroup_EXTRA := daemon/sandbox/cgroup_v1.c daemon/sandbox/cgroup_v2.c
 TEST_outcap_EXTRA :=
@@ -196,7 +198,7 @@ FUZZ_proto_SRCS := daemon/wire/proto.c
 FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_inspect.c
 FUZZ_egress_LIBS := $(HTTP_PARSER_LIBS)
 FUZZ_config_SRCS := daemon/config/config.c $(CONFIG_SRCS) $(YAML_SRCS)
-FUZZ_seccomp_SRCS := daemon/sandbox/seccomp.c $(YAML_SRCS)
+FUZZ_seccomp_SRCS := daemon/sandbox/seccomp.c $(SECCOMP_SRCS) $(YAML_SRCS)
 FUZZ_REPLAYS := $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZ_NAMES))
 FUZZ_LIBS = $(shell pkg-config --libs msgpack yaml-0.1 libseccomp)
 unit-bins: $(UNIT_BINS) $(FUZZ_REPLAYS)
