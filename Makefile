@@ -168,7 +168,9 @@ SECCOMP_SRCS := daemon/sandbox/seccomp_profile.c daemon/sandbox/seccomp_denied.c
                 daemon/sandbox/seccomp_compile.c
 TEST_seccomp_EXTRA := $(SECCOMP_SRCS) $(YAML_SRCS)
 TEST_hist_EXTRA := loadtest/hist.c
-TEST_cgroup_EXTRA := daemon/sandbox/cgroup_v1.c daemon/sandbox/cgroup_v2.c
+CGROUP_SRCS := daemon/sandbox/cgroup_root.c daemon/sandbox/cgroup_file.c \
+               daemon/sandbox/cgroup_v1.c daemon/sandbox/cgroup_v2.c
+TEST_cgroup_EXTRA := $(CGROUP_SRCS)
 TEST_outcap_EXTRA :=
 TEST_idslot_EXTRA :=
 TEST_workq_EXTRA := $(L)/loopwake.c
@@ -179,8 +181,7 @@ TEST_metrics_EXTRA := daemon/metrics/registry.c
 TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token/token_db.c $(L)/scrub.c
 TEST_egress_route_EXTRA := daemon/wire/egress_parse.c
-TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c daemon/sandbox/cgroup_v1.c \
-                    daemon/sandbox/cgroup_v2.c
+TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c $(CGROUP_SRCS)
 # Link seams (tests/unit/fakes/): pool.c and sandbox.c linked alone, each with fakes of
 # what it calls, which log the calls for the test to compare.
 FAKES := tests/unit/fakes

@@ -7,7 +7,6 @@
 #include "sandbox/seccomp_impl.h"
 
 #include <assert.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>

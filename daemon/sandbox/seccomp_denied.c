@@ -7,7 +7,6 @@
 #include "sandbox/seccomp_impl.h"
 
 #include <sched.h>
-#include <string.h>
 
 #include "lib/util.h"
 

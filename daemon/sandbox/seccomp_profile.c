@@ -7,11 +7,8 @@
 #include "sandbox/seccomp_impl.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <yaml.h>
 
 #include "lib/alloc.h"
 #include "lib/log.h"
