@@ -179,7 +179,8 @@ TEST_audit_EXTRA := daemon/audit/audit_writer.c $(L)/scrub.c daemon/audit/audit_
 TEST_scrub_EXTRA :=
 TEST_metrics_EXTRA := daemon/metrics/registry.c
 TEST_image_EXTRA :=
-TEST_token_EXTRA := daemon/token/token_db.c $(L)/scrub.c
+TEST_token_EXTRA := daemon/token/token_db.c daemon/token/token_secret.c \
+                    daemon/token/token_policy.c daemon/token/token_mount.c $(L)/scrub.c
 TEST_egress_route_EXTRA := daemon/wire/egress_parse.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c $(CGROUP_SRCS)
 # Link seams (tests/unit/fakes/): pool.c and sandbox.c linked alone, each with fakes of
