@@ -164,9 +164,13 @@ YAML_SRCS := $(BUILD)/embedded.c $(L)/textfile.c $(L)/yamlnode.c
 CONFIG_SRCS := daemon/config/config_walk.c daemon/config/config_egress.c \
                daemon/config/config_pool.c daemon/wire/egress_parse.c daemon/wire/netaddr.c
 TEST_config_EXTRA := $(YAML_SRCS) $(CONFIG_SRCS)
-TEST_seccomp_EXTRA := $(YAML_SRCS)
+SECCOMP_SRCS := daemon/sandbox/seccomp_profile.c daemon/sandbox/seccomp_denied.c \
+                daemon/sandbox/seccomp_compile.c
+TEST_seccomp_EXTRA := $(SECCOMP_SRCS) $(YAML_SRCS)
 TEST_hist_EXTRA := loadtest/hist.c
-TEST_cgroup_EXTRA := daemon/sandbox/cgroup_v1.c daemon/sandbox/cgroup_v2.c
+CGROUP_SRCS := daemon/sandbox/cgroup_root.c daemon/sandbox/cgroup_file.c \
+               daemon/sandbox/cgroup_v1.c daemon/sandbox/cgroup_v2.c
+TEST_cgroup_EXTRA := $(CGROUP_SRCS)
 TEST_outcap_EXTRA :=
 TEST_idslot_EXTRA :=
 TEST_workq_EXTRA := $(L)/loopwake.c
@@ -175,10 +179,10 @@ TEST_audit_EXTRA := daemon/audit/audit_writer.c $(L)/scrub.c daemon/audit/audit_
 TEST_scrub_EXTRA :=
 TEST_metrics_EXTRA := daemon/metrics/registry.c
 TEST_image_EXTRA :=
-TEST_token_EXTRA := daemon/token/token_db.c $(L)/scrub.c
+TEST_token_EXTRA := daemon/token/token_db.c daemon/token/token_secret.c \
+                    daemon/token/token_policy.c daemon/token/token_mount.c $(L)/scrub.c
 TEST_egress_route_EXTRA := daemon/wire/egress_parse.c
-TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c daemon/sandbox/cgroup_v1.c \
-                    daemon/sandbox/cgroup_v2.c
+TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c $(CGROUP_SRCS)
 # Link seams (tests/unit/fakes/): pool.c and sandbox.c linked alone, each with fakes of
 # what it calls, which log the calls for the test to compare.
 FAKES := tests/unit/fakes
@@ -196,7 +200,7 @@ FUZZ_proto_SRCS := daemon/wire/proto.c
 FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_inspect.c
 FUZZ_egress_LIBS := $(HTTP_PARSER_LIBS)
 FUZZ_config_SRCS := daemon/config/config.c $(CONFIG_SRCS) $(YAML_SRCS)
-FUZZ_seccomp_SRCS := daemon/sandbox/seccomp.c $(YAML_SRCS)
+FUZZ_seccomp_SRCS := daemon/sandbox/seccomp.c $(SECCOMP_SRCS) $(YAML_SRCS)
 FUZZ_REPLAYS := $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZ_NAMES))
 FUZZ_LIBS = $(shell pkg-config --libs msgpack yaml-0.1 libseccomp)
 unit-bins: $(UNIT_BINS) $(FUZZ_REPLAYS)

@@ -23,6 +23,7 @@
 #include "lib/strv.h"
 #include "lib/textfile.h"
 #include "lib/util.h"
+#include "lib/yamlnode.h"
 
 static const struct field limits_fields[] = {
     RANGE("max_connections", T_U32, CM_MAX_CONN, TOP(c.max_connections), 1, UINT32_MAX),
@@ -453,7 +454,7 @@ int config_parse(const char *name, const char *text, size_t len, const char *bas
                  struct config **ret, struct err *e)
 {
     scoped(top_clear) struct top t;
-    scoped(config_walk_ydoc_done) struct ydoc y = {.loaded = false};
+    scoped(yamlnode_doc_done) struct yamlnode_doc y = {.loaded = false};
     scoped_free struct pool_marks *pm = NULL;
     struct mark cm[CM_COUNT];
 
@@ -461,7 +462,7 @@ int config_parse(const char *name, const char *text, size_t len, const char *bas
     memset(cm, 0, sizeof(cm));
     config_defaults(&t.c);
     t.c.source = xstrdup(name);
-    int r = config_walk_ydoc_load(name, text, len, &y, e);
+    int r = yamlnode_doc_load(name, text, len, &y, e);
     if (r < 0) {
         return r;
     }
@@ -470,7 +471,7 @@ int config_parse(const char *name, const char *text, size_t len, const char *bas
     if (r < 0) {
         return r;
     }
-    config_walk_ydoc_done(&y);
+    yamlnode_doc_done(&y);
     /* Derived default: a short max_ttl also shortens the default. */
     if (cm[CM_TOK_DEFAULT_TTL].line == 0 && t.c.token_default_ttl_ns > t.c.token_max_ttl_ns) {
         t.c.token_default_ttl_ns = t.c.token_max_ttl_ns;

@@ -160,12 +160,6 @@ _Static_assert(offsetof(struct top, c) == 0, "struct top must start with its con
 
 #define TOP(m) offsetof(struct top, m)
 
-/* A document parsed by libyaml (config_walk.c). */
-struct ydoc {
-    yaml_document_t doc;
-    bool loaded;
-};
-
 /* One walk of a document (or a part of it) into a target struct through a key table. */
 struct walk {
     const char *file;
@@ -186,12 +180,6 @@ const struct mark *config_walk_mark_pick(const struct mark *marks, int id, int a
 bool config_walk_name_ok(const char *s);
 /* Where a node starts in its file. */
 struct mark config_walk_node_mark(const yaml_node_t *n);
-/* Frees y's document, if loaded (a scoped() cleanup). */
-void config_walk_ydoc_done(struct ydoc *y);
-/* Parses text as exactly one YAML document into y (an empty stream gives a document without
- * a root); y is left unloaded on failure. Returns 0 or -EINVAL/-ENOMEM with e. */
-int config_walk_ydoc_load(const char *file, const char *text, size_t len, struct ydoc *y,
-                          struct err *e);
 /* What a value of type t must be, for messages ("a size like 512MiB"). */
 const char *config_walk_type_desc(enum field_type t);
 /* Walks the mapping map through fields into w->target; parent is the keys' path, or NULL at

@@ -11,6 +11,7 @@
 
 #include "lib/alloc.h"
 #include "lib/util.h"
+#include "lib/yamlnode.h"
 
 #define POOL(m) offsetof(struct pool_config, m)
 
@@ -106,12 +107,12 @@ int config_pool_parse(const char *file, const char *text, size_t len, struct poo
                       struct pool_marks *ret_marks, struct err *e)
 {
     scoped(config_pool_clear) struct pool_config p = {0};
-    scoped(config_walk_ydoc_done) struct ydoc y = {.loaded = false};
+    scoped(yamlnode_doc_done) struct yamlnode_doc y = {.loaded = false};
     struct pool_marks pm;
 
     memset(&pm, 0, sizeof(pm));
     pool_defaults(&p, file);
-    int r = config_walk_ydoc_load(file, text, len, &y, e);
+    int r = yamlnode_doc_load(file, text, len, &y, e);
     if (r < 0) {
         return r;
     }

@@ -22,18 +22,14 @@
 int config_walk_failr(struct err *e, int r, const char *file, const struct mark *m, const char *fmt,
                       ...)
 {
-    char msg[ERR_MSG_MAX];
     va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
     if (!file) {
         file = "config";
     }
-    if (m && m->line > 0) {
-        return err_setx(e, r, "%s:%zu:%zu: %s", file, m->line, m->col, msg);
-    }
-    return err_setx(e, r, "%s: %s", file, msg);
+    va_start(ap, fmt);
+    r = yamlnode_failv(e, r, file, m ? m->line : 0, m ? m->col : 0, fmt, ap);
+    va_end(ap);
+    return r;
 }
 
 #define fail(e, file, m, ...) config_walk_failr((e), -EINVAL, (file), (m), __VA_ARGS__)
@@ -67,27 +63,6 @@ bool config_walk_name_ok(const char *s)
     return n >= 1 && n <= NAME_LEN_MAX;
 }
 
-void config_walk_ydoc_done(struct ydoc *y)
-{
-    if (y->loaded) {
-        yaml_document_delete(&y->doc);
-        y->loaded = false;
-    }
-}
-
-struct yparser {
-    yaml_parser_t p;
-    bool ready;
-};
-
-static void yparser_done(struct yparser *y)
-{
-    if (y->ready) {
-        yaml_parser_delete(&y->p);
-        y->ready = false;
-    }
-}
-
 static struct mark mark_of(yaml_mark_t m)
 {
     struct yaml_pos q = yamlnode_pos(m);
@@ -97,52 +72,6 @@ static struct mark mark_of(yaml_mark_t m)
 struct mark config_walk_node_mark(const yaml_node_t *n)
 {
     return mark_of(n->start_mark);
-}
-
-static int yaml_problem(const char *file, const char *text, size_t len, const yaml_parser_t *p,
-                        struct err *e)
-{
-    char msg[ERR_MSG_MAX];
-    struct yaml_pos q;
-    if (yamlnode_problem(p, text, len, &q, msg, sizeof(msg)) < 0) {
-        return err_setx(e, -ENOMEM, "%s: out of memory while parsing", file);
-    }
-    struct mark m = {q.line, q.col, q.line};
-    return fail(e, file, &m, "%s", msg);
-}
-
-/* Parses text as exactly one YAML document into y (an empty stream gives a document without
- * a root); y is left unloaded on failure. */
-int config_walk_ydoc_load(const char *file, const char *text, size_t len, struct ydoc *y,
-                          struct err *e)
-{
-    scoped(yparser_done) struct yparser yp = {.ready = false};
-    scoped(config_walk_ydoc_done) struct ydoc first = {.loaded = false};
-    scoped(config_walk_ydoc_done) struct ydoc extra = {.loaded = false};
-
-    if (!yaml_parser_initialize(&yp.p)) {
-        return err_setx(e, -ENOMEM, "%s: out of memory while parsing", file);
-    }
-    yp.ready = true;
-    yaml_parser_set_input_string(&yp.p, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&yp.p, &first.doc)) {
-        return yaml_problem(file, text, len, &yp.p, e);
-    }
-    first.loaded = true;
-    /* A second document is a mistake, and its syntax errors are errors too. */
-    if (!yaml_parser_load(&yp.p, &extra.doc)) {
-        return yaml_problem(file, text, len, &yp.p, e);
-    }
-    extra.loaded = true;
-    yaml_node_t *root = yaml_document_get_root_node(&extra.doc);
-    if (root) {
-        struct mark m = config_walk_node_mark(root);
-        return fail(e, file, &m, "only one YAML document is allowed");
-    }
-    y->doc = first.doc;
-    y->loaded = true;
-    first.loaded = false;
-    return 0;
 }
 
 /* YAML 1.1's booleans, in any case. */

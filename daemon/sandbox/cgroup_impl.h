@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* Private to cgroup.c, cgroup_v1.c and cgroup_v2.c: the struct bodies, what discovery found
- * in /proc/self/mountinfo and /proc/self/cgroup, the backend ops table and the file helpers
- * both backends share. Nothing outside these three files includes this header. */
+/* Private to cgroup.c (a sandbox's cgroup), cgroup_root.c (discovery and our subtree),
+ * cgroup_file.c (the control files), cgroup_v1.c and cgroup_v2.c: the struct bodies, what
+ * discovery found in /proc/self/mountinfo and /proc/self/cgroup, the backend ops table and
+ * the file helpers both backends share. Nothing outside these five files includes this
+ * header. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -25,6 +27,8 @@ enum cgroup_ctrl {
 /* The period written to cpu.cfs_period_us / cpu.max, and the kernel's smallest quota. */
 #define CGROUP_CPU_PERIOD_US 100000ULL
 #define CGROUP_CPU_QUOTA_MIN_US 1000ULL
+/* Bound on names we create or open: sandbox ids and the subtree name. */
+#define CGROUP_NAME_MAX 128
 
 /* One hierarchy as this process sees it (from mountinfo and /proc/self/cgroup). */
 struct cgroup_place {
@@ -110,6 +114,8 @@ struct cgroup_ops {
 extern const struct cgroup_ops cgroup_v1_ops;
 extern const struct cgroup_ops cgroup_v2_ops;
 
+/* cgroup.c */
+
 /* "memory", "cpu", "cpuacct", "pids", "blkio" (v1 names). */
 const char *cgroup_ctrl_name(enum cgroup_ctrl c);
 /* The same with v2's names ("io" for CGROUP_CTRL_IO). */
@@ -119,41 +125,51 @@ int cgroup_ctrl_dfd(const struct cgroup *cg, enum cgroup_ctrl c);
 /* The CFS quota in microseconds per CGROUP_CPU_PERIOD_US for `cpu` CPUs (at least the
  * kernel's minimum). */
 uint64_t cgroup_cpu_quota_us(double cpu);
+/* Whether name may be a directory below our subtree (at most CGROUP_NAME_MAX). */
+bool cgroup_name_valid(const char *name);
+
+/* cgroup_root.c */
 
 /* The directory below which our subtree lives in one hierarchy: <mnt>/<parent> when parent
  * is set, else <mnt>/<own cgroup relative to the mount's root>. Returns 0 or -errno;
  * *ret is xmalloc'd. */
-int cgroup_place_base(const struct cgroup_place *p, const char *parent, char **ret, struct err *e);
+int cgroup_root_place_base(const struct cgroup_place *p, const char *parent, char **ret,
+                           struct err *e);
 /* Creates (or reuses) <base>/<name> and opens it into h. Returns 0 or -errno. */
-int cgroup_hier_open(struct cgroup_hier *h, const char *base, const char *name, struct err *e);
+int cgroup_root_hier_open(struct cgroup_hier *h, const char *base, const char *name, struct err *e);
+/* Whether list (a space-separated list such as cgroup.controllers) holds word. */
+bool cgroup_root_list_has(const char *list, const char *word);
+
+/* cgroup_file.c */
 
 /* Whether file exists in dfd. */
 bool cgroup_file_exists(int dfd, const char *file);
 /* Writes s to file with one write(2); e says "<file>: write '<s>': ERRNO". */
-int cgroup_write(int dfd, const char *file, const char *s, struct err *e);
+int cgroup_file_write(int dfd, const char *file, const char *s, struct err *e);
 /* Writes v in decimal. */
-int cgroup_write_u64(int dfd, const char *file, uint64_t v, struct err *e);
-/* cgroup_write through cg's held-open copy of the file. */
-int cgroup_cg_write(struct cgroup *cg, int dfd, const char *file, const char *s, struct err *e);
+int cgroup_file_write_u64(int dfd, const char *file, uint64_t v, struct err *e);
+/* cgroup_file_write through cg's held-open copy of the file. */
+int cgroup_file_cg_write(struct cgroup *cg, int dfd, const char *file, const char *s,
+                         struct err *e);
 /* Reads a file holding one number ("max" reads as UINT64_MAX). */
-int cgroup_read_u64(int dfd, const char *file, uint64_t *ret);
-/* The same, and cgroup_read_keys/cgroup_read_key below, through cg's held-open copy of
+int cgroup_file_read_u64(int dfd, const char *file, uint64_t *ret);
+/* The same, and cgroup_file_read_keys/cgroup_file_read_key below, through cg's held-open copy of
  * the file (opened at the first read; an uncached read when cg holds CGROUP_CACHED_MAX). */
-int cgroup_cg_read_u64(struct cgroup *cg, int dfd, const char *file, uint64_t *ret);
-int cgroup_cg_read_keys(struct cgroup *cg, int dfd, const char *file, const char *const *keys,
-                        uint64_t *vals, size_t n);
-int cgroup_cg_read_key(struct cgroup *cg, int dfd, const char *file, const char *key,
-                       uint64_t *ret);
+int cgroup_file_cg_read_u64(struct cgroup *cg, int dfd, const char *file, uint64_t *ret);
+int cgroup_file_cg_read_keys(struct cgroup *cg, int dfd, const char *file, const char *const *keys,
+                             uint64_t *vals, size_t n);
+int cgroup_file_cg_read_key(struct cgroup *cg, int dfd, const char *file, const char *key,
+                            uint64_t *ret);
 /* The same from an open counter file, read from its start. */
-int cgroup_pread_u64(int fd, uint64_t *ret);
+int cgroup_file_pread_u64(int fd, uint64_t *ret);
 /* Reads the values of "<key> <value>" lines of a flat-keyed file (cpu.stat, memory.events,
  * pids.events, memory.oom_control) with one read: vals[i] is set for each keys[i] found and
  * left alone otherwise. Returns how many keys were found or -errno. */
-int cgroup_read_keys(int dfd, const char *file, const char *const *keys, uint64_t *vals, size_t n);
+int cgroup_file_read_keys(int dfd, const char *file, const char *const *keys, uint64_t *vals,
+                          size_t n);
 /* One key; -ENODATA when it is absent. */
-int cgroup_read_key(int dfd, const char *file, const char *key, uint64_t *ret);
-/* Whether file (a space-separated list such as cgroup.controllers) holds word. */
-bool cgroup_list_has(const char *list, const char *word);
+int cgroup_file_read_key(int dfd, const char *file, const char *key, uint64_t *ret);
+/* cgroup_v1.c */
 
 /* cgroup.procs, the v1 way (cgroup_v1.c); v2 uses it before linux 5.14 (no cgroup.kill).
  * 1 when cgroup.procs in dfd lists no process, 0 when it does, -errno on failure. */

@@ -259,7 +259,7 @@ int cgroup_v1_procs_kill(const int *dfds, size_t n)
 static bool v1_io_left_behind(const struct cgroup_place *p, const char *parent, const char *name)
 {
     scoped_free char *base = NULL;
-    if (!p->mnt || cgroup_place_base(p, parent, &base, NULL) < 0) {
+    if (!p->mnt || cgroup_root_place_base(p, parent, &base, NULL) < 0) {
         return false;
     }
     scoped_free char *path = xasprintf("%s/%s", base, name);
@@ -299,11 +299,11 @@ static int v1_root_open(struct cgroup_root *root, const struct cgroup_sys *sys, 
         }
         if (found < 0) {
             scoped_free char *base = NULL;
-            int r = cgroup_place_base(p, parent, &base, e);
+            int r = cgroup_root_place_base(p, parent, &base, e);
             if (r < 0) {
                 return err_prefix(e, r, "cgroup v1 %s", cname);
             }
-            r = cgroup_hier_open(&root->hier[root->nhier], base, root->name, e);
+            r = cgroup_root_hier_open(&root->hier[root->nhier], base, root->name, e);
             if (r < 0) {
                 return err_prefix(e, r, "cgroup v1 %s", cname);
             }
@@ -343,7 +343,7 @@ static int v1_io_rule(int dfd, const char *file, dev_t dev, uint64_t v, struct e
     }
     char s[64];
     (void)snprintf(s, sizeof(s), "%u:%u %llu", major(dev), minor(dev), (unsigned long long)v);
-    return cgroup_write(dfd, file, s, e);
+    return cgroup_file_write(dfd, file, s, e);
 }
 
 static int v1_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, struct err *e)
@@ -353,14 +353,14 @@ static int v1_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, str
     int cpu = cgroup_ctrl_dfd(cg, CGROUP_CTRL_CPU);
     int pids = cgroup_ctrl_dfd(cg, CGROUP_CTRL_PIDS);
     if (lim->memory_bytes > 0 && mem >= 0) {
-        r = cgroup_write_u64(mem, "memory.limit_in_bytes", lim->memory_bytes, e);
+        r = cgroup_file_write_u64(mem, "memory.limit_in_bytes", lim->memory_bytes, e);
         if (r < 0) {
             return r;
         }
         /* memsw may never be below limit_in_bytes, so it comes second; equal to it means
          * the sandbox gets no swap. */
         if (cg->root->v1_memsw) {
-            r = cgroup_write_u64(mem, "memory.memsw.limit_in_bytes", lim->memory_bytes, e);
+            r = cgroup_file_write_u64(mem, "memory.memsw.limit_in_bytes", lim->memory_bytes, e);
             if (r < 0) {
                 return r;
             }
@@ -371,25 +371,25 @@ static int v1_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, str
          * enough of them exhaust the host's tcp_mem: every TCP socket of the host then
          * stalls. (v2 charges them to memory.max.) */
         if (cg->root->v1_tcp) {
-            r = cgroup_write_u64(mem, "memory.kmem.tcp.limit_in_bytes",
-                                 cgroup_v1_socket_limit(lim->memory_bytes), e);
+            r = cgroup_file_write_u64(mem, "memory.kmem.tcp.limit_in_bytes",
+                                      cgroup_v1_socket_limit(lim->memory_bytes), e);
             if (r < 0) {
                 return r;
             }
         }
     }
     if (lim->cpu > 0 && cpu >= 0) {
-        r = cgroup_write_u64(cpu, "cpu.cfs_period_us", CGROUP_CPU_PERIOD_US, e);
+        r = cgroup_file_write_u64(cpu, "cpu.cfs_period_us", CGROUP_CPU_PERIOD_US, e);
         if (r < 0) {
             return r;
         }
-        r = cgroup_write_u64(cpu, "cpu.cfs_quota_us", cgroup_cpu_quota_us(lim->cpu), e);
+        r = cgroup_file_write_u64(cpu, "cpu.cfs_quota_us", cgroup_cpu_quota_us(lim->cpu), e);
         if (r < 0) {
             return r;
         }
     }
     if (lim->pids > 0 && pids >= 0) {
-        r = cgroup_write_u64(pids, "pids.max", lim->pids, e);
+        r = cgroup_file_write_u64(pids, "pids.max", lim->pids, e);
         if (r < 0) {
             return r;
         }
@@ -419,11 +419,12 @@ static int tolerate(int r)
 
 static int v1_memory_usage(struct cgroup *cg, int mem, struct cgroup_usage *u)
 {
-    int r = tolerate(cgroup_cg_read_u64(cg, mem, "memory.max_usage_in_bytes", &u->mem_peak_bytes));
+    int r =
+        tolerate(cgroup_file_cg_read_u64(cg, mem, "memory.max_usage_in_bytes", &u->mem_peak_bytes));
     if (r < 0) {
         return r;
     }
-    r = cgroup_cg_read_key(cg, mem, "memory.oom_control", "oom_kill", &u->oom_kills);
+    r = cgroup_file_cg_read_key(cg, mem, "memory.oom_control", "oom_kill", &u->oom_kills);
     if (r == 0) {
         u->oom = u->oom_kills > 0;
         return 0;
@@ -434,9 +435,9 @@ static int v1_memory_usage(struct cgroup *cg, int mem, struct cgroup_usage *u)
     /* COMPAT(linux < 4.13): no oom_kill counter. A failed charge with the peak at the limit
      * is the best sign left that the limit was hit. */
     uint64_t failcnt = 0, limit = 0;
-    r = tolerate(cgroup_read_u64(mem, "memory.failcnt", &failcnt));
+    r = tolerate(cgroup_file_read_u64(mem, "memory.failcnt", &failcnt));
     if (r == 0) {
-        r = tolerate(cgroup_read_u64(mem, "memory.limit_in_bytes", &limit));
+        r = tolerate(cgroup_file_read_u64(mem, "memory.limit_in_bytes", &limit));
     }
     if (r < 0) {
         return r;
@@ -452,7 +453,7 @@ static int v1_usage(struct cgroup *cg, struct cgroup_usage *ret)
     int r;
     int acct = cgroup_ctrl_dfd(cg, CGROUP_CTRL_CPUACCT);
     if (acct >= 0) {
-        r = tolerate(cgroup_cg_read_u64(cg, acct, "cpuacct.usage", &u.cpu_ns));
+        r = tolerate(cgroup_file_cg_read_u64(cg, acct, "cpuacct.usage", &u.cpu_ns));
         if (r < 0) {
             return r;
         }
@@ -466,7 +467,7 @@ static int v1_usage(struct cgroup *cg, struct cgroup_usage *ret)
     }
     int pids = cgroup_ctrl_dfd(cg, CGROUP_CTRL_PIDS);
     if (pids >= 0) {
-        r = tolerate(cgroup_cg_read_key(cg, pids, "pids.events", "max", &u.pids_max_hits));
+        r = tolerate(cgroup_file_cg_read_key(cg, pids, "pids.events", "max", &u.pids_max_hits));
         if (r < 0) {
             return r;
         }
@@ -482,7 +483,8 @@ static bool v1_is_empty(struct cgroup *cg)
      * in one pread instead of an open, read and close of each cgroup.procs. */
     int pids = cgroup_ctrl_dfd(cg, CGROUP_CTRL_PIDS);
     uint64_t n = 0;
-    if (cg->attached_all && pids >= 0 && cgroup_cg_read_u64(cg, pids, "pids.current", &n) == 0) {
+    if (cg->attached_all && pids >= 0 &&
+        cgroup_file_cg_read_u64(cg, pids, "pids.current", &n) == 0) {
         return n == 0;
     }
     for (size_t h = 0; h < cg->root->nhier; h++) {
@@ -512,9 +514,9 @@ static int v1_reset(struct cgroup *cg, struct err *e)
     if (mem < 0) {
         return 0;
     }
-    int r = cgroup_cg_write(cg, mem, "memory.max_usage_in_bytes", "0", e);
+    int r = cgroup_file_cg_write(cg, mem, "memory.max_usage_in_bytes", "0", e);
     if (r == 0) {
-        r = cgroup_cg_write(cg, mem, "memory.failcnt", "0", e);
+        r = cgroup_file_cg_write(cg, mem, "memory.failcnt", "0", e);
     }
     return r;
 }

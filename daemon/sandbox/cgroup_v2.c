@@ -38,7 +38,7 @@ static void enable_string(const struct cgroup_root *root, const char *avail, con
             continue;
         }
         const char *name = cgroup_ctrl_v2_name(v2_limit_ctrls[i]);
-        if ((avail && !cgroup_list_has(avail, name)) || cgroup_list_has(enabled, name)) {
+        if ((avail && !cgroup_root_list_has(avail, name)) || cgroup_root_list_has(enabled, name)) {
             continue;
         }
         int n = snprintf(buf + off, size - off, "%s+%s", off ? " " : "", name);
@@ -116,7 +116,7 @@ static int v2_delegate(struct cgroup_root *root, const char *base, struct err *e
         if (!v2_wanted(root, c)) {
             continue;
         }
-        root->ctrl_ok[c] = cgroup_list_has(enabled, cgroup_ctrl_v2_name(c));
+        root->ctrl_ok[c] = cgroup_root_list_has(enabled, cgroup_ctrl_v2_name(c));
         if (c != CGROUP_CTRL_IO) {
             root->has_limits = root->has_limits && root->ctrl_ok[c];
         }
@@ -141,11 +141,11 @@ static int v2_root_open(struct cgroup_root *root, const struct cgroup_sys *sys, 
         return err_setx(e, -ENODEV, "cgroup v2: no cgroup2 filesystem is mounted");
     }
     scoped_free char *base = NULL;
-    int r = cgroup_place_base(p, parent, &base, e);
+    int r = cgroup_root_place_base(p, parent, &base, e);
     if (r < 0) {
         return err_prefix(e, r, "cgroup v2");
     }
-    r = cgroup_hier_open(&root->hier[0], base, root->name, e);
+    r = cgroup_root_hier_open(&root->hier[0], base, root->name, e);
     if (r < 0) {
         return err_prefix(e, r, "cgroup v2");
     }
@@ -175,13 +175,13 @@ static int v2_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, str
     int dfd = cg->dfd[0];
     int r;
     if (lim->memory_bytes > 0 && root->ctrl_ok[CGROUP_CTRL_MEMORY]) {
-        r = cgroup_write_u64(dfd, "memory.max", lim->memory_bytes, e);
+        r = cgroup_file_write_u64(dfd, "memory.max", lim->memory_bytes, e);
         if (r < 0) {
             return r;
         }
         /* The limit is memory + swap, as on v1 with memsw: no swap at all. */
         if (root->v2_swap) {
-            r = cgroup_write(dfd, "memory.swap.max", "0", e);
+            r = cgroup_file_write(dfd, "memory.swap.max", "0", e);
             if (r < 0) {
                 return r;
             }
@@ -191,13 +191,13 @@ static int v2_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, str
         char s[48];
         (void)snprintf(s, sizeof(s), "%llu %llu", (unsigned long long)cgroup_cpu_quota_us(lim->cpu),
                        (unsigned long long)CGROUP_CPU_PERIOD_US);
-        r = cgroup_write(dfd, "cpu.max", s, e);
+        r = cgroup_file_write(dfd, "cpu.max", s, e);
         if (r < 0) {
             return r;
         }
     }
     if (lim->pids > 0 && root->ctrl_ok[CGROUP_CTRL_PIDS]) {
-        r = cgroup_write_u64(dfd, "pids.max", lim->pids, e);
+        r = cgroup_file_write_u64(dfd, "pids.max", lim->pids, e);
         if (r < 0) {
             return r;
         }
@@ -215,7 +215,7 @@ static int v2_set_limits(struct cgroup *cg, const struct cgroup_limits *lim, str
         }
         (void)snprintf(s, sizeof(s), "%u:%u rbps=%s riops=%s", major(lim->io_dev),
                        minor(lim->io_dev), bps, iops);
-        r = cgroup_write(dfd, "io.max", s, e);
+        r = cgroup_file_write(dfd, "io.max", s, e);
         if (r < 0) {
             return r;
         }
@@ -234,18 +234,18 @@ static int v2_usage(struct cgroup *cg, struct cgroup_usage *ret)
     struct cgroup_usage u = {0};
     int dfd = cg->dfd[0];
     uint64_t usec = 0;
-    int r = tolerate(cgroup_cg_read_key(cg, dfd, "cpu.stat", "usage_usec", &usec));
+    int r = tolerate(cgroup_file_cg_read_key(cg, dfd, "cpu.stat", "usage_usec", &usec));
     if (r < 0) {
         return r;
     }
     u.cpu_ns = usec * 1000;
     if (cg->peak_fd >= 0) {
-        r = cgroup_pread_u64(cg->peak_fd, &u.mem_peak_bytes);
+        r = cgroup_file_pread_u64(cg->peak_fd, &u.mem_peak_bytes);
         if (r < 0) {
             return r;
         }
     } else if (cg->root->v2_peak) {
-        r = tolerate(cgroup_read_u64(dfd, "memory.peak", &u.mem_peak_bytes));
+        r = tolerate(cgroup_file_read_u64(dfd, "memory.peak", &u.mem_peak_bytes));
         if (r < 0) {
             return r;
         }
@@ -253,7 +253,7 @@ static int v2_usage(struct cgroup *cg, struct cgroup_usage *ret)
     if (cg->root->ctrl_ok[CGROUP_CTRL_MEMORY]) {
         static const char *const keys[] = {"oom", "oom_kill"};
         uint64_t vals[2] = {0, 0};
-        r = cgroup_cg_read_keys(cg, dfd, "memory.events", keys, vals, ARRAY_SIZE(keys));
+        r = cgroup_file_cg_read_keys(cg, dfd, "memory.events", keys, vals, ARRAY_SIZE(keys));
         if (tolerate(r) < 0) {
             return r;
         }
@@ -261,7 +261,7 @@ static int v2_usage(struct cgroup *cg, struct cgroup_usage *ret)
         u.oom = vals[0] > 0 || vals[1] > 0;
     }
     if (cg->root->ctrl_ok[CGROUP_CTRL_PIDS]) {
-        r = tolerate(cgroup_cg_read_key(cg, dfd, "pids.events", "max", &u.pids_max_hits));
+        r = tolerate(cgroup_file_cg_read_key(cg, dfd, "pids.events", "max", &u.pids_max_hits));
         if (r < 0) {
             return r;
         }
@@ -273,7 +273,7 @@ static int v2_usage(struct cgroup *cg, struct cgroup_usage *ret)
 static bool v2_is_empty(struct cgroup *cg)
 {
     uint64_t populated = 1;
-    int r = cgroup_read_key(cg->dfd[0], "cgroup.events", "populated", &populated);
+    int r = cgroup_file_read_key(cg->dfd[0], "cgroup.events", "populated", &populated);
     if (r == -ENOENT) {
         return true; /* removed */
     }

@@ -1,20 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* Capability tokens: minting with libsodium's randomness, the BLAKE2b hash that is all sbxd
- * keeps, verification from an in-memory table, the write-back of uses on worker threads
- * (SQLite itself is token_db.c), expiry and revocation that kill the tasks holding a token,
- * and the mount policy. A token string is returned once, to the admin who issued it:
- * it is never stored, logged, or put in an error message. */
+/* Capability tokens, the store: issue, verification from an in-memory table, the
+ * write-back of uses on worker threads (SQLite itself is token_db.c), and expiry and
+ * revocation that kill the tasks holding a token. Secrets are token_secret.c's, the mount
+ * policy token_policy.c's, mount fds token_mount.c's. A token string is returned once, to
+ * the admin who issued it: it is never stored, logged, or put in an error message. */
 #define LOG_MOD "token"
 #include "token/token.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,7 +20,6 @@
 #include "lib/log.h"
 #include "lib/scrub.h"
 #include "lib/strv.h"
-#include "lib/sys.h"
 #include "token/token_impl.h"
 #include "lib/list.h"
 #include "lib/util.h"
@@ -33,17 +27,8 @@
 /* The timer re-reads the wall clock at least this often: the clock may be set. */
 #define TOKEN_TIMER_MAX_MS (60ULL * 1000)
 
-#ifndef RESOLVE_NO_SYMLINKS
-#define RESOLVE_NO_SYMLINKS 0x04 /* linux 5.6 */
-#endif
-
 _Static_assert(TOKEN_MAX_MOUNTS == CTL_MOUNTS_MAX, "a token's mounts must fit one CTL_TASK");
 _Static_assert(TOKEN_MAX_MOUNTS <= 32, "mount file bits are a uint32_t");
-
-/* BLAKE2b's personalization: a hash made for anything else never matches ours. */
-static const unsigned char token_personal[crypto_generichash_blake2b_PERSONALBYTES] =
-    "sbx-token-v1";
-static const unsigned char token_salt[crypto_generichash_blake2b_SALTBYTES];
 
 struct token_flush {
     uv_work_t work;
@@ -115,146 +100,6 @@ static enum token_state token_state_at(const struct token *t, uint64_t now)
     }
     return TOKEN_ACTIVE;
 }
-
-/* ---- Secrets ---- */
-
-void token_hash(const uint8_t secret[TOKEN_SECRET_BYTES], uint8_t ret_hash[TOKEN_HASH_BYTES])
-{
-    /* No key: the secret is 256 uniformly random bits, so the hash cannot be inverted or
-     * guessed, and a key would only be one more secret to lose (docs/TOKENS.md). */
-    (void)crypto_generichash_blake2b_salt_personal(ret_hash, TOKEN_HASH_BYTES, secret,
-                                                   TOKEN_SECRET_BYTES, NULL, 0, token_salt,
-                                                   token_personal);
-}
-
-int token_decode(const char *s, size_t len, uint8_t ret_secret[TOKEN_SECRET_BYTES])
-{
-    size_t plen = strlen(TOKEN_PREFIX);
-    size_t got = 0;
-    const char *end = NULL;
-    if (len != TOKEN_STR_LEN || memcmp(s, TOKEN_PREFIX, plen) != 0) {
-        return -EINVAL;
-    }
-    /* libsodium refuses non-canonical trailing bits, so one secret has one spelling. */
-    if (sodium_base642bin(ret_secret, TOKEN_SECRET_BYTES, s + plen, len - plen, NULL, &got, &end,
-                          sodium_base64_VARIANT_URLSAFE_NO_PADDING) != 0 ||
-        got != TOKEN_SECRET_BYTES || end != s + len) {
-        sodium_memzero(ret_secret, TOKEN_SECRET_BYTES);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-/* Mints a secret: its string into str, its hash into hash; the secret itself is wiped. */
-static void token_mint(char str[TOKEN_STR_LEN + 1], uint8_t hash[TOKEN_HASH_BYTES])
-{
-    uint8_t secret[TOKEN_SECRET_BYTES];
-    size_t plen = strlen(TOKEN_PREFIX);
-    randombytes_buf(secret, sizeof(secret));
-    memcpy(str, TOKEN_PREFIX, plen);
-    (void)sodium_bin2base64(str + plen, TOKEN_STR_LEN + 1 - plen, secret, sizeof(secret),
-                            sodium_base64_VARIANT_URLSAFE_NO_PADDING);
-    token_hash(secret, hash);
-    sodium_memzero(secret, sizeof(secret));
-}
-
-/* ---- Policy ---- */
-
-bool token_path_within(const char *path, const char *root)
-{
-    size_t n = strlen(root);
-    if (n == 1 && root[0] == '/') {
-        return path[0] == '/';
-    }
-    return strncmp(path, root, n) == 0 && (path[n] == '\0' || path[n] == '/');
-}
-
-/* Whether a real path may be exposed: under a root, and neither inside nor holding a
- * forbidden path. Returns 0 or -EACCES with e. */
-static int token_policy_allows(const struct token_policy *pol, const char *real, struct err *e)
-{
-    bool rooted = false;
-    for (size_t i = 0; i < pol->n_mount_roots && !rooted; i++) {
-        rooted = token_path_within(real, pol->mount_roots[i]);
-    }
-    if (pol->n_mount_roots == 0) {
-        return err_setx(e, -EACCES,
-                        "no mount roots are configured (tokens.mount_roots, sbxd --mount-root)");
-    }
-    if (!rooted) {
-        return err_setx(e, -EACCES, "mount source '%.200s' is not under an allowed mount root",
-                        real);
-    }
-    /* SECURITY: sbxd's state (the token database) and its sockets are never exposed, nor
-     * any directory that holds them. */
-    for (size_t i = 0; i < pol->n_forbidden; i++) {
-        const char *f = pol->forbidden[i];
-        if (token_path_within(real, f) || token_path_within(f, real)) {
-            return err_setx(e, -EACCES,
-                            "mount source '%.200s' would expose sbxd's state or sockets", real);
-        }
-    }
-    return 0;
-}
-
-int token_policy_check_src(const struct token_policy *pol, const char *src, char **ret_real,
-                           struct err *e)
-{
-    char real[PATH_MAX];
-    struct stat st;
-    if (src[0] != '/') {
-        return err_setx(e, -EINVAL, "mount source '%.200s' must be an absolute path", src);
-    }
-    /* SECURITY: decided on the real path, after every symlink and "..". */
-    if (!realpath(src, real)) {
-        return err_setx(e, -EINVAL, "mount source '%.200s': %s", src, err_name(-errno));
-    }
-    int r = token_policy_allows(pol, real, e);
-    if (r < 0) {
-        return r;
-    }
-    if (stat(real, &st) < 0) {
-        return err_setx(e, -EINVAL, "mount source '%.200s': %s", real, err_name(-errno));
-    }
-    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-        return err_setx(e, -EACCES, "mount source '%.200s' is not a directory or regular file",
-                        real);
-    }
-    *ret_real = xstrdup(real);
-    return 0;
-}
-
-int token_policy_check_dsts(const struct token_mount *mounts, size_t n, struct err *e)
-{
-    for (size_t i = 0; i < n; i++) {
-        const char *why = ctl_mount_dst_check(mounts[i].dst);
-        if (why) {
-            return err_setx(e, -EACCES, "mount destination '%.200s': %s", mounts[i].dst, why);
-        }
-        for (size_t j = 0; j < i; j++) {
-            if (token_path_within(mounts[i].dst, mounts[j].dst) ||
-                token_path_within(mounts[j].dst, mounts[i].dst)) {
-                return err_setx(e, -EACCES, "mount destinations '%.100s' and '%.100s' overlap",
-                                mounts[j].dst, mounts[i].dst);
-            }
-        }
-    }
-    return 0;
-}
-
-static bool token_name_ok(const char *s)
-{
-    size_t n = 0;
-    for (; s[n]; n++) {
-        char c = s[n];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) {
-            return false;
-        }
-    }
-    return n >= 1 && n <= TOKEN_NAME_MAX;
-}
-
-/* ---- The in-memory table ---- */
 
 static size_t token_bucket(const struct token_store *s, const uint8_t hash[TOKEN_HASH_BYTES])
 {
@@ -652,7 +497,7 @@ static int token_build(const struct token_store *s, const struct token_request *
         for (size_t i = 0; i < pol->n_net_profiles && !known; i++) {
             known = strcmp(pol->net_profiles[i], net) == 0;
         }
-        if (!token_name_ok(net) || !known) {
+        if (!token_policy_name_ok(net) || !known) {
             return err_setx(e, -EINVAL, "unknown network profile '%.32s'", net);
         }
     }
@@ -680,7 +525,7 @@ static int token_build(const struct token_store *s, const struct token_request *
     t->pools = rq->n_pools ? xcalloc(rq->n_pools, sizeof(*t->pools)) : NULL;
     for (size_t i = 0; i < rq->n_pools; i++) {
         bool dup = false;
-        if (!token_name_ok(rq->pools[i])) {
+        if (!token_policy_name_ok(rq->pools[i])) {
             token_free(t);
             return err_setx(e, -EINVAL, "bad pool name '%.32s'", rq->pools[i]);
         }
@@ -713,7 +558,7 @@ int token_issue(struct token_store *s, const struct token_request *rq,
     }
     char str[TOKEN_STR_LEN + 1];
     do {
-        token_mint(str, t->hash);
+        token_secret_mint(str, t->hash);
     } while (token_find_hash(s, t->hash)); /* 2^-256: never, but never is cheap to check */
     r = token_db_insert(s->db, t, e);
     if (r < 0) {
@@ -735,9 +580,9 @@ int token_revoke(struct token_store *s, const char *token_or_id, size_t len,
 {
     struct token *t = NULL;
     uint8_t secret[TOKEN_SECRET_BYTES];
-    if (token_decode(token_or_id, len, secret) == 0) {
+    if (token_secret_decode(token_or_id, len, secret) == 0) {
         uint8_t hash[TOKEN_HASH_BYTES];
-        token_hash(secret, hash);
+        token_secret_hash(secret, hash);
         sodium_memzero(secret, sizeof(secret));
         t = token_find_hash(s, hash);
     } else {
@@ -769,11 +614,11 @@ int token_authorize(const struct token_store *s, const char *token, size_t len, 
 {
     uint8_t secret[TOKEN_SECRET_BYTES];
     uint8_t hash[TOKEN_HASH_BYTES];
-    if (token_decode(token, len, secret) < 0) {
+    if (token_secret_decode(token, len, secret) < 0) {
         return err_setx(e, -EACCES, "malformed token (expected %s followed by 43 characters)",
                         TOKEN_PREFIX);
     }
-    token_hash(secret, hash);
+    token_secret_hash(secret, hash);
     sodium_memzero(secret, sizeof(secret));
     const struct token *t = token_find_hash(s, hash);
     if (!t) {
@@ -826,59 +671,13 @@ void token_detach(struct token_link *l)
     l->tok = NULL;
 }
 
-/* Opens one mount source as a detached, private, read-only tree. */
-static int token_open_mount(const struct token_store *s, const struct token_mount *m, int *ret_fd,
-                            bool *ret_file, struct err *e)
-{
-    struct stat st;
-    /* SECURITY: the policy of now, not only that of the issue. */
-    int r = token_policy_allows(&s->pol, m->src, e);
-    if (r < 0) {
-        return r;
-    }
-    /* SECURITY: the real path was checked; a symlink swapped in since is refused. */
-    scoped_close int src = sys_openat2(AT_FDCWD, m->src, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0,
-                                       RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
-    if (src < 0) {
-        return err_set(e, src, "mount source '%.200s'", m->src);
-    }
-    if (fstat(src, &st) < 0) {
-        return err_set(e, -errno, "mount source '%.200s'", m->src);
-    }
-    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-        return err_setx(e, -EACCES, "mount source '%.200s' is no longer a directory or file",
-                        m->src);
-    }
-    scoped_close int tree =
-        sys_open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
-    if (tree < 0) {
-        return err_set(e, tree, "open_tree '%.200s'", m->src);
-    }
-    /* SECURITY: a clone of a shared mount joins its peer group, and a mount made later
-     * below the source on the host would then appear in the sandbox, writable. Made
-     * private first, so that the recursive read-only below covers anything that did. */
-    char path[64];
-    (void)snprintf(path, sizeof(path), "/proc/self/fd/%d", tree);
-    if (mount(NULL, path, NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-        return err_set(e, -errno, "make mount of '%.200s' private", m->src);
-    }
-    r = sys_mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE,
-                          MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, 0);
-    if (r < 0) {
-        return err_set(e, r, "read-only mount of '%.200s'", m->src);
-    }
-    *ret_fd = take_fd(&tree);
-    *ret_file = S_ISREG(st.st_mode);
-    return 0;
-}
-
 int token_open_mounts(const struct token_store *s, const struct token *t, int *fds,
                       uint32_t *ret_files, struct err *e)
 {
     uint32_t files = 0;
     for (size_t i = 0; i < t->n_mounts; i++) {
         bool file = false;
-        int r = token_open_mount(s, &t->mounts[i], &fds[i], &file, e);
+        int r = token_mount_open(&s->pol, &t->mounts[i], &fds[i], &file, e);
         if (r < 0) {
             for (size_t j = 0; j < i; j++) {
                 fds[j] = fd_close(fds[j]);

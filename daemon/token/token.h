@@ -166,7 +166,7 @@ const char *token_state_name(enum token_state st);
 
 /* Whether path is root or lies below it (both absolute and normalized; root "/" contains
  * everything). */
-bool token_path_within(const char *path, const char *root);
+bool token_policy_path_within(const char *path, const char *root);
 /* Resolves a mount source (absolute) to its real path and checks it against the policy:
  * a directory or regular file under a mount root, neither inside nor holding a forbidden
  * path. Returns 0 with *ret_real (malloc'ed), -EINVAL when src is not absolute or does not
@@ -178,6 +178,7 @@ int token_policy_check_src(const struct token_policy *pol, const char *src, char
 int token_policy_check_dsts(const struct token_mount *mounts, size_t n, struct err *e);
 /* Decodes a token string into its secret. Returns 0 or -EINVAL (wrong prefix, length or
  * encoding). */
-int token_decode(const char *s, size_t len, uint8_t ret_secret[TOKEN_SECRET_BYTES]);
+int token_secret_decode(const char *s, size_t len, uint8_t ret_secret[TOKEN_SECRET_BYTES]);
 /* The stored form of a secret: BLAKE2b-256 personalized "sbx-token-v1". */
-void token_hash(const uint8_t secret[TOKEN_SECRET_BYTES], uint8_t ret_hash[TOKEN_HASH_BYTES]);
+void token_secret_hash(const uint8_t secret[TOKEN_SECRET_BYTES],
+                       uint8_t ret_hash[TOKEN_HASH_BYTES]);

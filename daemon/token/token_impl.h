@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* Internals shared by token.c (memory, policy, expiry) and token_db.c (SQLite). Nothing
- * outside these two files includes this header. */
+/* Internals shared by token.c (the store: memory, write-back, expiry), token_secret.c
+ * (minting and hashing), token_policy.c (the mount policy), token_mount.c (mount fds) and
+ * token_db.c (SQLite). Nothing outside these five files includes this header. */
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -40,6 +41,20 @@ struct token_op {
     bool del; /* forget the token, else set its uses_left */
     uint32_t uses_left;
 };
+
+/* Mints a secret: its string into str, its hash into hash; the secret itself is wiped
+ * (token_secret.c). */
+void token_secret_mint(char str[TOKEN_STR_LEN + 1], uint8_t hash[TOKEN_HASH_BYTES]);
+/* Whether real (a resolved path) is under a mount root of pol and neither inside nor
+ * holding a forbidden path; -EACCES with e when not (token_policy.c). */
+int token_policy_allows(const struct token_policy *pol, const char *real, struct err *e);
+/* Whether s is a pool or network name: [a-z0-9_-]{1,TOKEN_NAME_MAX} (token_policy.c). */
+bool token_policy_name_ok(const char *s);
+/* Opens one mount source, re-checked against pol, as a detached, private, read-only tree:
+ * *ret_fd, and *ret_file when it is a regular file. Returns 0 or -errno with e
+ * (token_mount.c). */
+int token_mount_open(const struct token_policy *pol, const struct token_mount *m, int *ret_fd,
+                     bool *ret_file, struct err *e);
 
 /* Frees a token and what it owns (not its links). Accepts NULL. */
 void token_free(struct token *t);

@@ -190,7 +190,7 @@ static int authorize(struct fixture *f, const char *token, const char *pool, str
 
 /* ---- Encoding and hashing ---- */
 
-static void token_decode__accepts_what_issue_prints(void **state)
+static void token_secret_decode__accepts_what_issue_prints(void **state)
 {
     struct fixture *f = *state;
     char token[TOKEN_STR_LEN + 1];
@@ -204,10 +204,10 @@ static void token_decode__accepts_what_issue_prints(void **state)
         assert_true((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
                     c == '-' || c == '_');
     }
-    assert_int_equal(token_decode(token, strlen(token), secret), 0);
+    assert_int_equal(token_secret_decode(token, strlen(token), secret), 0);
 }
 
-static void token_decode__rejects_malformed(void **state)
+static void token_secret_decode__rejects_malformed(void **state)
 {
     (void)state;
     uint8_t secret[TOKEN_SECRET_BYTES];
@@ -215,49 +215,49 @@ static void token_decode__rejects_malformed(void **state)
     memcpy(good, "sbx_", 4);
     memset(good + 4, 'A', TOKEN_STR_LEN - 4);
     good[TOKEN_STR_LEN] = '\0';
-    assert_int_equal(token_decode(good, strlen(good), secret), 0);
+    assert_int_equal(token_secret_decode(good, strlen(good), secret), 0);
     char bad[TOKEN_STR_LEN + 2];
     memcpy(bad, good, sizeof(good));
     bad[0] = 'x'; /* prefix */
-    assert_int_equal(token_decode(bad, strlen(bad), secret), -EINVAL);
-    assert_int_equal(token_decode(good, strlen(good) - 1, secret), -EINVAL); /* length */
+    assert_int_equal(token_secret_decode(bad, strlen(bad), secret), -EINVAL);
+    assert_int_equal(token_secret_decode(good, strlen(good) - 1, secret), -EINVAL); /* length */
     memcpy(bad, good, sizeof(good));
     bad[10] = '+'; /* not base64url */
-    assert_int_equal(token_decode(bad, strlen(bad), secret), -EINVAL);
+    assert_int_equal(token_secret_decode(bad, strlen(bad), secret), -EINVAL);
     memcpy(bad, good, sizeof(good));
     bad[TOKEN_STR_LEN - 1] = 'B'; /* non-canonical trailing bits: a second spelling */
-    assert_int_equal(token_decode(bad, strlen(bad), secret), -EINVAL);
-    assert_int_equal(token_decode("", 0, secret), -EINVAL);
+    assert_int_equal(token_secret_decode(bad, strlen(bad), secret), -EINVAL);
+    assert_int_equal(token_secret_decode("", 0, secret), -EINVAL);
 }
 
-static void token_hash__is_deterministic_and_personalized(void **state)
+static void token_secret_hash__is_deterministic_and_personalized(void **state)
 {
     (void)state;
     uint8_t secret[TOKEN_SECRET_BYTES], h1[TOKEN_HASH_BYTES], h2[TOKEN_HASH_BYTES];
     uint8_t plain[TOKEN_HASH_BYTES];
     assert_true(sodium_init() >= 0);
     randombytes_buf(secret, sizeof(secret));
-    token_hash(secret, h1);
-    token_hash(secret, h2);
+    token_secret_hash(secret, h1);
+    token_secret_hash(secret, h2);
     assert_memory_equal(h1, h2, sizeof(h1));
     /* Not the bare BLAKE2b of the secret: a hash made for another purpose never matches. */
     crypto_generichash(plain, sizeof(plain), secret, sizeof(secret), NULL, 0);
     assert_memory_not_equal(h1, plain, sizeof(h1));
     secret[0] ^= 1;
-    token_hash(secret, h2);
+    token_secret_hash(secret, h2);
     assert_memory_not_equal(h1, h2, sizeof(h1));
 }
 
 /* ---- Policy ---- */
 
-static void token_path_within__components_not_prefixes(void **state)
+static void token_policy_path_within__components_not_prefixes(void **state)
 {
     (void)state;
-    assert_true(token_path_within("/srv/data", "/srv/data"));
-    assert_true(token_path_within("/srv/data/x", "/srv/data"));
-    assert_false(token_path_within("/srv/database", "/srv/data"));
-    assert_false(token_path_within("/srv", "/srv/data"));
-    assert_true(token_path_within("/anything", "/"));
+    assert_true(token_policy_path_within("/srv/data", "/srv/data"));
+    assert_true(token_policy_path_within("/srv/data/x", "/srv/data"));
+    assert_false(token_policy_path_within("/srv/database", "/srv/data"));
+    assert_false(token_policy_path_within("/srv", "/srv/data"));
+    assert_true(token_policy_path_within("/anything", "/"));
 }
 
 static void token_policy_check_src__resolves_and_confines(void **state)
@@ -640,10 +640,11 @@ static void token_open_mounts__detached_read_only_trees(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(token_decode__accepts_what_issue_prints, setup, teardown),
-        cmocka_unit_test(token_decode__rejects_malformed),
-        cmocka_unit_test(token_hash__is_deterministic_and_personalized),
-        cmocka_unit_test(token_path_within__components_not_prefixes),
+        cmocka_unit_test_setup_teardown(token_secret_decode__accepts_what_issue_prints, setup,
+                                        teardown),
+        cmocka_unit_test(token_secret_decode__rejects_malformed),
+        cmocka_unit_test(token_secret_hash__is_deterministic_and_personalized),
+        cmocka_unit_test(token_policy_path_within__components_not_prefixes),
         cmocka_unit_test_setup_teardown(token_policy_check_src__resolves_and_confines, setup,
                                         teardown),
         cmocka_unit_test(token_policy_check_dsts__system_dirs_and_overlaps),
