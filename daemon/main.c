@@ -66,6 +66,31 @@ static int export_seccomp_main(const char *name)
     return 0;
 }
 
+/* Where the option o's argument goes, for the options that take a string; else NULL. */
+static const char **flag_value(struct sbxd_flags *f, int o)
+{
+    switch (o) {
+    case 'c':
+        return &f->config_path;
+    case 's':
+        return &f->socket;
+    case 'a':
+        return &f->admin_socket;
+    case 'd':
+        return &f->state_dir;
+    case 'm':
+        return &f->metrics;
+    case 'l':
+        return &f->log_level;
+    case 'H':
+        return &f->image_hash;
+    case 'S':
+        return &f->export_seccomp;
+    default:
+        return NULL;
+    }
+}
+
 /* Reads the command line into f. Returns -1 to start the daemon, or the exit code of what
  * was done instead: --help, a usage error (64), --image-hash, --export-seccomp. */
 static int flags_parse(int argc, char **argv, struct sbxd_flags *f)
@@ -87,27 +112,24 @@ static int flags_parse(int argc, char **argv, struct sbxd_flags *f)
     };
     int o;
     while ((o = getopt_long(argc, argv, "c:s:a:d:m:l:Ch", opts, NULL)) != -1) {
-        const char **value = o == 'c'   ? &f->config_path
-                             : o == 's' ? &f->socket
-                             : o == 'a' ? &f->admin_socket
-                             : o == 'd' ? &f->state_dir
-                             : o == 'm' ? &f->metrics
-                             : o == 'l' ? &f->log_level
-                             : o == 'H' ? &f->image_hash
-                             : o == 'S' ? &f->export_seccomp
-                                        : NULL;
+        const char **value = flag_value(f, o);
         if (value) {
             *value = optarg;
-        } else if (o == 'C' || o == 'R') {
-            *(o == 'C' ? &f->check_only : &f->require_images) = true;
+        } else if (o == 'C') {
+            f->check_only = true;
+        } else if (o == 'R') {
+            f->require_images = true;
         } else if (o == 'M') {
             if (f->n_mount_roots < ARRAY_SIZE(f->mount_roots)) {
                 f->mount_roots[f->n_mount_roots] = optarg;
             }
             f->n_mount_roots++;
+        } else if (o == 'h') {
+            usage(stdout);
+            return 0;
         } else {
-            usage(o == 'h' ? stdout : stderr);
-            return o == 'h' ? 0 : 64;
+            usage(stderr);
+            return 64;
         }
     }
     if (optind != argc) {
@@ -508,7 +530,11 @@ static int first_refill(struct daemon *d, struct err *e)
     return 0;
 }
 
-/* sbxd's start-up, in order; the drain's end and a failed start-up undo it in reverse. */
+/* sbxd's start-up, in order. The way out (daemon_exit) is the same from any step: the
+ * begun steps' stops in reverse (at the drain's end, or at once after a failure), the loop
+ * until what they closed is closed, the workers joined, every part freed (audit trail last
+ * but for metrics, the cgroup subtree removed while a late signal is still caught), then
+ * the signal handles and the loop. */
 static const struct daemon_step steps[] = {
     /* The config: nothing is touched before it is whole and valid. */
     {"config", load_config, NULL, 78},
