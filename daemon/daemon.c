@@ -6,6 +6,7 @@
 #define LOG_MOD "main"
 #include "daemon.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,6 @@
 #include "lib/scrub.h"
 #include "lib/strv.h"
 #include "lib/workq.h"
-#include "metrics/http.h"
 #include "metrics/metrics.h"
 #include "reaper.h"
 #include "sandbox/cgroup.h"

@@ -17,7 +17,6 @@
 #include <uv.h>
 
 #include "config/config.h"
-#include "core/pool.h"
 #include "core/sched.h"
 #include "daemon.h"
 #include "egress/egress.h"
@@ -33,6 +32,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/image.h"
 #include "sandbox/netns.h"
+#include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
 #include "signals.h"
 
