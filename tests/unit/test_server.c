@@ -7,8 +7,10 @@
  * are refused and answered with an `error` notification, then the connection closes, while
  * a well-formed value that is no rpc message is refused (and answered when it has a msgid)
  * and reading goes on; one connection over the bound is opened, refused "limit" and closed;
- * a write queue at the high mark, or stdin queued at its mark, stops reading until it falls
- * back; gone comes once, last, and the closed callback after the connection is freed. */
+ * a write queue at CONN_WQ_HIGH, or stdin queued at CONN_STDIN_HIGH, stops reading, which
+ * resumes once a write completes below CONN_WQ_LOW (drained, after every such write) or the
+ * stdin is written out; gone comes once, last, and the closed callback once the connection
+ * is freed. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -598,8 +600,7 @@ static void server_new__replaces_a_dead_socket_not_a_live_one_nor_a_file(void **
     struct stat st;
     assert_int_equal(lstat(f->path, &st), 0);
     start(f);
-    struct client *cl = client_open(f, 1);
-    (void)cl;
+    client_open(f, 1);
     server_close(f->s);
     f->s = NULL;
     run_until(f, "closed");
