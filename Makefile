@@ -191,6 +191,9 @@ TEST_pool_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_sched.c $(FAKES)/fake_kit
 TEST_sandbox_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_kit.c $(FAKES)/fake_cgroup.c \
                       $(FAKES)/fake_netns.c $(FAKES)/fake_image.c $(FAKES)/fake_spawn.c \
                       $(FAKES)/fake_forkserver.c $(FAKES)/fake_workq.c daemon/sandbox/idslot.c
+# api/server.c alone over a real loop and socket: the handler is the test's, logging to
+# the fakes' call log; the clients pack with proto.c.
+TEST_server_EXTRA := $(FAKES)/fake_calls.c daemon/wire/proto.c
 .SECONDARY: $(call obj,$(wildcard $(FAKES)/*.c))
 # Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
 # apart. make test links each with replay.c and runs it over its committed corpus
