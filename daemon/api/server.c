@@ -326,6 +326,12 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     conn_process(c);
 }
 
+/* A connection whose accept failed: nothing but its handle was made. */
+static void accept_failed_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
 static void on_connection(uv_stream_t *ls, int status)
 {
     struct server *s = ls->data;
@@ -339,7 +345,8 @@ static void on_connection(uv_stream_t *ls, int status)
     uv_pipe_init(s->loop, &c->pipe, 0);
     c->pipe.data = c;
     if (uv_accept(ls, (uv_stream_t *)&c->pipe) < 0) {
-        free(c);
+        /* The pipe is in the loop's handle list since uv_pipe_init: freed once it is closed. */
+        uv_close((uv_handle_t *)&c->pipe, accept_failed_closed);
         return;
     }
     DLIST_PUSH(s->conns, c);
