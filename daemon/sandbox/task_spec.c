@@ -20,7 +20,7 @@ void task_spec_begin(struct task_spec *s, size_t limit)
     s->strings = xmalloc(limit > 0 ? limit : 1);
     s->cap = limit;
     s->limit = limit;
-    s->len = 0;
+    s->len = s->env_off = 0;
     s->argc = s->envc = s->env_base = 0;
 }
 
@@ -36,6 +36,7 @@ int task_spec_add_arg(struct task_spec *s, const char *arg, size_t len)
     memcpy(s->strings + s->len, arg, len);
     s->strings[s->len + len] = '\0';
     s->len += len + 1;
+    s->env_off = s->len;
     s->argc++;
     return 0;
 }
@@ -64,16 +65,6 @@ static bool env_is(const char *kv, const char *name, size_t name_len)
     return strncmp(kv, name, name_len) == 0 && kv[name_len] == '=';
 }
 
-/* The offset of the first env string. */
-static size_t env_start(const struct task_spec *s)
-{
-    size_t off = 0;
-    for (uint32_t i = 0; i < s->argc; i++) {
-        off += strlen(s->strings + off) + 1;
-    }
-    return off;
-}
-
 /* Removes the env strings that set name (name_len bytes), keeping the others' order. */
 static void env_remove(struct task_spec *s, size_t start, const char *name, size_t name_len)
 {
@@ -97,7 +88,7 @@ static void env_remove(struct task_spec *s, size_t start, const char *name, size
 void task_spec_env_unset(struct task_spec *s, const char *name)
 {
     if (s->strings) {
-        env_remove(s, env_start(s), name, strlen(name));
+        env_remove(s, s->env_off, name, strlen(name));
     }
 }
 
@@ -105,7 +96,7 @@ int task_spec_env_set(struct task_spec *s, const char *name, const char *value, 
 {
     size_t name_len = strlen(name);
     size_t value_len = strlen(value);
-    size_t start = env_start(s);
+    size_t start = s->env_off;
     /* First what it takes, so that a refusal leaves s as it was. */
     size_t drop = 0;
     for (size_t off = start; off < s->len;) {
@@ -165,7 +156,7 @@ void task_spec_argv(const struct task_spec *s, struct task_spec_iter *it)
 
 void task_spec_request_env(const struct task_spec *s, struct task_spec_iter *it)
 {
-    size_t off = env_start(s);
+    size_t off = s->env_off;
     for (uint32_t i = 0; i < s->env_base; i++) {
         off += strlen(s->strings + off) + 1;
     }
@@ -214,7 +205,7 @@ void task_spec_drop_payload(struct task_spec *s)
 {
     free(s->strings);
     s->strings = NULL;
-    s->len = s->cap = s->limit = 0;
+    s->len = s->cap = s->limit = s->env_off = 0;
     s->argc = s->envc = s->env_base = 0;
     for (uint32_t i = 0; i < s->n_mounts; i++) {
         s->mount_fds[i] = fd_close(s->mount_fds[i]);
@@ -228,7 +219,7 @@ void task_spec_move(struct task_spec *dst, struct task_spec *src)
     src->token_id = NULL;
     src->net_profile = NULL;
     src->n_mounts = 0;
-    src->len = src->cap = src->limit = 0;
+    src->len = src->cap = src->limit = src->env_off = 0;
     src->argc = src->envc = src->env_base = 0;
 }
 

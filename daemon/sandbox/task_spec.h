@@ -29,7 +29,8 @@ struct task_spec {
     char *strings;
     size_t len;
     size_t cap;
-    size_t limit; /* what task_spec_add_* may fill: the request's bound (max_argv_bytes) */
+    size_t limit;   /* what task_spec_add_* may fill: the request's bound (max_argv_bytes) */
+    size_t env_off; /* where env begins (the end of argv) */
     uint32_t argc;
     uint32_t envc;
     uint32_t env_base;
