@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Method tables for the agents' and the admin socket. Every request is validated here in
- * full (types, sizes, names) before anything else sees it; nothing on the agents' socket
- * can reach an admin method. */
+ * full (types, sizes, names; an exec's arguments by exec_args.c) before anything else sees
+ * it; nothing on the agents' socket can reach an admin method. */
 #define LOG_MOD "rpc"
 #include "api/rpc.h"
 
@@ -295,6 +295,7 @@ static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
     r = task_new(env->tenv, &sink, msgid, p, &spec, &t, &e);
     if (r < 0) {
         log_error_errno(r, "msg=\"cannot create task\" detail=\"%s\"", err_msg(&e));
+        /* From the raw args: no task ever ran under the token, so the trail names none. */
         deny_exec(rc, msgid, args, NULL, "internal", err_msg(&e));
         return;
     }
