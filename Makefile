@@ -190,7 +190,9 @@ TEST_pool_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_sched.c $(FAKES)/fake_kit
                    $(FAKES)/fake_sandbox.c $(FAKES)/fake_metrics.c $(FAKES)/fake_stats.c
 TEST_sandbox_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_kit.c $(FAKES)/fake_cgroup.c \
                       $(FAKES)/fake_netns.c $(FAKES)/fake_image.c $(FAKES)/fake_spawn.c \
-                      $(FAKES)/fake_forkserver.c $(FAKES)/fake_workq.c daemon/sandbox/idslot.c
+                      $(FAKES)/fake_forkserver.c $(FAKES)/fake_workq.c daemon/sandbox/idslot.c \
+                      daemon/sandbox/task_spec.c daemon/wire/egress_parse.c
+TEST_task_spec_EXTRA := daemon/wire/egress_parse.c
 # api/server.c alone over a real loop and socket: the handler is the test's, logging to
 # the fakes' call log; the clients pack with proto.c.
 TEST_server_EXTRA := $(FAKES)/fake_calls.c daemon/wire/proto.c
@@ -200,7 +202,8 @@ TEST_server_EXTRA := $(FAKES)/fake_calls.c daemon/wire/proto.c
 # (tests/fuzz/corpus/<name>/); `make fuzz` links them with libFuzzer and searches for more.
 FUZZ_NAMES := proto egress config seccomp
 FUZZ_proto_SRCS := daemon/wire/proto.c
-FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_inspect.c
+FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_inspect.c \
+                    daemon/sandbox/task_spec.c
 FUZZ_egress_LIBS := $(HTTP_PARSER_LIBS)
 FUZZ_config_SRCS := daemon/config/config.c $(CONFIG_SRCS) $(YAML_SRCS)
 FUZZ_seccomp_SRCS := daemon/sandbox/seccomp.c $(SECCOMP_SRCS) $(YAML_SRCS)

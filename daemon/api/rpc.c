@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Method tables for the agents' and the admin socket. Every request is validated here in
- * full (types, sizes, names) before anything else sees it; nothing on the agents' socket
- * can reach an admin method. */
+ * full (types, sizes, names; an exec's arguments by exec_args.c) before anything else sees
+ * it; nothing on the agents' socket can reach an admin method. */
 #define LOG_MOD "rpc"
 #include "api/rpc.h"
 
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "api/exec_args.h"
 #include "api/rpc_admin.h"
 #include "api/rpc_audit.h"
 #include "api/rpc_impl.h"
@@ -24,12 +25,10 @@
 #include "lib/log.h"
 #include "lib/util.h"
 #include "metrics/metrics.h"
+#include "sandbox/task_spec.h"
 #include "token/token.h"
-#include "wire/ctl.h"
 #include "wire/proto.h"
 #include "wire/version.h"
-
-#define EXEC_MAX_ENV 256
 
 struct method {
     const char *name;
@@ -140,208 +139,22 @@ static void m_pools(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *a
     rpc_finish(rc, &sb);
 }
 
-/* Appends a NUL-terminated string to the CTL_TASK data. */
-static int data_add(char *buf, size_t cap, size_t *off, const char *s, size_t len)
-{
-    if (memchr(s, '\0', len)) {
-        return -EINVAL;
-    }
-    if (*off + len + 1 > cap) {
-        return -E2BIG;
-    }
-    memcpy(buf + *off, s, len);
-    buf[*off + len] = '\0';
-    *off += len + 1;
-    return 0;
-}
-
-static bool env_name_ok(const char *s, uint32_t len)
-{
-    if (len == 0 || len > 255) {
-        return false;
-    }
-    for (uint32_t i = 0; i < len; i++) {
-        char ch = s[i];
-        if (ch == '=' || ch == '\0') {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* The daemon's own environment for tasks; the request's env may override any of it. */
-static const char *const base_env[][2] = {
-    {"PATH", "/usr/local/bin:/usr/bin:/bin"},
-    {"HOME", "/tmp"},
-    {"LANG", "C.UTF-8"},
-    {"TMPDIR", "/tmp"},
-};
-
-static bool env_overridden(const msgpack_object *env, const char *name)
-{
-    if (!env) {
-        return false;
-    }
-    for (uint32_t i = 0; i < env->via.map.size; i++) {
-        const msgpack_object *k = &env->via.map.ptr[i].key;
-        if (k->type == MSGPACK_OBJECT_STR && proto_str_eq(k->via.str.ptr, k->via.str.size, name)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static const char *const exec_keys[] = {"argv", "pool", "timeout", "env", "cwd", "stdin", "token"};
-
-/* Validates exec arguments into a CTL_TASK header and its data. Returns 0 or -errno with
- * e holding the message for the client. */
-static int parse_exec(const struct rpc_env *renv, const msgpack_object *a, struct pool **ret_pool,
-                      struct ctl_task *hdr, char **ret_data, uint64_t *ret_timeout, bool *ret_stdin,
-                      struct err *e)
-{
-    char name[64];
-    int kr = proto_keys_check(a, exec_keys, ARRAY_SIZE(exec_keys), name, sizeof(name));
-    if (kr == -EINVAL) {
-        return err_setx(e, -EINVAL, "exec takes a map of arguments");
-    }
-    if (kr < 0) {
-        return err_setx(e, -EINVAL, "unknown exec argument '%s'", name);
-    }
-    /* pool */
-    const char *pname = renv->cfg->default_pool;
-    char pbuf[64];
-    const msgpack_object *po = proto_map_get(a, "pool");
-    if (po && po->type != MSGPACK_OBJECT_NIL) {
-        if (proto_obj_cstr(po, pbuf, sizeof(pbuf)) < 0 || po->type != MSGPACK_OBJECT_STR) {
-            return err_setx(e, -EINVAL, "'pool' must be a short string");
-        }
-        pname = pbuf;
-    }
-    struct pool *p = sched_find_pool(renv->sched, pname);
-    if (!p) {
-        return err_setx(e, -ENOENT, "unknown pool '%.60s'", pname);
-    }
-    const struct pool_config *pc = pool_config(p);
-    /* timeout */
-    uint64_t timeout = pc->timeout_ns;
-    const msgpack_object *to = proto_map_get(a, "timeout");
-    if (to && to->type != MSGPACK_OBJECT_NIL) {
-        double secs;
-        int r = proto_get_f64(a, "timeout", &secs, e);
-        if (r < 0) {
-            return r;
-        }
-        if (!(secs > 0) || secs * 1e9 > (double)pc->max_timeout_ns) {
-            return err_setx(e, -EINVAL, "'timeout' must be > 0 and <= %.3f seconds in pool '%s'",
-                            (double)pc->max_timeout_ns / 1e9, pc->name);
-        }
-        timeout = (uint64_t)(secs * 1e9);
-    }
-    /* stdin */
-    bool want_stdin = false;
-    const msgpack_object *so = proto_map_get(a, "stdin");
-    if (so && so->type != MSGPACK_OBJECT_NIL) {
-        int r = proto_get_bool(a, "stdin", &want_stdin, e);
-        if (r < 0) {
-            return r;
-        }
-    }
-    /* cwd */
-    memset(hdr, 0, sizeof(*hdr));
-    str_copy(hdr->cwd, "/tmp", sizeof(hdr->cwd));
-    const msgpack_object *co = proto_map_get(a, "cwd");
-    if (co && co->type != MSGPACK_OBJECT_NIL) {
-        if (co->type != MSGPACK_OBJECT_STR || proto_obj_cstr(co, hdr->cwd, sizeof(hdr->cwd)) < 0 ||
-            hdr->cwd[0] != '/') {
-            return err_setx(e, -EINVAL, "'cwd' must be an absolute path shorter than %d bytes",
-                            CTL_PATH_MAX);
-        }
-    }
-    /* argv */
-    const msgpack_object *av = proto_map_get(a, "argv");
-    if (!av || av->type != MSGPACK_OBJECT_ARRAY || av->via.array.size == 0) {
-        return err_setx(e, -EINVAL, "'argv' must be a non-empty array of strings");
-    }
-    const msgpack_object *env = proto_map_get(a, "env");
-    if (env && env->type == MSGPACK_OBJECT_NIL) {
-        env = NULL;
-    }
-    if (env && (env->type != MSGPACK_OBJECT_MAP || env->via.map.size > EXEC_MAX_ENV)) {
-        return err_setx(e, -EINVAL, "'env' must be a map of at most %d strings", EXEC_MAX_ENV);
-    }
-    size_t cap = renv->cfg->max_argv_bytes;
-    scoped_free char *data = xmalloc(cap);
-    size_t off = 0;
-    for (uint32_t i = 0; i < av->via.array.size; i++) {
-        const msgpack_object *s = &av->via.array.ptr[i];
-        if (s->type != MSGPACK_OBJECT_STR || (i == 0 && s->via.str.size == 0)) {
-            return err_setx(e, -EINVAL, "'argv' must be a non-empty array of strings");
-        }
-        int r = data_add(data, cap, &off, s->via.str.ptr, s->via.str.size);
-        if (r == -EINVAL) {
-            return err_setx(e, r, "argv[%u] contains a NUL byte", i);
-        }
-        if (r < 0) {
-            return err_setx(e, -E2BIG, "argv and env exceed %zu bytes", cap);
-        }
-    }
-    uint32_t envc = 0;
-    char kv[512];
-    for (size_t i = 0; i < ARRAY_SIZE(base_env); i++) {
-        if (env_overridden(env, base_env[i][0])) {
-            continue;
-        }
-        int n = snprintf(kv, sizeof(kv), "%s=%s", base_env[i][0], base_env[i][1]);
-        if (data_add(data, cap, &off, kv, (size_t)n) < 0) {
-            return err_setx(e, -E2BIG, "argv and env exceed %zu bytes", cap);
-        }
-        envc++;
-    }
-    for (uint32_t i = 0; env && i < env->via.map.size; i++) {
-        const msgpack_object *k = &env->via.map.ptr[i].key;
-        const msgpack_object *v = &env->via.map.ptr[i].val;
-        if (k->type != MSGPACK_OBJECT_STR || v->type != MSGPACK_OBJECT_STR ||
-            !env_name_ok(k->via.str.ptr, k->via.str.size) ||
-            memchr(v->via.str.ptr, '\0', v->via.str.size)) {
-            return err_setx(e, -EINVAL,
-                            "'env' entries must be NAME: value strings (no '=' in names, no NUL)");
-        }
-        size_t need = k->via.str.size + 1 + v->via.str.size + 1;
-        if (off + need > cap) {
-            return err_setx(e, -E2BIG, "argv and env exceed %zu bytes", cap);
-        }
-        memcpy(data + off, k->via.str.ptr, k->via.str.size);
-        off += k->via.str.size;
-        data[off++] = '=';
-        memcpy(data + off, v->via.str.ptr, v->via.str.size);
-        off += v->via.str.size;
-        data[off++] = '\0';
-        envc++;
-    }
-    hdr->magic = CTL_MAGIC;
-    hdr->type = CTL_TASK;
-    hdr->argc = av->via.array.size;
-    hdr->envc = envc;
-    hdr->nofile = pc->nofile;
-    hdr->data_len = (uint32_t)off;
-    *ret_pool = p;
-    *ret_data = take_ptr(&data);
-    *ret_timeout = timeout;
-    *ret_stdin = want_stdin;
-    return 0;
-}
-
 /* Refuses an exec request that never became a task: its chain (request, denied decision,
- * result) goes to the audit trail, or is only counted while the trail is behind. */
+ * result) goes to the audit trail, or is only counted while the trail is behind. The
+ * request is recorded from spec when it decoded, else (spec NULL) from its raw args. */
 static void deny_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args,
-                      const char *code, const char *message)
+                      const struct task_spec *spec, const char *code, const char *message)
 {
     const struct rpc_env *env = &rc->rpc->env;
     if (!audit_suppress(env->audit)) {
         char id[24];
         task_make_id(env->tenv, id, sizeof(id));
         struct task_audit_peer peer = audit_peer(rc);
-        task_audit_request(env->tenv, id, &peer, args, NULL);
+        if (spec) {
+            task_audit_request(env->tenv, id, &peer, spec);
+        } else {
+            task_audit_request_raw(env->tenv, id, &peer, args);
+        }
         task_audit_denied(env->tenv, id, code, message);
     }
     conn_send_error(rc->c, msgid, code, message);
@@ -369,7 +182,7 @@ static int exec_authorize(const struct rpc_env *env, const msgpack_object *a, co
 }
 
 /* Answers an exec that authorization refused (the reason never holds the token). */
-static void exec_refuse(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args, int r,
+static void exec_refuse(struct rpc_conn *rc, uint32_t msgid, const struct task_spec *spec, int r,
                         const struct err *e)
 {
     const char *code = r == -EACCES ? "denied" : "bad_request";
@@ -378,7 +191,7 @@ static void exec_refuse(struct rpc_conn *rc, uint32_t msgid, const msgpack_objec
     /* Debug only: an agent may knock at exec rate; the audit trail has every refusal. */
     log_debug("conn=%llu msg=\"exec %s\" detail=%s", (unsigned long long)conn_id(rc->c),
               r == -EACCES ? "denied" : "refused", log_quote(err_msg(e), q, sizeof(q)));
-    deny_exec(rc, msgid, args, code, err_msg(e));
+    deny_exec(rc, msgid, NULL, spec, code, err_msg(e));
 }
 
 /* ---- The task's client: struct task_sink over the connection ---- */
@@ -439,12 +252,12 @@ static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
     const struct rpc_env *env = &rpc->env;
     struct err e = ERR_INIT;
     if (sched_draining(env->sched)) {
-        deny_exec(rc, msgid, args, "shutting_down", "sbxd is shutting down");
+        deny_exec(rc, msgid, args, NULL, "shutting_down", "sbxd is shutting down");
         return;
     }
     if (audit_backlogged(env->audit)) {
         rpc_note_error(rpc, "busy");
-        deny_exec(rc, msgid, args, "busy", "the audit trail is behind; retry later");
+        deny_exec(rc, msgid, args, NULL, "busy", "the audit trail is behind; retry later");
         return;
     }
     if (rc->inflight >= env->cfg->max_requests_per_conn) {
@@ -453,52 +266,50 @@ static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
                        "too many requests in flight on this connection (limit %u)",
                        env->cfg->max_requests_per_conn);
         rpc_note_error(rpc, "limit");
-        deny_exec(rc, msgid, args, "limit", msg);
+        deny_exec(rc, msgid, args, NULL, "limit", msg);
         return;
     }
     struct pool *p = NULL;
-    struct ctl_task hdr;
-    char *data = NULL;
-    uint64_t timeout = 0;
-    bool want_stdin = false;
-    int r = parse_exec(env, args, &p, &hdr, &data, &timeout, &want_stdin, &e);
+    scoped(task_spec_clear) struct task_spec spec = TASK_SPEC_INIT;
+    int r = exec_args_decode(env, args, &spec, &p, &e);
     if (r < 0) {
         rpc_note_error(rpc, r == -ENOENT ? "unknown_pool" : "bad_request");
         const char *code =
             r == -ENOENT ? "unknown_pool" : (r == -E2BIG ? "too_large" : "bad_request");
-        deny_exec(rc, msgid, args, code, err_msg(&e));
+        deny_exec(rc, msgid, args, NULL, code, err_msg(&e));
         return;
     }
     /* Authorization, from memory only, before anything is created. */
     const struct token *tok = NULL;
     r = exec_authorize(env, args, p, &tok, &e);
     if (r < 0) {
-        free(data);
-        exec_refuse(rc, msgid, args, r, &e);
+        exec_refuse(rc, msgid, &spec, r, &e);
         return;
     }
+    /* Before the request is audited, so that it names its token; a grant that fails is
+     * refused once the task exists, as any later refusal. */
+    struct err ge = ERR_INIT;
+    int granted = tok ? exec_args_grant(&spec, env->tokens, tok, &ge) : 0;
     struct task *t = NULL;
     const struct task_sink sink = {&sink_ops, rc, NULL, NULL};
-    r = task_new(env->tenv, &sink, msgid, p, &hdr, data, timeout, want_stdin, &t, &e);
+    r = task_new(env->tenv, &sink, msgid, p, &spec, &t, &e);
     if (r < 0) {
-        free(data);
         log_error_errno(r, "msg=\"cannot create task\" detail=\"%s\"", err_msg(&e));
-        deny_exec(rc, msgid, args, "internal", err_msg(&e));
+        /* From the raw args: no task ever ran under the token, so the trail names none. */
+        deny_exec(rc, msgid, args, NULL, "internal", err_msg(&e));
         return;
     }
-    /* Before the request is audited, so that it names its token. */
-    int granted = tok ? task_grant(t, env->tokens, tok, &e) : 0;
     const char *token_id = task_token_id(t);
     struct task_audit_peer peer = audit_peer(rc);
-    task_audit_request(env->tenv, task_id(t), &peer, args, token_id);
+    task_audit_request(env->tenv, task_id(t), &peer, task_get_spec(t));
     rc->inflight++;
     struct task_sink *ts = task_sink(t);
     DLIST_PUSH(rc->tasks, ts);
     if (granted < 0) {
         rpc_note_error(rpc, "denied");
         log_info("task=%s token=%s msg=\"token grant cannot be applied, denied\" detail=\"%s\"",
-                 task_id(t), token_id ? token_id : "-", err_msg(&e));
-        task_fail(t, "denied", err_msg(&e));
+                 task_id(t), token_id ? token_id : "-", err_msg(&ge));
+        task_fail(t, "denied", err_msg(&ge));
         return;
     }
     r = task_submit(t);

@@ -23,9 +23,9 @@
 #include "lib/log.h"
 #include "metrics/metrics.h"
 #include "core/pool.h"
-#include "wire/egress_parse.h"
 #include "wire/proto.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/task_spec.h"
 #include "lib/util.h"
 
 /* One read buffer for every pipe: the loop is single-threaded and each chunk is packed
@@ -46,15 +46,7 @@ static void task_unref(struct task *t)
     if (--t->open_handles > 0) {
         return;
     }
-    for (size_t i = 0; i < t->n_mounts; i++) {
-        t->mount_fds[i] = fd_close(t->mount_fds[i]);
-        free(t->mount_dst[i]);
-    }
-    free(t->mount_fds);
-    free(t->mount_dst);
-    free(t->token_id);
-    free(t->net_profile);
-    free(t->data);
+    task_spec_clear(&t->spec);
     free(t);
 }
 
@@ -101,8 +93,7 @@ void task_admit(struct task *t)
 static const struct pool_waiter_ops task_waiter_ops;
 
 int task_new(struct task_env *env, const struct task_sink *sink, uint32_t msgid, struct pool *p,
-             const struct ctl_task *hdr, char *data, uint64_t timeout_ns, bool want_stdin,
-             struct task **ret, struct err *e)
+             struct task_spec *spec, struct task **ret, struct err *e)
 {
     int pin[2], pout[2], perr[2];
     if (pipe2(pin, O_CLOEXEC) < 0) {
@@ -128,9 +119,7 @@ int task_new(struct task_env *env, const struct task_sink *sink, uint32_t msgid,
     t->sink = (struct task_sink){sink->ops, sink->arg, NULL, NULL};
     t->msgid = msgid;
     t->pool = p;
-    t->hdr = *hdr;
-    t->data = data;
-    t->timeout_ns = timeout_ns;
+    task_spec_move(&t->spec, spec);
     t->t_request_ns = now_ns();
     t->child_fds[0] = pin[0];
     t->child_fds[1] = pout[1];
@@ -145,7 +134,7 @@ int task_new(struct task_env *env, const struct task_sink *sink, uint32_t msgid,
     t->open_handles = 4;
     uv_pipe_open(&t->out, pout[0]);
     uv_pipe_open(&t->err, perr[0]);
-    if (want_stdin) {
+    if (t->spec.stdin) {
         uv_pipe_open(&t->in, pin[1]);
         t->in_open = true;
     } else {
@@ -179,35 +168,12 @@ uint32_t task_msgid(const struct task *t)
 
 const char *task_token_id(const struct task *t)
 {
-    return t->token_id;
+    return t->spec.token_id;
 }
 
-int task_grant(struct task *t, struct token_store *tokens, const struct token *tok, struct err *e)
+const struct task_spec *task_get_spec(const struct task *t)
 {
-    struct token_info ti;
-    int fds[TOKEN_MAX_MOUNTS];
-    uint32_t files = 0;
-    token_get_info(tokens, tok, &ti);
-    t->token_id = xstrdup(ti.id);
-    t->net_profile = ti.net ? xstrdup(ti.net) : NULL;
-    if (ti.n_mounts == 0) {
-        return 0;
-    }
-    int r = token_open_mounts(tokens, tok, fds, &files, e);
-    if (r < 0) {
-        return r;
-    }
-    t->mount_fds = xcalloc(ti.n_mounts, sizeof(*t->mount_fds));
-    t->mount_dst = xcalloc(ti.n_mounts, sizeof(*t->mount_dst));
-    for (size_t i = 0; i < ti.n_mounts; i++) {
-        t->mount_fds[i] = fds[i];
-        t->mount_dst[i] = xstrdup(ti.mounts[i].dst);
-        str_copy(t->hdr.mount_dst[i], ti.mounts[i].dst, sizeof(t->hdr.mount_dst[i]));
-    }
-    t->n_mounts = ti.n_mounts;
-    t->hdr.n_mounts = (uint32_t)ti.n_mounts;
-    t->hdr.mount_files = files;
-    return 0;
+    return &t->spec;
 }
 
 void task_attach_token(struct task *t, struct token_store *tokens, const struct token *tok)
@@ -361,12 +327,12 @@ static const struct sandbox_task_ops task_sandbox_ops = {
 static int start_egress(struct task *t, struct sandbox *sb, struct err *e)
 {
     memset(&t->egress_stats, 0, sizeof(t->egress_stats));
-    int r = egress_session_start(t->env->egress, t->net_profile, take_fd(&sb->proxy_fd), t->id,
+    int r = egress_session_start(t->env->egress, t->spec.net_profile, take_fd(&sb->proxy_fd), t->id,
                                  sb->id, &t->egress, e);
     if (r < 0 || !t->egress) {
         return r;
     }
-    r = egress_env_rewrite(&t->hdr, &t->data, egress_session_env(t->egress), e);
+    r = task_spec_set_proxy(&t->spec, egress_session_env(t->egress), e);
     if (r < 0) {
         t->egress = egress_session_end(t->egress, NULL);
         return r;
@@ -391,19 +357,15 @@ static void task_start(struct task *t, struct sandbox *sb)
     /* The proxy serves the task's network profile, or its listener closes (egress.c). */
     int r = start_egress(t, sb, &e);
     if (r == 0) {
-        r = sandbox_start_task(sb, &t->hdr, t->data, t->child_fds, t->mount_fds, t->n_mounts,
-                               &task_sandbox_ops, t, &e);
+        r = sandbox_start_task(sb, &t->spec, t->child_fds, &task_sandbox_ops, t, &e);
     }
     /* Our copies of the child's ends must go, or EOF never comes. */
     for (int i = 0; i < 3; i++) {
         t->child_fds[i] = fd_close(t->child_fds[i]);
     }
-    /* The token's mounts are the sandbox's now (or never will be). */
-    for (size_t i = 0; i < t->n_mounts; i++) {
-        t->mount_fds[i] = fd_close(t->mount_fds[i]);
-    }
-    free(t->data);
-    t->data = NULL;
+    /* The token's mounts are the sandbox's now (or never will be), and init has the
+     * strings. */
+    task_spec_drop_payload(&t->spec);
     if (r < 0) {
         log_error("task=%s sb=%s msg=\"cannot start task, destroying sandbox\" detail=\"%s\"",
                   t->id, sb->id, err_msg(&e));
@@ -422,7 +384,7 @@ static void task_start(struct task *t, struct sandbox *sb)
     metrics_task_running(t->pool->metrics, t->t_request_ns);
     send_started(t);
     start_reading(t);
-    uv_timer_start(&t->timer, timeout_cb, (t->timeout_ns + 999999) / 1000000, 0);
+    uv_timer_start(&t->timer, timeout_cb, (t->spec.timeout_ns + 999999) / 1000000, 0);
 }
 
 /* Reads the sandbox's cgroup counters while the sandbox still exists. */
@@ -604,7 +566,7 @@ static void send_result(struct task *t, const struct task_outcome *o)
     } else {
         proto_pack_kv_u64(&pk, "seccomp_denials", t->seccomp_denials);
     }
-    egress_pack_result(&pk, t->net_profile, &t->egress_stats);
+    egress_pack_result(&pk, t->spec.net_profile, &t->egress_stats);
     if (is_error) {
         proto_pack_kv_text(&pk, "error", o->error);
     }

@@ -14,12 +14,12 @@
 
 struct audit;
 struct config;
-struct ctl_task;
 struct egress;
 struct pool;
 struct sched;
 struct task;
 struct task_sink;
+struct task_spec;
 
 /* What every task needs, one per daemon, filled by main. */
 struct task_env {
@@ -85,12 +85,12 @@ void task_make_id(struct task_env *env, char *buf, size_t size);
  * was queued, task_start when it got a sandbox at once. */
 void task_admit(struct task *t);
 
-/* Builds a task from a validated request (argv/env already packed into hdr and data, which
- * the task takes over) that answers to sink's client (ops and arg are copied). Creates its
- * pipes. Returns 0 or -errno. */
+/* Builds a task of pool p from a decoded request (api/exec_args.c), taking over spec's
+ * contents on success (spec is left owning nothing; on failure it is untouched), that
+ * answers to sink's client (ops and arg are copied). Creates its pipes. Returns 0 or
+ * -errno. */
 int task_new(struct task_env *env, const struct task_sink *sink, uint32_t msgid, struct pool *p,
-             const struct ctl_task *hdr, char *data, uint64_t timeout_ns, bool want_stdin,
-             struct task **ret, struct err *e);
+             struct task_spec *spec, struct task **ret, struct err *e);
 /* The task's embedded sink (for the client's list), and back. */
 struct task_sink *task_sink(struct task *t);
 struct task *task_of_sink(struct task_sink *s);
@@ -99,9 +99,8 @@ struct task *task_of_sink(struct task_sink *s);
 const char *task_id(const struct task *t);
 uint32_t task_msgid(const struct task *t);
 const char *task_token_id(const struct task *t);
-/* Gives the task what tok grants: its id, network profile and mounts (detached, read-only
- * mount trees sent with CTL_TASK). Returns 0 or -errno with e. */
-int task_grant(struct task *t, struct token_store *tokens, const struct token *tok, struct err *e);
+/* The request the task runs (its strings only until the task started). */
+const struct task_spec *task_get_spec(const struct task *t);
 /* Puts the task on tok's list (one use taken; expiry and revocation reach it from now). */
 void task_attach_token(struct task *t, struct token_store *tokens, const struct token *tok);
 /* Queues or starts the task in its pool (pool_submit): 0, -EBUSY or -ESHUTDOWN. */

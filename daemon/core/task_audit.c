@@ -15,6 +15,7 @@
 #include "sandbox/sandbox.h"
 #include "lib/scrub.h"
 #include "lib/util.h"
+#include "sandbox/task_spec.h"
 
 /* Bytes of one argument looked at: the rest is cut (audit.c cuts to AUDIT_VALUE_MAX). */
 #define ARG_SCAN_MAX (4 * AUDIT_VALUE_MAX)
@@ -69,16 +70,86 @@ void task_audit_refused(struct task_env *tenv, const struct task_audit_peer *pee
     audit_end(ev);
 }
 
+/* argv with its redaction rule: an argument after an option that takes a secret (such as
+ * --token) is redacted whole. */
+static void argv_begin(struct audit_ev *ev, uint64_t argc)
+{
+    audit_u64(ev, "argc", argc);
+    audit_array_begin(ev, "argv");
+}
+
+static void argv_item(struct audit_ev *ev, const char *s, size_t len, bool *secret_next)
+{
+    if (*secret_next) {
+        audit_array_id(ev, "[REDACTED]");
+    } else {
+        arg_item(ev, s, len);
+    }
+    *secret_next = scrub_arg_takes_secret(s, len);
+}
+
+/* The timeout asked for (secs), in ms. */
+static void timeout_field(struct audit_ev *ev, double secs)
+{
+    if (secs > 0 && secs < 1e9) {
+        audit_u64(ev, "timeout_ms", (uint64_t)(secs * 1000.0));
+    }
+}
+
 void task_audit_request(struct task_env *tenv, const char *task_id,
-                        const struct task_audit_peer *peer, const msgpack_object *args,
-                        const char *token_id)
+                        const struct task_audit_peer *peer, const struct task_spec *spec)
 {
     struct audit_ev *ev = audit_begin(tenv->audit, "task.request", task_id);
     if (!ev) {
         return;
     }
     peer_fields(ev, peer);
-    audit_id(ev, "token_id", token_id);
+    audit_id(ev, "token_id", spec->token_id);
+    /* A name the client sent is a client string (scrubbed), the default is sbxd's. */
+    if (spec->has_pool) {
+        audit_str(ev, "pool", spec->pool->name);
+    } else {
+        audit_id(ev, "pool", spec->pool->name);
+    }
+    struct task_spec_iter it;
+    const char *str;
+    size_t len;
+    argv_begin(ev, spec->argc);
+    bool secret_next = false;
+    task_spec_argv(spec, &it);
+    while (task_spec_next(&it, &str, &len)) {
+        argv_item(ev, str, len, &secret_next);
+    }
+    audit_array_end(ev);
+    if (spec->has_env) {
+        /* Names only: values may be secrets and are never stored. */
+        audit_array_begin(ev, "env");
+        task_spec_request_env(spec, &it);
+        while (task_spec_next(&it, &str, &len)) {
+            const char *eq = memchr(str, '=', len);
+            audit_array_str(ev, str, eq ? (size_t)(eq - str) : len);
+        }
+        audit_array_end(ev);
+    }
+    if (spec->has_cwd) {
+        audit_str(ev, "cwd", spec->cwd);
+    }
+    timeout_field(ev, spec->timeout_s);
+    if (spec->has_stdin) {
+        audit_bool(ev, "stdin", spec->stdin);
+    }
+    audit_end(ev);
+}
+
+void task_audit_request_raw(struct task_env *tenv, const char *task_id,
+                            const struct task_audit_peer *peer, const msgpack_object *args)
+{
+    struct audit_ev *ev = audit_begin(tenv->audit, "task.request", task_id);
+    if (!ev) {
+        return;
+    }
+    peer_fields(ev, peer);
+    audit_id(ev, "token_id", NULL);
     if (!args || args->type != MSGPACK_OBJECT_MAP) {
         audit_bool(ev, "malformed", true);
         audit_end(ev);
@@ -92,8 +163,7 @@ void task_audit_request(struct task_env *tenv, const char *task_id,
     }
     const msgpack_object *av = proto_map_get(args, "argv");
     if (av && av->type == MSGPACK_OBJECT_ARRAY) {
-        audit_u64(ev, "argc", av->via.array.size);
-        audit_array_begin(ev, "argv");
+        argv_begin(ev, av->via.array.size);
         bool secret_next = false;
         for (uint32_t i = 0; i < av->via.array.size; i++) {
             const msgpack_object *a = &av->via.array.ptr[i];
@@ -102,12 +172,7 @@ void task_audit_request(struct task_env *tenv, const char *task_id,
                 secret_next = false;
                 continue;
             }
-            if (secret_next) {
-                audit_array_id(ev, "[REDACTED]");
-            } else {
-                arg_item(ev, a->via.str.ptr, a->via.str.size);
-            }
-            secret_next = scrub_arg_takes_secret(a->via.str.ptr, a->via.str.size);
+            argv_item(ev, a->via.str.ptr, a->via.str.size, &secret_next);
         }
         audit_array_end(ev);
     }
@@ -132,11 +197,8 @@ void task_audit_request(struct task_env *tenv, const char *task_id,
     const msgpack_object *to = proto_map_get(args, "timeout");
     if (to && (to->type == MSGPACK_OBJECT_POSITIVE_INTEGER || to->type == MSGPACK_OBJECT_FLOAT32 ||
                to->type == MSGPACK_OBJECT_FLOAT64)) {
-        double secs =
-            to->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)to->via.u64 : to->via.f64;
-        if (secs > 0 && secs < 1e9) {
-            audit_u64(ev, "timeout_ms", (uint64_t)(secs * 1000.0));
-        }
+        timeout_field(ev, to->type == MSGPACK_OBJECT_POSITIVE_INTEGER ? (double)to->via.u64
+                                                                      : to->via.f64);
     }
     const msgpack_object *so = proto_map_get(args, "stdin");
     if (so && so->type == MSGPACK_OBJECT_BOOLEAN) {

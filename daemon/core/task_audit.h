@@ -16,6 +16,7 @@
 struct task_env;
 struct task;
 struct task_outcome;
+struct task_spec;
 
 /* Who sent a request, as the trail records it; api/ fills it from its connection. */
 struct task_audit_peer {
@@ -25,14 +26,18 @@ struct task_audit_peer {
     int32_t pid;
 };
 
-/* task.request from the raw exec arguments (valid or not): peer uid/pid, connection id,
- * socket, pool (as asked, else the default), argv (scrubbed; an argument after an option
- * such as --token is redacted whole), env names only (never values), cwd, timeout, stdin,
- * and token_id, the token's public id (NULL: none or not known; the token string itself is
- * never recorded). */
+/* task.request from the decoded request: peer uid/pid, connection id, socket, token_id
+ * (the token's public id, NULL without a token or before its grant; the token string itself
+ * is never recorded), pool, argv (scrubbed; an argument after an option such as --token is
+ * redacted whole), the names of the env the request gave (never values, nor the base env),
+ * and cwd, timeout and stdin when the request gave them. */
 void task_audit_request(struct task_env *tenv, const char *task_id,
-                        const struct task_audit_peer *peer, const msgpack_object *args,
-                        const char *token_id);
+                        const struct task_audit_peer *peer, const struct task_spec *spec);
+/* task.request, the same fields, from the raw exec arguments of a request that did not
+ * decode (or was refused before it was): what it asked for, whatever its types; the pool
+ * as asked, else the default; token_id null. A non-map is recorded as malformed. */
+void task_audit_request_raw(struct task_env *tenv, const char *task_id,
+                            const struct task_audit_peer *peer, const msgpack_object *args);
 /* rpc.refused (no task id): bad input refused outside an exec, from peer: code, the
  * method when there was one (at most 64 bytes, scrubbed), reason. */
 void task_audit_refused(struct task_env *tenv, const struct task_audit_peer *peer, const char *code,

@@ -14,6 +14,7 @@
 #include "lib/err.h"
 #include "sandbox/cgroup.h"
 #include "token/token.h"
+#include "sandbox/task_spec.h"
 #include "wire/ctl.h"
 
 struct sandbox;
@@ -28,20 +29,13 @@ struct task {
     char sb_id[24]; /* the sandbox it ran in, kept for the result */
     enum task_state state;
     enum task_kill_reason kill;
-    struct ctl_task hdr;
-    char *data; /* argv and env strings for CTL_TASK */
-    uint64_t timeout_ns;
-    bool cold; /* waited in the queue */
-    /* Grants from the capability token (token.c fills them before pool_submit; all NULL/0
-     * without a token). The task owns these strings and fds. */
-    char *token_id;                   /* the token's public id (never the token itself) */
-    char *net_profile;                /* egress profile name, NULL = loopback only */
-    struct egress_session *egress;    /* the proxy serving net_profile while it runs (egress.c) */
+    /* The request, with its token's grants: its strings and mount fds go once CTL_TASK is
+     * sent (task_spec_drop_payload). */
+    struct task_spec spec;
+    bool cold;                        /* waited in the queue */
+    struct egress_session *egress;    /* the proxy serving its net_profile while it runs */
     struct egress_stats egress_stats; /* what it did through the proxy, for its result */
-    int *mount_fds;                   /* detached read-only mounts (open_tree), one per mount_dst */
-    char **mount_dst;
-    size_t n_mounts;
-    struct token_link tlink; /* the token's task list (token.c); tlink.tok NULL without */
+    struct token_link tlink;          /* the token's task list (token.c); tlink.tok NULL without */
     /* stdio: child ends are sent to the sandbox, ours are libuv pipes */
     int child_fds[3];
     uv_pipe_t in;

@@ -63,7 +63,7 @@ struct egress *egress_free(struct egress *g);
 int egress_session_start(struct egress *g, const char *profile, int proxy_fd, const char *task_id,
                          const char *sandbox_id, struct egress_session **ret, struct err *e);
 /* The port the task's proxy variables (HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy =
- * http://127.0.0.1:port, written by wire/'s egress_env_rewrite) point at. */
+ * http://127.0.0.1:port, set by sandbox/task_spec.c's task_spec_set_proxy) point at. */
 uint16_t egress_session_env(const struct egress_session *s);
 /* The task ended (exited, failed, killed, or its sandbox died): stops serving and closes
  * every proxy connection; the session frees itself once they are closed. Its counts go to

@@ -24,6 +24,7 @@
 #include "lib/log.h"
 #include "sandbox/netns.h"
 #include "sandbox/spawn.h"
+#include "sandbox/task_spec.h"
 #include "lib/sys.h"
 #include "lib/util.h"
 #include "lib/workq.h"
@@ -623,35 +624,39 @@ void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void
     workq_submit(env->workq, &sb->job, create_work, create_done);
 }
 
-int sandbox_start_task(struct sandbox *sb, const struct ctl_task *hdr, const char *data, int fds[3],
-                       const int *mount_fds, size_t n_mounts, const struct sandbox_task_ops *ops,
-                       void *arg, struct err *e)
+int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds[3],
+                       const struct sandbox_task_ops *ops, void *arg, struct err *e)
 {
     if (sb->state != SB_WARM) {
         return err_setx(e, -EINVAL, "sandbox %s is %s, not warm", sb->id,
                         sandbox_state_name(sb->state));
     }
-    /* The token's mounts (detached mount fds) follow stdio; the task keeps owning them. */
-    size_t nfds = 3 + (size_t)hdr->n_mounts;
-    if (hdr->n_mounts > CTL_MOUNTS_MAX || hdr->n_mounts != n_mounts) {
-        return err_setx(e, -EINVAL, "sandbox %s: %u mounts in CTL_TASK, task has %zu", sb->id,
-                        hdr->n_mounts, n_mounts);
+    const struct pool_config *pc = sb->kit->pc;
+    if (spec->pool != pc) {
+        return err_setx(e, -EINVAL, "sandbox %s: a task of another pool", sb->id);
     }
+    struct ctl_task hdr;
+    int r = task_spec_pack(spec, pc->nofile, &hdr, e);
+    if (r < 0) {
+        return err_prefix(e, r, "sandbox %s", sb->id);
+    }
+    /* The token's mounts (detached mount fds) follow stdio; the task keeps owning them. */
+    size_t nfds = 3 + (size_t)hdr.n_mounts;
     struct iovec iov[2] = {
-        {.iov_base = (void *)hdr, .iov_len = sizeof(*hdr)},
-        {.iov_base = (void *)data, .iov_len = hdr->data_len},
+        {.iov_base = &hdr, .iov_len = sizeof(hdr)},
+        {.iov_base = spec->strings, .iov_len = hdr.data_len},
     };
     int all[3 + CTL_MOUNTS_MAX];
     memcpy(all, fds, 3 * sizeof(int));
-    if (hdr->n_mounts > 0) {
-        memcpy(all + 3, mount_fds, hdr->n_mounts * sizeof(int));
+    if (hdr.n_mounts > 0) {
+        memcpy(all + 3, spec->mount_fds, hdr.n_mounts * sizeof(int));
     }
-    ssize_t n = fd_sendmsg(sb->ctl_fd, iov, hdr->data_len > 0 ? 2 : 1, all, nfds,
+    ssize_t n = fd_sendmsg(sb->ctl_fd, iov, hdr.data_len > 0 ? 2 : 1, all, nfds,
                            MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
         return err_set(e, (int)n, "sandbox %s: send CTL_TASK", sb->id);
     }
-    if ((size_t)n != sizeof(*hdr) + hdr->data_len) {
+    if ((size_t)n != sizeof(hdr) + hdr.data_len) {
         return err_setx(e, -EMSGSIZE, "sandbox %s: CTL_TASK truncated", sb->id);
     }
     sb->task_ops = ops;

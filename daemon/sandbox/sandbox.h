@@ -21,6 +21,7 @@ struct cgroup;
 struct cgroup_usage;
 struct sandbox_kit;
 struct sandbox;
+struct task_spec;
 
 /* How long an init may take from spawn to READY before it counts as a failed creation. */
 #define SANDBOX_SETUP_TIMEOUT_MS 10000
@@ -114,13 +115,13 @@ struct sandbox {
  * never from within this call. The caller makes sure a block of host ids is free (with
  * userns). Loop context. */
 void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void *arg);
-/* Hands a task to a WARM sandbox: sends CTL_TASK with the three stdio fds and the token's
- * n_mounts mount fds (all stay owned by the caller; close them after). From then on the
- * sandbox reports to ops with arg, until sandbox_detach_task or ops->died. Returns 0 or
- * -errno (e says why). */
-int sandbox_start_task(struct sandbox *sb, const struct ctl_task *hdr, const char *data, int fds[3],
-                       const int *mount_fds, size_t n_mounts, const struct sandbox_task_ops *ops,
-                       void *arg, struct err *e);
+/* Hands a task to a WARM sandbox of spec's pool: packs spec into CTL_TASK (with the pool's
+ * nofile) and sends it with the three stdio fds and spec's mount fds (all stay owned by the
+ * caller; close them after). From then on the sandbox reports to ops with arg, until
+ * sandbox_detach_task or ops->died. Returns 0 or -errno (e says why); nothing is sent on a
+ * refusal. */
+int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds[3],
+                       const struct sandbox_task_ops *ops, void *arg, struct err *e);
 /* The task no longer wants sb's reports. */
 void sandbox_detach_task(struct sandbox *sb);
 /* Kills the sandbox (SIGKILL to its init through the pidfd, which ends its pid namespace).

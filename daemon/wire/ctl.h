@@ -87,7 +87,7 @@ enum ctl_stage {
 
 #define CTL_PATH_MAX 256
 #define CTL_HOSTNAME_MAX 64
-/* The largest CTL_TASK packet (header + argv + env). Requests above it are refused by rpc.c. */
+/* The largest CTL_TASK data (argv + env). Requests above it are refused (sandbox/task_spec.h). */
 #define CTL_TASK_DATA_MAX (96 * 1024)
 /* Read-only mounts one task may receive from its capability token (detached mount fds). */
 #define CTL_MOUNTS_MAX 8

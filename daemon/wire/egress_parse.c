@@ -6,14 +6,13 @@
 #include "wire/egress_parse.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#include "lib/alloc.h"
-#include "wire/ctl.h"
 #include "lib/err.h"
 #include "lib/util.h"
 
@@ -945,52 +944,15 @@ int egress_parse_body_feed(struct egress_body *b, const char *in, size_t n, size
 
 /* ---- The task's environment ---- */
 
-static bool is_proxy_var(const char *kv)
+const char *egress_proxy_var(size_t i)
 {
-    static const char *const names[] = {
-        "HTTP_PROXY=", "HTTPS_PROXY=", "http_proxy=", "https_proxy="};
-    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-        if (strncmp(kv, names[i], strlen(names[i])) == 0) {
-            return true;
-        }
-    }
-    return false;
+    static const char *const names[EGRESS_PROXY_VARS] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+                                                         "https_proxy"};
+    assert(i < EGRESS_PROXY_VARS);
+    return names[i];
 }
 
-int egress_env_rewrite(struct ctl_task *hdr, char **data, uint16_t port, struct err *e)
+void egress_proxy_url(uint16_t port, char *buf, size_t size)
 {
-    static const char *const names[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"};
-    const char *in = *data;
-    size_t len = hdr->data_len;
-    size_t cap = len + ARRAY_SIZE(names) * 48;
-    scoped_free char *out = xmalloc(cap);
-    size_t off = 0, o = 0;
-    uint32_t envc = 0;
-    for (uint32_t i = 0; i < hdr->argc + hdr->envc; i++) {
-        const char *nul = off < len ? memchr(in + off, '\0', len - off) : NULL;
-        if (!nul) {
-            return err_setx(e, -EPROTO, "task strings do not match their counts");
-        }
-        size_t n = (size_t)(nul - (in + off)) + 1;
-        if (i < hdr->argc || !is_proxy_var(in + off)) {
-            memcpy(out + o, in + off, n);
-            o += n;
-            envc += i < hdr->argc ? 0 : 1;
-        }
-        off += n;
-    }
-    for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
-        int n = snprintf(out + o, cap - o, "%s=http://127.0.0.1:%u", names[i], (unsigned)port);
-        o += (size_t)n + 1;
-        envc++;
-    }
-    if (o > CTL_TASK_DATA_MAX) {
-        return err_setx(e, -E2BIG, "argv and env exceed %d bytes with the proxy variables",
-                        CTL_TASK_DATA_MAX);
-    }
-    free(*data);
-    *data = take_ptr(&out);
-    hdr->envc = envc;
-    hdr->data_len = (uint32_t)o;
-    return 0;
+    (void)snprintf(buf, size, "http://127.0.0.1:%u", (unsigned)port);
 }

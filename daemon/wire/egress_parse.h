@@ -3,14 +3,13 @@
 /* The egress proxy's parsing and matching, without I/O: host names and authorities, the
  * CONNECT allowlist, plain-HTTP routes, HTTP/1.x request and response heads (strict: CRLF
  * only, no folding, one framing), message bodies (Content-Length and chunked), and the
- * proxy variables of a task's environment. Bounded by their input; only
- * egress_env_rewrite allocates; any thread. */
+ * proxy variables of a task's environment. Bounded by their input; nothing allocates;
+ * any thread. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-struct ctl_task;
 struct err;
 
 /* Buffer size for a host name or address (253 bytes of name, NUL). */
@@ -158,9 +157,12 @@ void egress_parse_body_init(struct egress_body *b, enum egress_framing framing, 
 int egress_parse_body_feed(struct egress_body *b, const char *in, size_t n, size_t *ret_used,
                            egress_data_cb emit, void *ud);
 
-/* Rewrites a CTL_TASK's data (argc strings, then envc "NAME=value" strings) so that the env
- * holds HTTP_PROXY, HTTPS_PROXY, http_proxy and https_proxy = http://127.0.0.1:port and no
- * other value of them. *data is replaced (freed, reallocated); hdr's envc and data_len
- * follow. Returns 0, -E2BIG when the result would exceed CTL_TASK_DATA_MAX, or -EPROTO when
- * data does not match hdr (e says why). */
-int egress_env_rewrite(struct ctl_task *hdr, char **data, uint16_t port, struct err *e);
+/* The variables that point a task's HTTP clients at its proxy: EGRESS_PROXY_VARS names
+ * (HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy), each set to egress_proxy_url and to no
+ * other value (the request's own are replaced; core/task.c puts them in the task's env). */
+#define EGRESS_PROXY_VARS 4
+#define EGRESS_PROXY_URL_MAX 32
+/* The i-th name (i < EGRESS_PROXY_VARS). */
+const char *egress_proxy_var(size_t i);
+/* "http://127.0.0.1:port" into buf (EGRESS_PROXY_URL_MAX bytes are enough). */
+void egress_proxy_url(uint16_t port, char *buf, size_t size);

@@ -26,6 +26,7 @@
 #include "wire/egress_inspect.h"
 #include "lib/err.h"
 #include "wire/egress_parse.h"
+#include "sandbox/task_spec.h"
 #include "fuzz.h"
 
 static void within(const char *base, size_t n, const char *p, size_t len)
@@ -513,51 +514,85 @@ static void scrub(uint8_t ctl, const char *buf, size_t n)
     free(out);
 }
 
-/* ctl: argc (1-4) and envc (0-63) claimed for the strings that follow. */
+/* A task's argv and env (the input's NUL-separated strings: the first (ctl & 3) + 1 are argv,
+ * the rest "NAME=value", of which the first ctl >> 2 are the base env) given the proxy's
+ * variables as core/task.c does. */
 static void env_rewrite(uint8_t ctl, const char *buf, size_t n)
 {
     static const char *const names[] = {
         "HTTP_PROXY=", "HTTPS_PROXY=", "http_proxy=", "https_proxy="};
-    struct ctl_task hdr;
-    memset(&hdr, 0, sizeof(hdr));
-    hdr.argc = (ctl & 3u) + 1;
-    hdr.envc = ctl >> 2;
-    hdr.data_len = (uint32_t)n;
-    char *d = fuzz_dup((const uint8_t *)buf, n);
-    char *orig = d;
+    struct task_spec s = TASK_SPEC_INIT;
+    task_spec_begin(&s, TASK_SPEC_STRINGS_MAX);
+    uint32_t want_argc = (ctl & 3u) + 1, want_base = ctl >> 2;
+    /* What must survive: argv, and the env strings that are not proxy variables. */
+    size_t keep = 0;
+    uint32_t keep_env = 0, keep_base = 0;
+    char *kept = fuzz_dup((const uint8_t *)buf, n);
+    for (size_t off = 0; off < n;) {
+        const char *str = buf + off;
+        const char *nul = memchr(str, '\0', n - off);
+        size_t len = nul ? (size_t)(nul - str) : n - off;
+        off += len + 1;
+        if (s.argc < want_argc) {
+            if (task_spec_add_arg(&s, str, len) < 0) {
+                break;
+            }
+            memcpy(kept + keep, str, len);
+            keep += len;
+            kept[keep++] = '\0';
+            continue;
+        }
+        const char *eq = memchr(str, '=', len);
+        if (!eq || eq == str) {
+            continue; /* api/ refuses it */
+        }
+        bool base = s.envc == s.env_base && s.envc < want_base;
+        size_t nl = (size_t)(eq - str);
+        if (task_spec_add_env(&s, str, nl, eq + 1, len - nl - 1, base) < 0) {
+            break;
+        }
+        bool proxy = false;
+        for (size_t k = 0; k < 4; k++) {
+            proxy = proxy || (nl + 1 == strlen(names[k]) && memcmp(str, names[k], nl + 1) == 0);
+        }
+        if (!proxy) {
+            memcpy(kept + keep, str, len);
+            keep += len;
+            kept[keep++] = '\0';
+            keep_env++;
+            keep_base += base ? 1 : 0;
+        }
+    }
+    FUZZ_CHECK(s.len <= n + 1);
+    uint32_t argc = s.argc;
     struct err e = ERR_INIT;
-    int r = egress_env_rewrite(&hdr, &d, 3128, &e);
+    int r = task_spec_set_proxy(&s, 3128, &e);
     if (r < 0) {
-        FUZZ_CHECK(r == -EPROTO || r == -E2BIG);
-        FUZZ_CHECK(d == orig && err_msg(&e)[0] != '\0');
-        free(d);
+        FUZZ_CHECK(r == -E2BIG && err_msg(&e)[0] != '\0');
+        task_spec_clear(&s);
+        free(kept);
         return;
     }
-    FUZZ_CHECK(hdr.data_len <= CTL_TASK_DATA_MAX);
-    /* argc, then envc strings, each NUL-terminated, exactly filling data_len; argv as it
-     * was; every proxy variable once, with the proxy's address. */
-    unsigned seen[4] = {0, 0, 0, 0};
-    size_t off = 0;
-    for (uint32_t i = 0; i < hdr.argc + hdr.envc; i++) {
-        const char *nul = off < hdr.data_len ? memchr(d + off, '\0', hdr.data_len - off) : NULL;
-        FUZZ_CHECK(nul != NULL);
-        size_t len = (size_t)(nul - (d + off));
-        if (i < hdr.argc) {
-            FUZZ_CHECK(off + len < n && memcmp(d + off, buf + off, len + 1) == 0);
-        } else {
-            for (size_t k = 0; k < 4; k++) {
-                size_t kl = strlen(names[k]);
-                if (len >= kl && memcmp(d + off, names[k], kl) == 0) {
-                    seen[k]++;
-                    FUZZ_CHECK(strcmp(d + off + kl, "http://127.0.0.1:3128") == 0);
-                }
-            }
-        }
-        off += len + 1;
+    FUZZ_CHECK(s.len <= TASK_SPEC_STRINGS_MAX);
+    /* argv as it was, the other env strings in their order, then each proxy variable once
+     * with the proxy's address; the strings exactly fill len. */
+    FUZZ_CHECK(s.argc == argc && s.envc == keep_env + 4 && s.env_base == keep_base);
+    FUZZ_CHECK(s.len >= keep && memcmp(s.strings, kept, keep) == 0);
+    size_t off = keep;
+    for (size_t k = 0; k < 4; k++) {
+        const char *str = s.strings + off;
+        size_t kl = strlen(names[k]);
+        FUZZ_CHECK(off < s.len && memcmp(str, names[k], kl) == 0);
+        FUZZ_CHECK(strcmp(str + kl, "http://127.0.0.1:3128") == 0);
+        off += strlen(str) + 1;
     }
-    FUZZ_CHECK(off == hdr.data_len);
-    FUZZ_CHECK(seen[0] == 1 && seen[1] == 1 && seen[2] == 1 && seen[3] == 1);
-    free(d);
+    FUZZ_CHECK(off == s.len);
+    struct ctl_task hdr;
+    r = task_spec_pack(&s, 64, &hdr, &e);
+    FUZZ_CHECK(r == (s.argc > 0 ? 0 : -EINVAL));
+    FUZZ_CHECK(r < 0 || (hdr.argc == s.argc && hdr.envc == s.envc && hdr.data_len == s.len));
+    task_spec_clear(&s);
+    free(kept);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -16,7 +16,6 @@
 #include <cmocka.h>
 
 #include "lib/alloc.h"
-#include "wire/ctl.h"
 #include "wire/egress_parse.h"
 #include "lib/err.h"
 #include "lib/util.h"
@@ -517,60 +516,19 @@ static void egress_parse_body_feed__length_and_none(void **state)
 
 /* ---- the task's environment ---- */
 
-static void egress_env_rewrite__replaces_proxy_variables(void **state)
+static void egress_proxy_var__the_four_names(void **state)
 {
     (void)state;
-    static const char strings[] = "python3\0-c\0x\0PATH=/bin\0HTTP_PROXY=http://evil:1\0"
-                                  "https_proxy=x\0NO_PROXY=*\0";
-    struct ctl_task hdr;
-    memset(&hdr, 0, sizeof(hdr));
-    hdr.argc = 3;
-    hdr.envc = 4;
-    hdr.data_len = sizeof(strings) - 1;
-    char *data = xmalloc(sizeof(strings));
-    memcpy(data, strings, sizeof(strings));
-    struct err e = ERR_INIT;
-    assert_int_equal(egress_env_rewrite(&hdr, &data, 3128, &e), 0);
-    assert_int_equal(hdr.argc, 3);
-    assert_int_equal(hdr.envc, 6);
-    const char *want[] = {"python3",
-                          "-c",
-                          "x",
-                          "PATH=/bin",
-                          "NO_PROXY=*",
-                          "HTTP_PROXY=http://127.0.0.1:3128",
-                          "HTTPS_PROXY=http://127.0.0.1:3128",
-                          "http_proxy=http://127.0.0.1:3128",
-                          "https_proxy=http://127.0.0.1:3128"};
-    size_t off = 0;
+    static const char *const want[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"};
+    assert_int_equal(EGRESS_PROXY_VARS, ARRAY_SIZE(want));
     for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
-        assert_string_equal(data + off, want[i]);
-        off += strlen(want[i]) + 1;
+        assert_string_equal(egress_proxy_var(i), want[i]);
     }
-    assert_int_equal(off, hdr.data_len);
-    free(data);
-}
-
-static void egress_env_rewrite__bounds(void **state)
-{
-    (void)state;
-    struct ctl_task hdr;
-    struct err e = ERR_INIT;
-    memset(&hdr, 0, sizeof(hdr));
-    hdr.argc = 1;
-    hdr.data_len = CTL_TASK_DATA_MAX - 10;
-    char *data = xcalloc(1, hdr.data_len);
-    memset(data, 'a', hdr.data_len - 1);
-    assert_int_equal(egress_env_rewrite(&hdr, &data, 3128, &e), -E2BIG);
-    assert_int_equal(hdr.data_len, CTL_TASK_DATA_MAX - 10); /* untouched on failure */
-    free(data);
-    /* Counts that do not match the strings. */
-    memset(&hdr, 0, sizeof(hdr));
-    hdr.argc = 2;
-    hdr.data_len = 2;
-    data = xstrdup("a");
-    assert_int_equal(egress_env_rewrite(&hdr, &data, 3128, &e), -EPROTO);
-    free(data);
+    char url[EGRESS_PROXY_URL_MAX];
+    egress_proxy_url(3128, url, sizeof(url));
+    assert_string_equal(url, "http://127.0.0.1:3128");
+    egress_proxy_url(65535, url, sizeof(url));
+    assert_string_equal(url, "http://127.0.0.1:65535");
 }
 
 /* ---- random input ---- */
@@ -771,8 +729,7 @@ int main(void)
         cmocka_unit_test(egress_parse_body_feed__chunked_any_split),
         cmocka_unit_test(egress_parse_body_feed__chunked_malformed),
         cmocka_unit_test(egress_parse_body_feed__length_and_none),
-        cmocka_unit_test(egress_env_rewrite__replaces_proxy_variables),
-        cmocka_unit_test(egress_env_rewrite__bounds),
+        cmocka_unit_test(egress_proxy_var__the_four_names),
         cmocka_unit_test(egress_parsers__random_mutations_stay_in_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,6 +26,7 @@
 #include "lib/alloc.h"
 #include "lib/util.h"
 #include "sandbox/kit.h"
+#include "sandbox/task_spec.h"
 #include "sandbox/sandbox.h"
 
 #include "fakes/fakes.h"
@@ -162,6 +163,7 @@ static int setup(void **state)
     f->pc.gid = 10002;
     f->pc.tmp_size = 64 << 20;
     f->pc.shm_size = 16 << 20;
+    f->pc.nofile = 64;
     f->cfg.userns = false; /* no host id blocks */
     f->env = (struct sandbox_env){
         .loop = &f->loop,
@@ -355,19 +357,31 @@ static struct sandbox *warm(struct fixture *f)
     return sb;
 }
 
-/* Hands sb a task ("true", stdio /dev/null); init receives it. */
+/* A spec of f's pool: argv {"true"}, cwd /tmp. */
+static void spec_true(struct fixture *f, struct task_spec *spec)
+{
+    spec->pool = &f->pc;
+    task_spec_begin(spec, 64);
+    assert_int_equal(task_spec_add_arg(spec, "true", 4), 0);
+    str_copy(spec->cwd, "/tmp", sizeof(spec->cwd));
+}
+
+/* Hands sb a task ("true", stdio /dev/null); init receives it, packed with the pool's
+ * nofile. */
 static void start_task(struct fixture *f, struct sandbox *sb)
 {
     struct ctl_task hdr = {
         .magic = CTL_MAGIC, .type = CTL_TASK, .argc = 1, .nofile = 64, .data_len = 5};
     str_copy(hdr.cwd, "/tmp", sizeof(hdr.cwd));
+    scoped(task_spec_clear) struct task_spec spec = TASK_SPEC_INIT;
+    spec_true(f, &spec);
     int fds[3];
     for (int i = 0; i < 3; i++) {
         fds[i] = open("/dev/null", O_RDWR | O_CLOEXEC);
         assert_true(fds[i] >= 0);
     }
     struct err e = ERR_INIT;
-    assert_int_equal(sandbox_start_task(sb, &hdr, "true", fds, NULL, 0, &task_ops, f, &e), 0);
+    assert_int_equal(sandbox_start_task(sb, &spec, fds, &task_ops, f, &e), 0);
     for (int i = 0; i < 3; i++) {
         (void)close(fds[i]); /* the caller's to close */
     }
@@ -554,11 +568,12 @@ static void sandbox_start_task__events_then_died(void **state)
     struct sandbox *sb = warm(f);
     start_task(f, sb);
     assert_int_equal(sb->state, SB_BUSY);
-    /* Not twice, and only with as many mount fds as the header says. */
-    struct ctl_task hdr = {.magic = CTL_MAGIC, .type = CTL_TASK, .argc = 1};
+    /* Not twice. */
+    scoped(task_spec_clear) struct task_spec spec = TASK_SPEC_INIT;
+    spec_true(f, &spec);
     int fds[3] = {0, 1, 2};
     struct err e = ERR_INIT;
-    assert_int_equal(sandbox_start_task(sb, &hdr, "", fds, NULL, 0, &task_ops, f, &e), -EINVAL);
+    assert_int_equal(sandbox_start_task(sb, &spec, fds, &task_ops, f, &e), -EINVAL);
     char want[96];
     (void)snprintf(want, sizeof(want), "sandbox %s is busy, not warm", sb->id);
     assert_string_equal(err_msg(&e), want);
@@ -577,14 +592,23 @@ static void sandbox_start_task__events_then_died(void **state)
     assert_int_equal(f->n_failed, 0);
 }
 
-static void sandbox_start_task__mounts_must_match_the_header(void **state)
+static void sandbox_start_task__refuses_what_it_cannot_pack(void **state)
 {
     struct fixture *f = *state;
     struct sandbox *sb = warm(f);
-    struct ctl_task hdr = {.magic = CTL_MAGIC, .type = CTL_TASK, .argc = 1, .n_mounts = 1};
     int fds[3] = {0, 1, 2};
     struct err e = ERR_INIT;
-    assert_int_equal(sandbox_start_task(sb, &hdr, "", fds, NULL, 0, &task_ops, f, &e), -EINVAL);
+    /* No argv, more mounts than CTL_TASK carries, a task of another pool. */
+    scoped(task_spec_clear) struct task_spec spec = TASK_SPEC_INIT;
+    spec.pool = &f->pc;
+    assert_int_equal(sandbox_start_task(sb, &spec, fds, &task_ops, f, &e), -EINVAL);
+    spec_true(f, &spec);
+    spec.n_mounts = TASK_SPEC_MOUNTS_MAX + 1;
+    assert_int_equal(sandbox_start_task(sb, &spec, fds, &task_ops, f, &e), -EINVAL);
+    spec.n_mounts = 0;
+    struct pool_config other = f->pc;
+    spec.pool = &other;
+    assert_int_equal(sandbox_start_task(sb, &spec, fds, &task_ops, f, &e), -EINVAL);
     assert_int_equal(sb->state, SB_WARM); /* still warm, nothing sent */
     expect_none();
     sandbox_kill(sb);
@@ -764,7 +788,7 @@ int main(void)
         T(handle_event__setup_failed_reports_what_init_said),
         T(handle_event__ready_while_draining_kills_without_failure),
         T(sandbox_start_task__events_then_died),
-        T(sandbox_start_task__mounts_must_match_the_header),
+        T(sandbox_start_task__refuses_what_it_cannot_pack),
         T(pid_cb__reads_the_last_event_before_death),
         T(pid_cb__init_dies_mid_task_reports_died),
         T(pid_cb__warm_sandbox_that_dies_is_unwarmed),
