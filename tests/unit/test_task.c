@@ -269,20 +269,11 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     fake_task_close_stdio();
-    msgpack_unpacked_destroy(&f->res);
-    free(f->res_data);
-    /* Every chain committed, every stdin byte the client was told of given back. */
-    assert_int_equal(fake_audit_waiting(), 0);
-    assert_int_equal(f->stdin_queued, f->stdin_written);
-    assert_null(fake_token_link); /* detached */
-    /* The task's handles are closed (it is freed once they are: ASan's leak check), and
-     * every pipe with them. */
-    uv_close((uv_handle_t *)&f->guard, NULL);
-    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(uv_loop_close(&f->loop), 0);
-    assert_int_equal(count_fds(), f->fds_before);
-    free(f->sb);
-    free(f);
+    /* What the checks below read, and the fakes reset first: a failed test leaves its task
+     * (and what it holds) behind, not its fakes' state to the next test. */
+    size_t waiting = fake_audit_waiting();
+    bool linked = fake_token_link != NULL;
+    fake_audit_reset();
     fake_calls_reset();
     fake_pool_submit_r = 0;
     fake_pool_waiter = NULL;
@@ -291,7 +282,21 @@ static int teardown(void **state)
     fake_usage_r = 0;
     memset(&fake_usage, 0, sizeof(fake_usage));
     fake_egress_start_r = 0;
-    fake_audit_ticket = 0;
+    fake_token_link = NULL;
+    msgpack_unpacked_destroy(&f->res);
+    free(f->res_data);
+    /* Every chain committed, every stdin byte the client was told of given back. */
+    assert_int_equal(waiting, 0);
+    assert_int_equal(f->stdin_queued, f->stdin_written);
+    assert_false(linked); /* the token detached */
+    /* The task's handles are closed (it is freed once they are: ASan's leak check), and
+     * every pipe with them. */
+    uv_close((uv_handle_t *)&f->guard, NULL);
+    assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    assert_int_equal(count_fds(), f->fds_before);
+    free(f->sb);
+    free(f);
     return 0;
 }
 
@@ -627,11 +632,7 @@ static void task_sandbox_event__exec_failed_is_an_error_with_its_stage(void **st
             "audit_when_committed 1");
     commit_result(f, "error");
     assert_res_str(f, "error_stage", "exec");
-    const msgpack_object *e = res_get(f, "error");
-    assert_int_equal(e->type, MSGPACK_OBJECT_STR);
-    assert_true(e->via.str.size > strlen("cannot execute the command: true"));
-    assert_memory_equal(e->via.str.ptr, "cannot execute the command: true",
-                        strlen("cannot execute the command: true"));
+    assert_res_str(f, "error", "cannot execute the command: true: ENOENT");
     assert_res_nil(f, "exit_code");
     assert_res_nil(f, "signal");
 }

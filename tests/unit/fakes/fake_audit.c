@@ -50,3 +50,9 @@ size_t fake_audit_waiting(void)
 {
     return n_waits;
 }
+
+void fake_audit_reset(void)
+{
+    n_waits = 0;
+    fake_audit_ticket = 0;
+}

@@ -149,6 +149,8 @@ extern uint64_t fake_audit_ticket; /* the last ticket task_audit_result returned
 /* Runs the oldest callback waiting, with committed. Returns false when none waits. */
 bool fake_audit_commit(bool committed);
 size_t fake_audit_waiting(void);
+/* Forgets the callbacks waiting (a failed test's) and restarts the tickets at 1. */
+void fake_audit_reset(void);
 
 /* fake_token.c (token/token.c): token_attach keeps the link it linked. */
 extern struct token *const fake_token;     /* a token to attach */
