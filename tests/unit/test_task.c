@@ -667,7 +667,8 @@ static void task_start__egress_session_serves_the_profile_until_the_exit(void **
     f->sb = fake_task_sandbox("sb1");
     fake_pool_got(f->sb);
     expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
-            "egress_session_start web sb1; sandbox_start_task sb1 argv0=true cwd=/tmp; "
+            "egress_session_start web sb1; "
+            "sandbox_start_task sb1 argv0=true cwd=/tmp HTTP_PROXY=http://127.0.0.1:3128; "
             "audit started pid=2; metrics_task_running; sink started sb1");
     /* The proxy stops with the task, not with its output. */
     fake_task_exited(f->sb, W_EXITCODE(0, 0));

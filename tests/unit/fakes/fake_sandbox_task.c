@@ -41,7 +41,20 @@ int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds
     size_t len = 0;
     task_spec_argv(spec, &it);
     (void)task_spec_next(&it, &arg0, &len);
-    fake_call("sandbox_start_task %s argv0=%.*s cwd=%s", sb->id, (int)len, arg0, spec->cwd);
+    /* The proxy variable egress set, when it did (the request's env has none here). */
+    const char *proxy = "";
+    size_t proxy_len = 0;
+    const char *env;
+    size_t env_len;
+    task_spec_request_env(spec, &it);
+    while (task_spec_next(&it, &env, &env_len)) {
+        if (env_len > 11 && memcmp(env, "HTTP_PROXY=", 11) == 0) {
+            proxy = env;
+            proxy_len = env_len;
+        }
+    }
+    fake_call("sandbox_start_task %s argv0=%.*s cwd=%s%s%.*s", sb->id, (int)len, arg0, spec->cwd,
+              proxy_len ? " " : "", (int)proxy_len, proxy);
     if (fake_task_start_r < 0) {
         return err_setx(e, fake_task_start_r, "the fake sandbox refused the task");
     }

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 /* Link seams for the unit tests of the core's state machines (test_pool.c, test_sandbox.c,
- * test_task.c):
- * each fake_<module>.c is linked instead of daemon/<folder>/<module>.c and records what it
- * was asked in one call log, which a test compares with what the module's rules say. The
- * state a test sets or reads is declared here. Single-threaded: fakes run on the test's
+ * test_task.c): each fake_<module>.c is linked instead of daemon/<folder>/<module>.c and
+ * records what it was asked in one call log, which a test compares with what the module's rules
+ * say. The state a test sets or reads is declared here. Single-threaded: fakes run on the test's
  * thread (fake_workq.c runs its jobs there too). */
 #include <stdbool.h>
 #include <stddef.h>
