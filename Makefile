@@ -196,6 +196,13 @@ TEST_task_spec_EXTRA := daemon/wire/egress_parse.c
 # api/server.c alone over a real loop and socket: the handler is the test's, logging to
 # the fakes' call log; the clients pack with proto.c.
 TEST_server_EXTRA := $(FAKES)/fake_calls.c daemon/wire/proto.c
+# core/task.c alone over a real loop and real pipes: its pool, sandbox, audit, scheduler,
+# metrics, egress and token store are fakes; its client is the test's sink.
+TEST_task_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_pool.c $(FAKES)/fake_sandbox_task.c \
+                   $(FAKES)/fake_task_audit.c $(FAKES)/fake_audit.c $(FAKES)/fake_sched.c \
+                   $(FAKES)/fake_metrics.c $(FAKES)/fake_egress.c $(FAKES)/fake_token.c \
+                   daemon/core/outcap.c daemon/sandbox/task_spec.c daemon/wire/egress_parse.c \
+                   daemon/wire/proto.c
 .SECONDARY: $(call obj,$(wildcard $(FAKES)/*.c))
 # Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
 # apart. make test links each with replay.c and runs it over its committed corpus

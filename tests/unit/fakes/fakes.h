@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* Link seams for the unit tests of the core's state machines (test_pool.c, test_sandbox.c):
- * each fake_<module>.c is linked instead of daemon/<folder>/<module>.c and records what it
- * was asked in one call log, which a test compares with what the module's rules say. The
- * state a test sets or reads is declared here. Single-threaded: fakes run on the test's
+/* Link seams for the unit tests of the core's state machines (test_pool.c, test_sandbox.c,
+ * test_task.c): each fake_<module>.c is linked instead of daemon/<folder>/<module>.c and
+ * records what it was asked in one call log, which a test compares with what the module's rules
+ * say. The state a test sets or reads is declared here. Single-threaded: fakes run on the test's
  * thread (fake_workq.c runs its jobs there too). */
 #include <stdbool.h>
 #include <stddef.h>
@@ -11,8 +11,10 @@
 #include <sys/types.h>
 
 #include "lib/workq.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/forkserver.h"
 #include "sandbox/sandbox.h"
+#include "token/token.h"
 
 /* ---- fake_calls.c: the call log ---- */
 
@@ -104,3 +106,55 @@ int fake_workq_run(void);
 size_t fake_workq_pending(void);
 /* The oldest queued job, or NULL. */
 struct workq_job *fake_workq_peek(void);
+
+/* ---- test_task.c's fakes: what core/task.c calls, for core/task.c linked alone ---- */
+
+struct pool_waiter;
+
+/* fake_pool.c (core/pool.c): pool_submit answers fake_pool_submit_r; on 0 it hands the
+ * waiter fake_pool_warm at once when set (not cold; from within the call, as the pool
+ * does), else keeps it, marked cold (queued). */
+extern int fake_pool_submit_r;
+extern struct sandbox *fake_pool_warm;
+extern struct pool_waiter *fake_pool_waiter; /* submitted and neither told nor cancelled */
+/* The pool hands the kept waiter sb (its got op), or refuses it (refused). */
+void fake_pool_got(struct sandbox *sb);
+void fake_pool_refused(const char *code, const char *message);
+
+/* fake_sandbox_task.c (sandbox/sandbox.c as its task sees it): sandbox_start_task keeps
+ * the task's ops and dups of the three stdio fds it was handed (the child's ends); the test
+ * plays the task through them and init through the event and died helpers. */
+extern int fake_task_start_r;          /* sandbox_start_task fails with it when < 0 */
+extern int fake_task_fd[3];            /* the child's stdin, stdout, stderr; -1: none */
+extern int fake_usage_r;               /* what sandbox_usage returns */
+extern struct cgroup_usage fake_usage; /* and what it reads when it returns 0 */
+/* A BUSY-to-be sandbox named id, WARM (free with free()). */
+struct sandbox *fake_task_sandbox(const char *id);
+/* Writes s to the child's stdout (1) or stderr (2). */
+void fake_task_write(int fd, const char *s);
+/* Closes the child's ends (the task and init are gone: the pipes reach EOF). */
+void fake_task_close_stdio(void);
+/* init reports CTL_EXITED with wstatus, or CTL_EXEC_FAILED at stage with err and msg, to
+ * the task still attached (none after sandbox_detach_task). */
+void fake_task_exited(struct sandbox *sb, int wstatus);
+void fake_task_exec_failed(struct sandbox *sb, uint32_t stage, int err, const char *msg);
+/* init was reaped: the task is detached, then told died (as sandbox.c does). */
+void fake_task_died(struct sandbox *sb);
+
+/* fake_task_audit.c (core/task_audit.c) and fake_audit.c (audit/audit.c): each event is
+ * logged; task_audit_result returns tickets 1, 2, ... and audit_when_committed keeps its
+ * callbacks until the test commits them (ticket 0 runs at once, as the real one does). */
+extern uint64_t fake_audit_ticket; /* the last ticket task_audit_result returned */
+/* Runs the oldest callback waiting, with committed. Returns false when none waits. */
+bool fake_audit_commit(bool committed);
+size_t fake_audit_waiting(void);
+/* Forgets the callbacks waiting (a failed test's) and restarts the tickets at 1. */
+void fake_audit_reset(void);
+
+/* fake_token.c (token/token.c): token_attach keeps the link it linked. */
+extern struct token *const fake_token;     /* a token to attach */
+extern struct token_link *fake_token_link; /* attached and not yet detached */
+
+/* fake_egress.c (egress/egress.c): sessions are logged; start fails with
+ * fake_egress_start_r when < 0, and with a profile gives a session at port 3128. */
+extern int fake_egress_start_r;
