@@ -465,7 +465,7 @@ static int make_id_blocks(struct daemon *d, struct err *e)
     (void)e;
     const struct config *cfg = d->cfg;
     if (cfg->userns) {
-        idslots_init(&d->ids, cfg->userns_base, cfg->userns_count, cfg->userns_slots);
+        idslot_init(&d->ids, cfg->userns_base, cfg->userns_count, cfg->userns_slots);
     }
     return 0;
 }
