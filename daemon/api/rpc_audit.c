@@ -42,7 +42,7 @@ static void job_work(uv_work_t *w)
 {
     struct job *j = container_of(w, struct job, work);
     struct sqlite3 *db = NULL;
-    j->r = audit_ro_open(j->path, &db, &j->e);
+    j->r = audit_query_ro_open(j->path, &db, &j->e);
     if (j->r < 0) {
         return;
     }
@@ -54,9 +54,9 @@ static void job_work(uv_work_t *w)
     msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
     if (j->verify) {
         struct audit_verify_result v;
-        j->r = audit_verify(db, &v, &j->e);
+        j->r = audit_query_verify(db, &v, &j->e);
         if (j->r == 0) {
-            audit_verify_pack(&v, &bp);
+            audit_query_verify_pack(&v, &bp);
         }
     } else {
         j->r = audit_query_pack(db, &j->q, &bp, &j->e);
@@ -66,7 +66,7 @@ static void job_work(uv_work_t *w)
         (void)msgpack_sbuffer_write(&j->out, body.data, body.size);
     }
     msgpack_sbuffer_destroy(&body);
-    audit_ro_close(db);
+    audit_query_ro_close(db);
 }
 
 static void job_done(uv_work_t *w, int status)
