@@ -305,7 +305,7 @@ static int set_instance(struct daemon *d, struct err *e)
 {
     (void)e;
     log_max_level = d->cfg->log_level;
-    d->start_ns = now_ns();
+    d->start_ns = clock_now_ns();
     if (getrandom(&d->instance, sizeof(d->instance), 0) != sizeof(d->instance)) {
         d->instance = (uint32_t)getpid() ^ (uint32_t)d->start_ns;
     }

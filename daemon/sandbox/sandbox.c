@@ -414,7 +414,7 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
             break;
         }
         sb->ready_seen = true;
-        sb->ready_ns = now_ns();
+        sb->ready_ns = clock_now_ns();
         sb->task_pid = ev->pid;
         uv_timer_stop(&sb->setup_timer);
         sb->have_usage_base = sb->cg && cgroup_usage(sb->cg, &sb->usage_base) == 0;
@@ -603,7 +603,7 @@ void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void
     sb->netns = NETNS_REF_NONE;
     sb->proxy_fd = -1;
     sb->state = SB_CREATING;
-    sb->created_ns = now_ns();
+    sb->created_ns = clock_now_ns();
     (void)snprintf(sb->id, sizeof(sb->id), "%08x%06llx", env->instance,
                    (unsigned long long)(++env->next_sandbox & 0xffffff));
     /* The caller (core/sched.c's refill) makes sure there is a block. */
