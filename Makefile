@@ -37,14 +37,16 @@ LDFLAGS  := -pie -Wl,-z,relro,-z,now $(SANLD)
 # Each binary is built from folders (docs/ARCHITECTURE.md): sbxd from the composition root
 # and its layers, sbxd-init from init/, sbx from cli/; lib/ and wire/ are shared.
 L := daemon/lib
-COMMON_SRCS := $(L)/util.c $(L)/sys.c $(L)/err.c $(L)/log.c $(L)/alloc.c $(L)/buf.c $(L)/strv.c
+COMMON_SRCS := $(L)/util.c $(L)/fd.c $(L)/file.c $(L)/str.c $(L)/parse.c $(L)/clock.c $(L)/sys.c \
+               $(L)/err.c $(L)/log.c $(L)/alloc.c $(L)/buf.c $(L)/strv.c
 CLIENT_SRCS := $(COMMON_SRCS) daemon/wire/proto.c
 SBXD_DIRS   := daemon daemon/api daemon/core daemon/egress daemon/sandbox daemon/token \
                daemon/audit daemon/metrics daemon/config daemon/wire daemon/lib
 SBXD_SRCS   := $(foreach d,$(SBXD_DIRS),$(wildcard $(d)/*.c)) $(BUILD)/embedded.c
 CLI_SRCS    := $(wildcard daemon/cli/*.c) $(CLIENT_SRCS)
 # sbxd-init links only what is CHILD-SAFE of lib/.
-INIT_SRCS   := $(wildcard daemon/init/*.c) $(L)/sys.c $(L)/util.c $(L)/err.c
+INIT_SRCS   := $(wildcard daemon/init/*.c) $(L)/sys.c $(L)/util.c $(L)/fd.c $(L)/file.c \
+               $(L)/str.c $(L)/err.c
 LOAD_SRCS   := $(wildcard loadtest/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))

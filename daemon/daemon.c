@@ -71,7 +71,7 @@ static void daemon_stop(struct daemon *d)
 static void free_daemon_parts(struct daemon *d)
 {
     d->netns = netns_pool_free(d->netns);
-    idslots_free(&d->ids);
+    idslot_free(&d->ids);
     d->cg_root = cgroup_root_free(d->cg_root);
     free(d->pools);
     d->pools = NULL;

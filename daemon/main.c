@@ -305,7 +305,7 @@ static int set_instance(struct daemon *d, struct err *e)
 {
     (void)e;
     log_max_level = d->cfg->log_level;
-    d->start_ns = now_ns();
+    d->start_ns = clock_now_ns();
     if (getrandom(&d->instance, sizeof(d->instance), 0) != sizeof(d->instance)) {
         d->instance = (uint32_t)getpid() ^ (uint32_t)d->start_ns;
     }
@@ -465,7 +465,7 @@ static int make_id_blocks(struct daemon *d, struct err *e)
     (void)e;
     const struct config *cfg = d->cfg;
     if (cfg->userns) {
-        idslots_init(&d->ids, cfg->userns_base, cfg->userns_count, cfg->userns_slots);
+        idslot_init(&d->ids, cfg->userns_base, cfg->userns_count, cfg->userns_slots);
     }
     return 0;
 }

@@ -277,13 +277,13 @@ int reaper_mark_abandoned(struct daemon *d, struct err *e)
         return 0;
     }
     struct sqlite3 *db = NULL;
-    int r = audit_ro_open(audit_path(d->audit), &db, e);
+    int r = audit_query_ro_open(audit_path(d->audit), &db, e);
     if (r < 0) {
         return r;
     }
     struct abandon_ctx c = {d, 0};
-    r = audit_open_tasks(db, abandon_one, &c, e);
-    audit_ro_close(db);
+    r = audit_query_open_tasks(db, abandon_one, &c, e);
+    audit_query_ro_close(db);
     if (r < 0) {
         return r;
     }

@@ -39,8 +39,8 @@ struct method {
 static struct task_audit_peer audit_peer(const struct rpc_conn *rc)
 {
     const struct conn *c = rc->c;
-    return (struct task_audit_peer){conn_kind(c) == SERVER_ADMIN, conn_id(c), conn_peer_uid(c),
-                                    conn_peer_pid(c)};
+    return (struct task_audit_peer){server_conn_kind(c) == SERVER_ADMIN, server_conn_id(c),
+                                    server_conn_peer_uid(c), server_conn_peer_pid(c)};
 }
 
 void rpc_note_error(struct rpc *r, const char *kind)
@@ -68,7 +68,7 @@ void rpc_begin_ok(msgpack_sbuffer *sb, msgpack_packer *pk, uint32_t msgid)
 
 void rpc_finish(struct rpc_conn *rc, msgpack_sbuffer *sb)
 {
-    conn_send(rc->c, sb);
+    server_conn_send(rc->c, sb);
     msgpack_sbuffer_destroy(sb);
 }
 
@@ -157,7 +157,7 @@ static void deny_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object 
         }
         task_audit_denied(env->tenv, id, code, message);
     }
-    conn_send_error(rc->c, msgid, code, message);
+    server_conn_send_error(rc->c, msgid, code, message);
 }
 
 /* The exec's token, verified for pool p: *ret NULL without one (allowed unless
@@ -189,7 +189,7 @@ static void exec_refuse(struct rpc_conn *rc, uint32_t msgid, const struct task_s
     char q[192];
     rpc_note_error(rc->rpc, code);
     /* Debug only: an agent may knock at exec rate; the audit trail has every refusal. */
-    log_debug("conn=%llu msg=\"exec %s\" detail=%s", (unsigned long long)conn_id(rc->c),
+    log_debug("conn=%llu msg=\"exec %s\" detail=%s", (unsigned long long)server_conn_id(rc->c),
               r == -EACCES ? "denied" : "refused", log_quote(err_msg(e), q, sizeof(q)));
     deny_exec(rc, msgid, NULL, spec, code, err_msg(e));
 }
@@ -203,28 +203,28 @@ static struct rpc_conn *sink_conn(const struct task_sink *s)
 
 static void sink_send(struct task_sink *s, msgpack_sbuffer *sbuf)
 {
-    conn_send(sink_conn(s)->c, sbuf);
+    server_conn_send(sink_conn(s)->c, sbuf);
 }
 
 static void sink_send_error(struct task_sink *s, uint32_t msgid, const char *code,
                             const char *message)
 {
-    conn_send_error(sink_conn(s)->c, msgid, code, message);
+    server_conn_send_error(sink_conn(s)->c, msgid, code, message);
 }
 
 static bool sink_congested(struct task_sink *s)
 {
-    return conn_write_queue(sink_conn(s)->c) > CONN_WQ_HIGH;
+    return server_conn_write_queue(sink_conn(s)->c) > CONN_WQ_HIGH;
 }
 
 static void sink_stdin_queued(struct task_sink *s, size_t n)
 {
-    conn_stdin_queued(sink_conn(s)->c, n);
+    server_conn_stdin_queued(sink_conn(s)->c, n);
 }
 
 static void sink_stdin_written(struct task_sink *s, size_t n)
 {
-    conn_stdin_written(sink_conn(s)->c, n);
+    server_conn_stdin_written(sink_conn(s)->c, n);
 }
 
 /* The task let go of its connection: off its list, and its request slot is free. */
@@ -392,7 +392,7 @@ static void handle_notify(struct rpc_conn *rc, const struct proto_msg *m)
 {
     if (!proto_str_eq(m->method, m->method_len, "exec.stdin")) {
         log_debug("conn=%llu msg=\"ignoring unknown notification\"",
-                  (unsigned long long)conn_id(rc->c));
+                  (unsigned long long)server_conn_id(rc->c));
         return;
     }
     const msgpack_object *p = m->params;
@@ -417,7 +417,7 @@ static void handle_notify(struct rpc_conn *rc, const struct proto_msg *m)
 static void h_message(void *arg, struct conn *c, const struct proto_msg *m)
 {
     struct rpc *rpc = arg;
-    struct rpc_conn *rc = conn_data(c);
+    struct rpc_conn *rc = server_conn_data(c);
     if (m->type == PROTO_NOTIFY) {
         handle_notify(rc, m);
         return;
@@ -425,7 +425,7 @@ static void h_message(void *arg, struct conn *c, const struct proto_msg *m)
     if (m->type != PROTO_REQUEST) {
         return; /* clients have no business sending responses; ignored */
     }
-    bool admin = conn_kind(c) == SERVER_ADMIN;
+    bool admin = server_conn_kind(c) == SERVER_ADMIN;
     const struct method *tab = admin ? admin_methods : agent_methods;
     size_t n = admin ? ARRAY_SIZE(admin_methods) : ARRAY_SIZE(agent_methods);
     for (size_t i = 0; i < n; i++) {
@@ -444,7 +444,7 @@ static void h_message(void *arg, struct conn *c, const struct proto_msg *m)
     (void)snprintf(msg, sizeof(msg), "unknown method %s", log_quote(name, q, sizeof(q)));
     metrics_rpc_request(rpc->env.metrics, NULL);
     rpc_refused(rc, "unknown_method", "unknown_method", m->method, m->method_len, msg);
-    conn_send_error(c, m->msgid, "unknown_method", msg);
+    server_conn_send_error(c, m->msgid, "unknown_method", msg);
 }
 
 /* ---- The servers' handler: a connection's life ---- */
@@ -463,13 +463,13 @@ static void h_refused(void *arg, struct conn *c, const char *kind, const char *c
                       const char *reason)
 {
     (void)arg;
-    rpc_refused(conn_data(c), kind, code, NULL, 0, reason);
+    rpc_refused(server_conn_data(c), kind, code, NULL, 0, reason);
 }
 
 /* The connection's write queue drained: its tasks read their output again. */
 static void h_drained(void *arg, struct conn *c)
 {
-    struct rpc_conn *rc = conn_data(c);
+    struct rpc_conn *rc = server_conn_data(c);
     (void)arg;
     for (struct task_sink *s = rc->tasks; s; s = s->next) {
         task_resume(task_of_sink(s));
@@ -481,7 +481,7 @@ static void h_drained(void *arg, struct conn *c)
 static void h_gone(void *arg, struct conn *c)
 {
     struct rpc *rpc = arg;
-    struct rpc_conn *rc = conn_data(c);
+    struct rpc_conn *rc = server_conn_data(c);
     struct task_sink *s = rc->tasks;
     while (s) {
         struct task_sink *next = s->next;
@@ -532,7 +532,7 @@ void rpc_kill_tasks(struct rpc *r, enum task_kill_reason why)
 struct rpc_conn *rpc_find_conn(struct rpc *r, enum server_kind kind, uint64_t id)
 {
     for (struct rpc_conn *rc = r->conns; rc; rc = rc->next) {
-        if (conn_id(rc->c) == id && conn_kind(rc->c) == kind) {
+        if (server_conn_id(rc->c) == id && server_conn_kind(rc->c) == kind) {
             return rc;
         }
     }

@@ -200,7 +200,7 @@ static void audit_token_issue(struct rpc_conn *rc, const struct token_info *ti)
         audit_array_str(ev, m, strlen(m));
     }
     audit_array_end(ev);
-    audit_u64(ev, "peer_uid", conn_peer_uid(rc->c));
+    audit_u64(ev, "peer_uid", server_conn_peer_uid(rc->c));
     (void)audit_end(ev);
 }
 
@@ -214,7 +214,7 @@ void rpc_admin_token_issue(struct rpc_conn *rc, uint32_t msgid, const msgpack_ob
     if (r < 0) {
         const char *code = r == -ENOENT ? "unknown_pool" : "bad_request";
         rpc_refused(rc, code, code, RPC_METHOD("token.issue"), err_msg(&e));
-        conn_send_error(rc->c, msgid, code, err_msg(&e));
+        server_conn_send_error(rc->c, msgid, code, err_msg(&e));
         return;
     }
     char token[TOKEN_STR_LEN + 1];
@@ -228,8 +228,9 @@ void rpc_admin_token_issue(struct rpc_conn *rc, uint32_t msgid, const msgpack_ob
         char q[192];
         rpc_refused(rc, code, code, RPC_METHOD("token.issue"), err_msg(&e));
         log_info("conn=%llu msg=\"token not issued\" code=%s detail=%s",
-                 (unsigned long long)conn_id(rc->c), code, log_quote(err_msg(&e), q, sizeof(q)));
-        conn_send_error(rc->c, msgid, code, err_msg(&e));
+                 (unsigned long long)server_conn_id(rc->c), code,
+                 log_quote(err_msg(&e), q, sizeof(q)));
+        server_conn_send_error(rc->c, msgid, code, err_msg(&e));
         return;
     }
     struct token_info ti;
@@ -272,14 +273,14 @@ void rpc_admin_token_revoke(struct rpc_conn *rc, uint32_t msgid, const msgpack_o
     if (r < 0) {
         const char *code = r == -EIO ? "internal" : "bad_request";
         rpc_refused(rc, code, code, RPC_METHOD("token.revoke"), err_msg(&e));
-        conn_send_error(rc->c, msgid, code, err_msg(&e));
+        server_conn_send_error(rc->c, msgid, code, err_msg(&e));
         return;
     }
     struct token_info ti;
     token_get_info(env->tokens, tok, &ti);
     (void)audit_event(env->audit, "token.revoke", NULL, "token_id", AUDIT_ID, ti.id, "killed",
                       AUDIT_U64, (uint64_t)killed, "peer_uid", AUDIT_U64,
-                      (uint64_t)conn_peer_uid(rc->c), NULL);
+                      (uint64_t)server_conn_peer_uid(rc->c), NULL);
     msgpack_sbuffer sb;
     msgpack_packer pk;
     rpc_begin_ok(&sb, &pk, msgid);
@@ -297,7 +298,7 @@ void rpc_admin_token_list(struct rpc_conn *rc, uint32_t msgid, const msgpack_obj
     if (args && !(args->type == MSGPACK_OBJECT_ARRAY && args->via.array.size == 0) &&
         keys_check(args, NULL, 0, "token.list", &e) < 0) {
         rpc_refused(rc, "bad_request", "bad_request", RPC_METHOD("token.list"), err_msg(&e));
-        conn_send_error(rc->c, msgid, "bad_request", err_msg(&e));
+        server_conn_send_error(rc->c, msgid, "bad_request", err_msg(&e));
         return;
     }
     msgpack_sbuffer sb;

@@ -42,7 +42,7 @@ static void job_work(uv_work_t *w)
 {
     struct job *j = container_of(w, struct job, work);
     struct sqlite3 *db = NULL;
-    j->r = audit_ro_open(j->path, &db, &j->e);
+    j->r = audit_query_ro_open(j->path, &db, &j->e);
     if (j->r < 0) {
         return;
     }
@@ -54,9 +54,9 @@ static void job_work(uv_work_t *w)
     msgpack_packer_init(&bp, &body, msgpack_sbuffer_write);
     if (j->verify) {
         struct audit_verify_result v;
-        j->r = audit_verify(db, &v, &j->e);
+        j->r = audit_query_verify(db, &v, &j->e);
         if (j->r == 0) {
-            audit_verify_pack(&v, &bp);
+            audit_query_verify_pack(&v, &bp);
         }
     } else {
         j->r = audit_query_pack(db, &j->q, &bp, &j->e);
@@ -66,7 +66,7 @@ static void job_work(uv_work_t *w)
         (void)msgpack_sbuffer_write(&j->out, body.data, body.size);
     }
     msgpack_sbuffer_destroy(&body);
-    audit_ro_close(db);
+    audit_query_ro_close(db);
 }
 
 static void job_done(uv_work_t *w, int status)
@@ -77,12 +77,12 @@ static void job_done(uv_work_t *w, int status)
     struct conn *c = rc ? rc->c : NULL;
     if (c) {
         if (status < 0) {
-            conn_send_error(c, j->msgid, "internal", "the audit request was cancelled");
+            server_conn_send_error(c, j->msgid, "internal", "the audit request was cancelled");
         } else if (j->r < 0) {
             log_error("msg=\"audit request failed\" detail=\"%s\"", err_msg(&j->e));
-            conn_send_error(c, j->msgid, "internal", err_msg(&j->e));
+            server_conn_send_error(c, j->msgid, "internal", err_msg(&j->e));
         } else {
-            conn_send(c, &j->out);
+            server_conn_send(c, &j->out);
         }
     }
     msgpack_sbuffer_destroy(&j->out);
@@ -129,20 +129,21 @@ static bool start_job(struct rpc_conn *rc, uint32_t msgid, struct job *j)
     const struct rpc_env *env = &rc->rpc->env;
     struct conn *c = rc->c;
     if (!audit_enabled(env->audit)) {
-        conn_send_error(rc->c, msgid, "internal", "the audit trail is disabled in this sbxd");
+        server_conn_send_error(rc->c, msgid, "internal",
+                               "the audit trail is disabled in this sbxd");
         return false;
     }
     if (!audit_reader_acquire(env->audit)) {
-        conn_send_error(rc->c, msgid, "busy", "another audit request is running; retry");
+        server_conn_send_error(rc->c, msgid, "busy", "another audit request is running; retry");
         return false;
     }
     j->rpc = rc->rpc;
-    j->conn_id = conn_id(c);
+    j->conn_id = server_conn_id(c);
     j->msgid = msgid;
     j->path = xstrdup(audit_path(env->audit));
     msgpack_sbuffer_init(&j->out);
     if (uv_queue_work(env->loop, &j->work, job_work, job_done) < 0) {
-        conn_send_error(rc->c, msgid, "internal", "cannot queue the audit request");
+        server_conn_send_error(rc->c, msgid, "internal", "cannot queue the audit request");
         free(j->path);
         audit_reader_release(env->audit);
         return false;
@@ -189,7 +190,7 @@ void rpc_audit_query(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *
     }
     if (r < 0) {
         rpc_refused(rc, "bad_request", "bad_request", RPC_METHOD("audit.query"), err_msg(&e));
-        conn_send_error(rc->c, msgid, "bad_request", err_msg(&e));
+        server_conn_send_error(rc->c, msgid, "bad_request", err_msg(&e));
         return;
     }
     j->q.task = j->task[0] ? j->task : NULL;
@@ -207,7 +208,7 @@ void rpc_audit_verify(struct rpc_conn *rc, uint32_t msgid, const msgpack_object 
     struct err e = ERR_INIT;
     if (check_keys(args, NULL, 0, &e) < 0) {
         rpc_refused(rc, "bad_request", "bad_request", RPC_METHOD("audit.verify"), err_msg(&e));
-        conn_send_error(rc->c, msgid, "bad_request", err_msg(&e));
+        server_conn_send_error(rc->c, msgid, "bad_request", err_msg(&e));
         return;
     }
     scoped_free struct job *j = xcalloc(1, sizeof(*j));

@@ -13,5 +13,5 @@ struct rpc_conn;
  * (default 50)} -> {"chains": [...], "more": bool} (see audit_query_pack). */
 void rpc_audit_query(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args);
 /* {} -> {"ok", "rows", "start_seq", "head_seq", "head_hash"[, "bad_seq", "bad_id",
- * "problem", "message"]} (see audit_verify). */
+ * "problem", "message"]} (see audit_query_verify). */
 void rpc_audit_verify(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args);

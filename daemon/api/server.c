@@ -76,32 +76,32 @@ enum server_kind server_kind(const struct server *s)
     return s->o.kind;
 }
 
-uint64_t conn_id(const struct conn *c)
+uint64_t server_conn_id(const struct conn *c)
 {
     return c->id;
 }
 
-enum server_kind conn_kind(const struct conn *c)
+enum server_kind server_conn_kind(const struct conn *c)
 {
     return c->srv->o.kind;
 }
 
-uid_t conn_peer_uid(const struct conn *c)
+uid_t server_conn_peer_uid(const struct conn *c)
 {
     return c->peer_uid;
 }
 
-pid_t conn_peer_pid(const struct conn *c)
+pid_t server_conn_peer_pid(const struct conn *c)
 {
     return c->peer_pid;
 }
 
-void *conn_data(const struct conn *c)
+void *server_conn_data(const struct conn *c)
 {
     return c->data;
 }
 
-size_t conn_write_queue(const struct conn *c)
+size_t server_conn_write_queue(const struct conn *c)
 {
     return uv_stream_get_write_queue_size((const uv_stream_t *)&c->pipe);
 }
@@ -130,7 +130,7 @@ static void conn_closed(uv_handle_t *h)
     }
 }
 
-void conn_close(struct conn *c)
+void server_conn_close(struct conn *c)
 {
     if (c->closing) {
         return;
@@ -148,7 +148,7 @@ static void update_reading(struct conn *c)
         return;
     }
     bool want = !c->close_after_flush && c->stdin_pending < CONN_STDIN_HIGH &&
-                conn_write_queue(c) < CONN_WQ_HIGH;
+                server_conn_write_queue(c) < CONN_WQ_HIGH;
     if (want && !c->reading) {
         c->reading = true;
         conn_process(c); /* messages already buffered first */
@@ -168,12 +168,12 @@ static void write_cb(uv_write_t *req, int status)
         return;
     }
     if (status < 0) {
-        conn_close(c);
+        server_conn_close(c);
         return;
     }
-    size_t q = conn_write_queue(c);
+    size_t q = server_conn_write_queue(c);
     if (c->close_after_flush && q == 0) {
-        conn_close(c);
+        server_conn_close(c);
         return;
     }
     if (q < CONN_WQ_LOW) {
@@ -182,7 +182,7 @@ static void write_cb(uv_write_t *req, int status)
     }
 }
 
-void conn_send(struct conn *c, msgpack_sbuffer *sbuf)
+void server_conn_send(struct conn *c, msgpack_sbuffer *sbuf)
 {
     if (c->closing || sbuf->size == 0) {
         return;
@@ -195,22 +195,22 @@ void conn_send(struct conn *c, msgpack_sbuffer *sbuf)
     if (r < 0) {
         free(w->data);
         free(w);
-        conn_close(c);
+        server_conn_close(c);
         return;
     }
-    if (c->reading && conn_write_queue(c) >= CONN_WQ_HIGH) {
+    if (c->reading && server_conn_write_queue(c) >= CONN_WQ_HIGH) {
         update_reading(c);
     }
 }
 
-void conn_send_error(struct conn *c, uint32_t msgid, const char *code, const char *message)
+void server_conn_send_error(struct conn *c, uint32_t msgid, const char *code, const char *message)
 {
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_response_err(&pk, msgid, code, message);
-    conn_send(c, &sb);
+    server_conn_send(c, &sb);
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -230,16 +230,16 @@ static void conn_fatal(struct conn *c, const char *code, const char *message)
     msgpack_pack_map(&pk, 2);
     proto_pack_kv_str(&pk, "code", code);
     proto_pack_kv_text(&pk, "message", message);
-    conn_send(c, &sb);
+    server_conn_send(c, &sb);
     msgpack_sbuffer_destroy(&sb);
     c->close_after_flush = true;
     update_reading(c);
-    if (!c->closing && conn_write_queue(c) == 0) {
-        conn_close(c);
+    if (!c->closing && server_conn_write_queue(c) == 0) {
+        server_conn_close(c);
     }
 }
 
-void conn_stdin_queued(struct conn *c, size_t n)
+void server_conn_stdin_queued(struct conn *c, size_t n)
 {
     c->stdin_pending += n;
     if (c->stdin_pending >= CONN_STDIN_HIGH) {
@@ -247,7 +247,7 @@ void conn_stdin_queued(struct conn *c, size_t n)
     }
 }
 
-void conn_stdin_written(struct conn *c, size_t n)
+void server_conn_stdin_written(struct conn *c, size_t n)
 {
     c->stdin_pending = n > c->stdin_pending ? 0 : c->stdin_pending - n;
     if (!c->reading && c->stdin_pending < CONN_STDIN_HIGH) {
@@ -283,7 +283,7 @@ static void conn_process(struct conn *c)
         }
         if (r == -EPROTO) {
             if (m.type == PROTO_REQUEST && !m.method) {
-                conn_send_error(c, m.msgid, "bad_request", err_msg(&e));
+                server_conn_send_error(c, m.msgid, "bad_request", err_msg(&e));
             } else {
                 log_debug("conn=%llu msg=\"ignoring malformed message\" detail=\"%s\"",
                           (unsigned long long)c->id, err_msg(&e));
@@ -316,7 +316,7 @@ static void read_cb(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread < 0) {
-        conn_close(c);
+        server_conn_close(c);
         return;
     }
     if (nread == 0) {
@@ -363,7 +363,7 @@ static void on_connection(uv_stream_t *ls, int status)
     c->data = s->h->open(s->h_arg, c);
     if (proto_reader_new(s->o.max_message_bytes, &c->rd) < 0) {
         log_error("msg=\"no memory for a connection, closing it\"");
-        conn_close(c);
+        server_conn_close(c);
         return;
     }
     if (s->n_conns > s->o.max_connections) {
@@ -464,7 +464,7 @@ void server_close(struct server *s)
     struct conn *c = s->conns;
     while (c) {
         struct conn *next = c->next;
-        conn_close(c);
+        server_conn_close(c);
         c = next;
     }
     maybe_free_server(s);

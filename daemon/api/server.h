@@ -31,7 +31,7 @@ enum server_kind {
 /* What the server tells whoever serves its connections (arg: server_new's handler_arg). */
 struct server_handler {
     /* A connection was accepted (peer credentials known, nothing read yet): returns the
-     * handler's state for it (conn_data), or NULL. Called once, before anything else. */
+     * handler's state for it (server_conn_data), or NULL. Called once, before anything else. */
     void *(*open)(void *arg, struct conn *c);
     /* One decoded message (the server frees it after). */
     void (*message)(void *arg, struct conn *c, const struct proto_msg *m);
@@ -72,22 +72,22 @@ enum server_kind server_kind(const struct server *s);
 
 /* A connection's id (unique per server), socket kind, peer credentials (SO_PEERCRED; 0
  * when not known) and the handler's state (from open). */
-uint64_t conn_id(const struct conn *c);
-enum server_kind conn_kind(const struct conn *c);
-uid_t conn_peer_uid(const struct conn *c);
-pid_t conn_peer_pid(const struct conn *c);
-void *conn_data(const struct conn *c);
+uint64_t server_conn_id(const struct conn *c);
+enum server_kind server_conn_kind(const struct conn *c);
+uid_t server_conn_peer_uid(const struct conn *c);
+pid_t server_conn_peer_pid(const struct conn *c);
+void *server_conn_data(const struct conn *c);
 
 /* Sends a packed message, taking ownership of sbuf's data (sbuf is left empty). Dropped
  * silently when the connection is closing. */
-void conn_send(struct conn *c, msgpack_sbuffer *sbuf);
+void server_conn_send(struct conn *c, msgpack_sbuffer *sbuf);
 /* Bytes queued for writing to the client. */
-size_t conn_write_queue(const struct conn *c);
+size_t server_conn_write_queue(const struct conn *c);
 /* Sends an error response for msgid. */
-void conn_send_error(struct conn *c, uint32_t msgid, const char *code, const char *message);
+void server_conn_send_error(struct conn *c, uint32_t msgid, const char *code, const char *message);
 /* Stdin accounting for backpressure: bytes queued to the connection's tasks, and written
  * out of their pipes. */
-void conn_stdin_queued(struct conn *c, size_t n);
-void conn_stdin_written(struct conn *c, size_t n);
+void server_conn_stdin_queued(struct conn *c, size_t n);
+void server_conn_stdin_written(struct conn *c, size_t n);
 /* Closes the connection (the handler's gone is called first). */
-void conn_close(struct conn *c);
+void server_conn_close(struct conn *c);

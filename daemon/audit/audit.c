@@ -88,7 +88,7 @@ void audit_hash(const unsigned char prev[AUDIT_HASH_BYTES], uint64_t seq, int64_
 
 void audit_hash_hex(const unsigned char h[AUDIT_HASH_BYTES], char out[AUDIT_HASH_HEX])
 {
-    hex_encode(h, AUDIT_HASH_BYTES, out);
+    str_hex_encode(h, AUDIT_HASH_BYTES, out);
 }
 
 static int hexval(char c)
@@ -158,7 +158,7 @@ static void jb_str(struct buf *b, const char *s, size_t n)
             jb_put(b, esc, 6);
             i++;
         } else {
-            size_t l = utf8_valid_seq(p + i, n - i);
+            size_t l = str_utf8_valid_seq(p + i, n - i);
             if (l == 0) {
                 jb_put(b, "\\ufffd", 6);
                 i++;
@@ -391,7 +391,7 @@ uint64_t audit_end(struct audit_ev *ev)
 
     uint64_t ticket = ++a->next_ticket;
     r->ticket = ticket;
-    r->queued_ns = now_ns();
+    r->queued_ns = clock_now_ns();
     pthread_mutex_lock(&a->mu);
     a->st.events++;
     if (a->dead) {

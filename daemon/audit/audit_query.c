@@ -28,7 +28,7 @@ static int ro_fail(sqlite3 *db, struct err *e, const char *what)
     return err_setx(e, -EIO, "audit: %s: %s", what, db ? sqlite3_errmsg(db) : "out of memory");
 }
 
-int audit_ro_open(const char *path, struct sqlite3 **ret, struct err *e)
+int audit_query_ro_open(const char *path, struct sqlite3 **ret, struct err *e)
 {
     sqlite3 *db = NULL;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
@@ -41,7 +41,7 @@ int audit_ro_open(const char *path, struct sqlite3 **ret, struct err *e)
     return 0;
 }
 
-struct sqlite3 *audit_ro_close(struct sqlite3 *db)
+struct sqlite3 *audit_query_ro_close(struct sqlite3 *db)
 {
     if (db) {
         (void)sqlite3_close(db);
@@ -239,7 +239,7 @@ static int check_anchor(sqlite3 *db, struct audit_verify_result *v, const char *
     return 0;
 }
 
-int audit_verify(struct sqlite3 *db, struct audit_verify_result *ret, struct err *e)
+int audit_query_verify(struct sqlite3 *db, struct audit_verify_result *ret, struct err *e)
 {
     struct audit_verify_result v;
     memset(&v, 0, sizeof(v));
@@ -270,7 +270,7 @@ int audit_verify(struct sqlite3 *db, struct audit_verify_result *ret, struct err
     return 0;
 }
 
-void audit_verify_pack(const struct audit_verify_result *v, msgpack_packer *pk)
+void audit_query_verify_pack(const struct audit_verify_result *v, msgpack_packer *pk)
 {
     msgpack_pack_map(pk, v->ok ? 5 : 9);
     proto_pack_kv_bool(pk, "ok", v->ok);
@@ -568,7 +568,7 @@ static int jp_value(struct jp *p, msgpack_packer *pk, int depth)
     return jp_number(p, pk);
 }
 
-int audit_json_pack(const char *json, size_t len, msgpack_packer *pk)
+int audit_query_json_pack(const char *json, size_t len, msgpack_packer *pk)
 {
     struct jp p = {json, len, 0};
     msgpack_sbuffer tmp;
@@ -619,7 +619,7 @@ static int pack_chain(sqlite3 *db, sqlite3_stmt *ev, const char *task, msgpack_p
         proto_pack_cstr(pk, "type");
         proto_pack_textn(pk, type ? type : "", tl);
         proto_pack_cstr(pk, "fields");
-        if (!fields || audit_json_pack(fields, fl, pk) < 0) {
+        if (!fields || audit_query_json_pack(fields, fl, pk) < 0) {
             proto_pack_textn(pk, fields ? fields : "", fl);
         }
         done++;
@@ -716,8 +716,9 @@ int audit_query_pack(struct sqlite3 *db, const struct audit_query *q, msgpack_pa
 
 /* ---- tasks left open by a dead sbxd ----------------------------------------------------- */
 
-int audit_open_tasks(struct sqlite3 *db, void (*fn)(const struct audit_open_task *t, void *ud),
-                     void *ud, struct err *e)
+int audit_query_open_tasks(struct sqlite3 *db,
+                           void (*fn)(const struct audit_open_task *t, void *ud), void *ud,
+                           struct err *e)
 {
     scoped(finalizep) sqlite3_stmt *open = NULL;
     scoped(finalizep) sqlite3_stmt *sb = NULL;

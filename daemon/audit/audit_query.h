@@ -15,9 +15,9 @@
 struct sqlite3;
 
 /* Opens the database read-only. Returns 0 or -errno with e set. */
-int audit_ro_open(const char *path, struct sqlite3 **ret, struct err *e);
+int audit_query_ro_open(const char *path, struct sqlite3 **ret, struct err *e);
 /* Closes; accepts NULL; returns NULL. */
-struct sqlite3 *audit_ro_close(struct sqlite3 *db);
+struct sqlite3 *audit_query_ro_close(struct sqlite3 *db);
 
 struct audit_verify_result {
     bool ok;
@@ -37,7 +37,7 @@ struct audit_verify_result {
  * match its content and its prev the row before; seqs must follow each other; the start
  * must be the one the last audit.pruned event recorded. Stops at the first problem.
  * Returns 0 (ret filled, ok or not) or -errno when the database cannot be read. */
-int audit_verify(struct sqlite3 *db, struct audit_verify_result *ret, struct err *e);
+int audit_query_verify(struct sqlite3 *db, struct audit_verify_result *ret, struct err *e);
 
 struct audit_query {
     const char *task;   /* only this task; NULL: any */
@@ -55,7 +55,7 @@ int audit_query_pack(struct sqlite3 *db, const struct audit_query *q, msgpack_pa
                      struct err *e);
 
 /* Packs a verify result as a map. */
-void audit_verify_pack(const struct audit_verify_result *v, msgpack_packer *pk);
+void audit_query_verify_pack(const struct audit_verify_result *v, msgpack_packer *pk);
 
 /* A task that has a task.request after the last daemon.start and no task.result: the
  * previous sbxd died while it was in flight. Strings are valid during the callback only. */
@@ -67,9 +67,10 @@ struct audit_open_task {
     bool destroyed;      /* a sandbox.destroyed was recorded */
 };
 /* Calls fn for each open task. Returns how many or -errno. */
-int audit_open_tasks(struct sqlite3 *db, void (*fn)(const struct audit_open_task *t, void *ud),
-                     void *ud, struct err *e);
+int audit_query_open_tasks(struct sqlite3 *db,
+                           void (*fn)(const struct audit_open_task *t, void *ud), void *ud,
+                           struct err *e);
 
 /* Packs JSON text (the subset sbxd writes, any nesting up to 32 levels) as msgpack.
  * Returns 0, or -EINVAL when it does not parse (nothing packed). Exposed for tests. */
-int audit_json_pack(const char *json, size_t len, msgpack_packer *pk);
+int audit_query_json_pack(const char *json, size_t len, msgpack_packer *pk);

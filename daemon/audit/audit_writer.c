@@ -470,7 +470,7 @@ static int prune_step(struct audit *a, struct err *e)
 
 static void maybe_prune(struct audit *a)
 {
-    if ((!a->o.max_rows && !a->o.max_age_ns) || now_ns() < a->next_prune_ns) {
+    if ((!a->o.max_rows && !a->o.max_age_ns) || clock_now_ns() < a->next_prune_ns) {
         return;
     }
     struct err e = ERR_INIT;
@@ -483,7 +483,7 @@ static void maybe_prune(struct audit *a)
         pthread_mutex_unlock(&a->mu);
     }
     /* A full chunk means more is due: go on after the next batch. */
-    a->next_prune_ns = now_ns() + (r == PRUNE_CHUNK ? 0 : PRUNE_INTERVAL_NS);
+    a->next_prune_ns = clock_now_ns() + (r == PRUNE_CHUNK ? 0 : PRUNE_INTERVAL_NS);
 }
 
 void audit_writer_free_recs(struct rec *r)
@@ -527,7 +527,7 @@ void *audit_writer_main(void *arg)
     struct rec *batch = NULL;
     uint64_t fail_since = 0;
     unsigned retry_ms = RETRY_MIN_MS;
-    a->next_prune_ns = now_ns();
+    a->next_prune_ns = clock_now_ns();
     for (;;) {
         pthread_mutex_lock(&a->mu);
         bool take = false;
@@ -537,7 +537,7 @@ void *audit_writer_main(void *arg)
                 take = true;
                 break;
             }
-            uint64_t now = now_ns(), wake = now + PRUNE_INTERVAL_NS;
+            uint64_t now = clock_now_ns(), wake = now + PRUNE_INTERVAL_NS;
             if (a->q_head) {
                 /* Commit when someone waits for a queued event (a result), when the queue
                  * is large, or when its oldest event has waited AUDIT_FLUSH_NS: a burst
@@ -587,9 +587,9 @@ void *audit_writer_main(void *arg)
         }
         struct err e = ERR_INIT;
         size_t n = 0;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = clock_now_ns();
         int r = write_batch(a, batch, &n, &e);
-        uint64_t t1 = now_ns();
+        uint64_t t1 = clock_now_ns();
         size_t count;
         uint64_t last = last_ticket(batch, &count);
         if (r == 0) {

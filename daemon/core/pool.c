@@ -59,7 +59,7 @@ uint32_t pool_live(const struct pool *p)
 
 uint32_t pool_wanted(const struct pool *p)
 {
-    if (sched_draining(p->sched) || kit_image_pending(p->kit) || now_ns() < p->retry_at_ns) {
+    if (sched_draining(p->sched) || kit_image_pending(p->kit) || clock_now_ns() < p->retry_at_ns) {
         return 0;
     }
     uint32_t ready = p->n_state[SB_WARM] + p->n_state[SB_CREATING];
@@ -172,9 +172,9 @@ static void retry_cb(uv_timer_t *h)
 {
     struct pool *p = h->data;
     /* The timer runs on the loop's clock, cached when the failing iteration began, and can
-     * fire before retry_at_ns (now_ns): pool_wanted would still say no and nothing would
+     * fire before retry_at_ns (clock_now_ns): pool_wanted would still say no and nothing would
      * wake the pool again, its queued tasks waiting for ever. Wait out the rest. */
-    uint64_t now = now_ns();
+    uint64_t now = clock_now_ns();
     if (now < p->retry_at_ns) {
         uv_timer_start(&p->retry_timer, retry_cb, (p->retry_at_ns - now) / 1000000 + 1, 0);
         return;
@@ -192,7 +192,7 @@ static void sandbox_failed_cb(void *arg, struct sandbox *sb, const struct err *e
     if (backoff > BACKOFF_MAX_NS) {
         backoff = BACKOFF_MAX_NS;
     }
-    p->retry_at_ns = now_ns() + backoff;
+    p->retry_at_ns = clock_now_ns() + backoff;
     uv_timer_start(&p->retry_timer, retry_cb, backoff / 1000000 + 1, 0);
     log_error("pool=%s sb=%s streak=%u msg=\"sandbox creation failed, retrying in %llums\" "
               "detail=\"%s\"",

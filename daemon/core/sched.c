@@ -113,7 +113,7 @@ void sched_refill(struct sched *s)
         return;
     }
     uint32_t limit = s->cfg->refill_parallelism;
-    uint64_t now = now_ns();
+    uint64_t now = clock_now_ns();
     bool waiting = false;
     /* Pools with waiting tasks first, then the warm targets, one sandbox per pool per
      * round so that no pool starves another. */

@@ -120,7 +120,7 @@ int task_new(struct task_env *env, const struct task_sink *sink, uint32_t msgid,
     t->msgid = msgid;
     t->pool = p;
     task_spec_move(&t->spec, spec);
-    t->t_request_ns = now_ns();
+    t->t_request_ns = clock_now_ns();
     t->child_fds[0] = pin[0];
     t->child_fds[1] = pout[1];
     t->child_fds[2] = perr[1];
@@ -349,7 +349,7 @@ static void task_start(struct task *t, struct sandbox *sb)
     t->sb = sb;
     str_copy(t->sb_id, sb->id, sizeof(t->sb_id));
     t->state = TASK_RUNNING;
-    t->t_start_ns = now_ns();
+    t->t_start_ns = clock_now_ns();
     metrics_task_start(t->pool->metrics, t->t_request_ns, t->t_start_ns);
     sched_task_started(t->env->sched, t->t_start_ns); /* pushes the pools' top-up back */
     task_admit(t);
@@ -409,7 +409,7 @@ static void task_sandbox_event(void *arg, const struct ctl_event *ev)
         t->wstatus = ev->wstatus;
         t->rusage_cpu_us = ev->utime_us + ev->stime_us;
         t->seccomp_denials = ev->seccomp_denials;
-        t->t_exit_ns = now_ns();
+        t->t_exit_ns = clock_now_ns();
         uv_timer_stop(&t->timer);
         /* Whatever the task left running dies with its sandbox. Usage is read once, when
          * the task finishes (or when the sandbox is reaped first): the counters keep their
@@ -426,7 +426,7 @@ static void task_sandbox_event(void *arg, const struct ctl_event *ev)
         t->exited = true;
         t->exec_failed = true;
         t->fail_stage = ev->stage;
-        t->t_exit_ns = now_ns();
+        t->t_exit_ns = clock_now_ns();
         err_set_reported(&t->error, ev->err,
                          ev->stage == CTL_STAGE_EXEC ? "cannot execute the command"
                                                      : "the task could not start",
@@ -449,7 +449,7 @@ static void task_sandbox_died(void *arg)
     t->sb = NULL;
     if (!t->exited) {
         t->exited = true;
-        t->t_exit_ns = now_ns();
+        t->t_exit_ns = clock_now_ns();
         t->wstatus = SIGKILL; /* as waitpid reports a SIGKILL death */
         uv_timer_stop(&t->timer);
     }
@@ -498,7 +498,7 @@ static void outcome_of(struct task *t, struct task_outcome *o)
             err_setx(&t->error, -EIO, "the sandbox died before the task finished");
         }
     }
-    uint64_t end = t->t_exit_ns ? t->t_exit_ns : now_ns();
+    uint64_t end = t->t_exit_ns ? t->t_exit_ns : clock_now_ns();
     o->wall_ms = t->t_start_ns && end > t->t_start_ns ? (end - t->t_start_ns) / 1000000 : 0;
     o->cpu_ms =
         t->have_usage && t->usage.cpu_ns ? t->usage.cpu_ns / 1000000 : t->rusage_cpu_us / 1000;
@@ -632,7 +632,7 @@ static void maybe_finish(struct task *t)
     t->state = TASK_DONE;
     uv_timer_stop(&t->timer);
     if (!t->t_exit_ns) {
-        t->t_exit_ns = now_ns();
+        t->t_exit_ns = clock_now_ns();
     }
     metrics_task_done(t->pool->metrics, task_status(t),
                       &(struct metrics_task_result){

@@ -502,7 +502,7 @@ void metrics_task_start(struct metrics_pool *ps, uint64_t request_ns, uint64_t s
 void metrics_task_running(struct metrics_pool *ps, uint64_t request_ns)
 {
     if (ps) {
-        registry_observe(ps->start, seconds_between(request_ns, now_ns()));
+        registry_observe(ps->start, seconds_between(request_ns, clock_now_ns()));
     }
 }
 
@@ -521,7 +521,7 @@ void metrics_task_done(struct metrics_pool *ps, const char *status,
     }
     registry_inc(ps->tasks[s]);
     if (r->start_ns) {
-        uint64_t end = r->exit_ns ? r->exit_ns : now_ns();
+        uint64_t end = r->exit_ns ? r->exit_ns : clock_now_ns();
         registry_observe(ps->duration, seconds_between(r->start_ns, end));
     }
     registry_add(ps->out_stdout, (double)r->stdout_bytes);

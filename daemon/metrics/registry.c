@@ -224,7 +224,7 @@ static void value_clean(const char *v, char *out)
     size_t n = strlen((const char *)s);
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        size_t len = utf8_valid_seq(s + i, n - i);
+        size_t len = str_utf8_valid_seq(s + i, n - i);
         if (o + (len ? len : 1) > METRICS_MAX_VALUE_LEN) {
             break;
         }

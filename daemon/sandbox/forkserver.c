@@ -202,7 +202,7 @@ static bool forkserver_etc_check_due(const struct forkserver *z, uint64_t now)
 
 static bool forkserver_etc_changed(struct forkserver *z)
 {
-    uint64_t now = now_ns();
+    uint64_t now = clock_now_ns();
     if (!forkserver_etc_check_due(z, now)) {
         return false;
     }
@@ -277,7 +277,7 @@ static int forkserver_start(struct forkserver *z, const struct spawn_plan *sandb
     z->host_image = image_fd < 0 && strcmp(setup->image_root, "/") == 0;
     if (z->host_image) {
         forkserver_etc_ids(z->etc);
-        z->etc_checked_ns = now_ns();
+        z->etc_checked_ns = clock_now_ns();
     }
     struct spawn_result res;
     r = spawn_sandbox(&plan, &res, e);
@@ -607,7 +607,7 @@ int forkserver_spawn_async(struct forkserver *z, const struct spawn_plan *plan,
      * look (lstat) that may end in one: a worker does both (forkserver_spawn), once this batch
      * is over, so that the loop neither looks nor stops a fork server for them. */
     bool usable = z->pid > 0 && z->fail_streak < FORKSERVER_MAX_FAILURES &&
-                  forkserver_matches(z, setup) && !forkserver_etc_check_due(z, now_ns());
+                  forkserver_matches(z, setup) && !forkserver_etc_check_due(z, clock_now_ns());
     if (usable && (!z->poll || z->poll->generation != z->generation)) {
         close_poll(z);
         struct forkserver_poll *zp = xcalloc(1, sizeof(*zp));

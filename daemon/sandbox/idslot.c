@@ -6,7 +6,7 @@
 
 #include "lib/alloc.h"
 
-void idslots_init(struct idslots *s, uint32_t base, uint32_t count, uint32_t slots)
+void idslot_init(struct idslots *s, uint32_t base, uint32_t count, uint32_t slots)
 {
     assert(slots > 0 && count > 0);
     assert((uint64_t)base + (uint64_t)count * slots <= UINT32_MAX);
@@ -14,13 +14,13 @@ void idslots_init(struct idslots *s, uint32_t base, uint32_t count, uint32_t slo
     s->bits = xcalloc((slots + 63) / 64, sizeof(*s->bits));
 }
 
-void idslots_free(struct idslots *s)
+void idslot_free(struct idslots *s)
 {
     free(s->bits);
     s->bits = NULL;
 }
 
-bool idslots_take(struct idslots *s, uint32_t *slot)
+bool idslot_take(struct idslots *s, uint32_t *slot)
 {
     if (s->used == s->slots) {
         return false;
@@ -52,7 +52,7 @@ bool idslots_take(struct idslots *s, uint32_t *slot)
     return false;
 }
 
-void idslots_put(struct idslots *s, uint32_t slot)
+void idslot_put(struct idslots *s, uint32_t slot)
 {
     assert(slot < s->slots);
     uint64_t bit = UINT64_C(1) << (slot % 64);
@@ -61,7 +61,7 @@ void idslots_put(struct idslots *s, uint32_t slot)
     s->used--;
 }
 
-uint32_t idslots_base(const struct idslots *s, uint32_t slot)
+uint32_t idslot_base(const struct idslots *s, uint32_t slot)
 {
     assert(slot < s->slots);
     return s->base + slot * s->count;

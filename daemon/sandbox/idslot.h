@@ -19,14 +19,14 @@ struct idslots {
 };
 
 /* base + count * slots must not exceed UINT32_MAX (config.c checks it). */
-void idslots_init(struct idslots *s, uint32_t base, uint32_t count, uint32_t slots);
-void idslots_free(struct idslots *s);
+void idslot_init(struct idslots *s, uint32_t base, uint32_t count, uint32_t slots);
+void idslot_free(struct idslots *s);
 /* Takes a free block chosen uniformly at random (arc4random) among the free ones. A task
  * sees its block in /proc/self/uid_map: blocks handed out in turn would tell it how many
  * sandboxes were made for others between two of its tasks. Returns true with *slot set,
  * false when every block is held. */
-bool idslots_take(struct idslots *s, uint32_t *slot);
+bool idslot_take(struct idslots *s, uint32_t *slot);
 /* Gives block slot back; it must be held. */
-void idslots_put(struct idslots *s, uint32_t slot);
+void idslot_put(struct idslots *s, uint32_t slot);
 /* The first host id of block slot. */
-uint32_t idslots_base(const struct idslots *s, uint32_t slot);
+uint32_t idslot_base(const struct idslots *s, uint32_t slot);

@@ -305,7 +305,7 @@ int image_hash_tree(int dirfd, const atomic_bool *cancel, struct image_hash *ret
     }
     unsigned char sum[crypto_hash_sha256_BYTES];
     (void)crypto_hash_sha256_final(&w->h, sum);
-    hex_encode(sum, sizeof(sum), ret->hex);
+    str_hex_encode(sum, sizeof(sum), ret->hex);
     ret->files = w->files;
     ret->bytes = w->bytes;
     return 0;
@@ -472,7 +472,7 @@ static void image_verify_next(struct image *from);
 static void verify_done(uv_work_t *w, int status)
 {
     struct image *img = container_of(w, struct image, work);
-    uint64_t ms = (now_ns() - img->started_ns) / 1000000;
+    uint64_t ms = (clock_now_ns() - img->started_ns) / 1000000;
 
     if (status == UV_ECANCELED || img->work_r == -ECANCELED) {
         log_info("image=%s msg=\"verification stopped: shutting down\"", img->name);
@@ -514,7 +514,7 @@ static void image_verify_next(struct image *from)
             return; /* draining */
         }
         img->started = true;
-        img->started_ns = now_ns();
+        img->started_ns = clock_now_ns();
         int r = uv_queue_work(img->loop, &img->work, verify_work, verify_done);
         if (r == 0) {
             return;

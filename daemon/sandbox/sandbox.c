@@ -84,7 +84,7 @@ static void sandbox_plan(const struct sandbox *sb, int ctl_fd, struct spawn_plan
     *plan = (struct spawn_plan){
         .init_path = env->init_path,
         .userns = env->cfg->userns,
-        .host_id_base = sb->has_ids ? idslots_base(env->ids, sb->ids) : 0,
+        .host_id_base = sb->has_ids ? idslot_base(env->ids, sb->ids) : 0,
         .id_count = env->cfg->userns_count,
         .cg = sb->cg,
         .ctl_fd = ctl_fd,
@@ -219,7 +219,7 @@ static void sandbox_free(struct sandbox *sb)
     netns_ref_close(&sb->netns); /* remove_work gives it back; else unused */
     if (sb->has_ids) {
         /* Every process that ran with them is gone: init is reaped, its cgroup empty. */
-        idslots_put(env->ids, sb->ids);
+        idslot_put(env->ids, sb->ids);
     }
     set_state(sb, SB_DEAD);
     if (!sb->cg_kept) {
@@ -414,7 +414,7 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
             break;
         }
         sb->ready_seen = true;
-        sb->ready_ns = now_ns();
+        sb->ready_ns = clock_now_ns();
         sb->task_pid = ev->pid;
         uv_timer_stop(&sb->setup_timer);
         sb->have_usage_base = sb->cg && cgroup_usage(sb->cg, &sb->usage_base) == 0;
@@ -603,11 +603,11 @@ void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void
     sb->netns = NETNS_REF_NONE;
     sb->proxy_fd = -1;
     sb->state = SB_CREATING;
-    sb->created_ns = now_ns();
+    sb->created_ns = clock_now_ns();
     (void)snprintf(sb->id, sizeof(sb->id), "%08x%06llx", env->instance,
                    (unsigned long long)(++env->next_sandbox & 0xffffff));
     /* The caller (core/sched.c's refill) makes sure there is a block. */
-    sb->has_ids = env->cfg->userns && idslots_take(env->ids, &sb->ids);
+    sb->has_ids = env->cfg->userns && idslot_take(env->ids, &sb->ids);
     /* A dead sandbox's emptied cgroup when there is one (the reaper tracks it already),
      * else a new one named after this sandbox, tracked before it exists: the leak sweep
      * relies on it. */

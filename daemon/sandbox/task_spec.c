@@ -127,13 +127,13 @@ int task_spec_env_set(struct task_spec *s, const char *name, const char *value, 
 int task_spec_set_proxy(struct task_spec *s, uint16_t port, struct err *e)
 {
     char url[EGRESS_PROXY_URL_MAX];
-    egress_proxy_url(port, url, sizeof(url));
+    egress_parse_proxy_url(port, url, sizeof(url));
     /* All the old values go first, so that the block only grows to its final length. */
     for (size_t i = 0; i < EGRESS_PROXY_VARS; i++) {
-        task_spec_env_unset(s, egress_proxy_var(i));
+        task_spec_env_unset(s, egress_parse_proxy_var(i));
     }
     for (size_t i = 0; i < EGRESS_PROXY_VARS; i++) {
-        int r = task_spec_env_set(s, egress_proxy_var(i), url, e);
+        int r = task_spec_env_set(s, egress_parse_proxy_var(i), url, e);
         if (r < 0) {
             return err_setx(e, r, "argv and env exceed %d bytes with the proxy variables",
                             TASK_SPEC_STRINGS_MAX);

@@ -78,7 +78,7 @@ int task_spec_env_set(struct task_spec *s, const char *name, const char *value, 
 void task_spec_env_unset(struct task_spec *s, const char *name);
 
 /* Points the task's HTTP clients at its egress proxy on 127.0.0.1:port: the variables of
- * wire/egress_parse.h (egress_proxy_var) set to it, replacing the request's own, after
+ * wire/egress_parse.h (egress_parse_proxy_var) set to it, replacing the request's own, after
  * every other env string. Returns 0 or -E2BIG (e says so; s may then have lost the old
  * values, and the task must not start). */
 int task_spec_set_proxy(struct task_spec *s, uint16_t port, struct err *e);

@@ -538,7 +538,7 @@ static int token_build(const struct token_store *s, const struct token_request *
     }
     uint8_t idb[TOKEN_ID_LEN / 2];
     randombytes_buf(idb, sizeof(idb));
-    hex_encode(idb, sizeof(idb), t->id);
+    str_hex_encode(idb, sizeof(idb), t->id);
     *ret = t;
     return 0;
 }

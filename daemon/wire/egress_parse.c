@@ -944,7 +944,7 @@ int egress_parse_body_feed(struct egress_body *b, const char *in, size_t n, size
 
 /* ---- The task's environment ---- */
 
-const char *egress_proxy_var(size_t i)
+const char *egress_parse_proxy_var(size_t i)
 {
     static const char *const names[EGRESS_PROXY_VARS] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
                                                          "https_proxy"};
@@ -952,7 +952,7 @@ const char *egress_proxy_var(size_t i)
     return names[i];
 }
 
-void egress_proxy_url(uint16_t port, char *buf, size_t size)
+void egress_parse_proxy_url(uint16_t port, char *buf, size_t size)
 {
     (void)snprintf(buf, size, "http://127.0.0.1:%u", (unsigned)port);
 }

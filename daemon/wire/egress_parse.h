@@ -158,11 +158,11 @@ int egress_parse_body_feed(struct egress_body *b, const char *in, size_t n, size
                            egress_data_cb emit, void *ud);
 
 /* The variables that point a task's HTTP clients at its proxy: EGRESS_PROXY_VARS names
- * (HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy), each set to egress_proxy_url and to no
+ * (HTTP_PROXY, HTTPS_PROXY, http_proxy, https_proxy), each set to egress_parse_proxy_url and to no
  * other value (the request's own are replaced; core/task.c puts them in the task's env). */
 #define EGRESS_PROXY_VARS 4
 #define EGRESS_PROXY_URL_MAX 32
 /* The i-th name (i < EGRESS_PROXY_VARS). */
-const char *egress_proxy_var(size_t i);
+const char *egress_parse_proxy_var(size_t i);
 /* "http://127.0.0.1:port" into buf (EGRESS_PROXY_URL_MAX bytes are enough). */
-void egress_proxy_url(uint16_t port, char *buf, size_t size);
+void egress_parse_proxy_url(uint16_t port, char *buf, size_t size);

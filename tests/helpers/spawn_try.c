@@ -137,9 +137,9 @@ static int start(const struct try_opts *o, struct cgroup *cg, int *ret_ctl,
         .cg = cg,
         .ctl_fd = sp[1],
     };
-    uint64_t t0 = now_ns();
+    uint64_t t0 = clock_now_ns();
     int r = spawn_sandbox(&plan, res, &e);
-    spawn_only_ns = now_ns() - t0;
+    spawn_only_ns = clock_now_ns() - t0;
     (void)fd_close(sp[1]);
     if (r < 0) {
         fprintf(stderr, "spawn_try: spawn_sandbox: %s\n", err_msg(&e));
@@ -156,7 +156,7 @@ static int start(const struct try_opts *o, struct cgroup *cg, int *ret_ctl,
         fprintf(stderr, "spawn_try: setup exchange: %s\n", err_name(r));
         return -1;
     }
-    *ret_ns = now_ns() - t0;
+    *ret_ns = clock_now_ns() - t0;
     if (ev.type != CTL_READY) {
         fprintf(stderr, "spawn_try: setup failed: stage %u err %s: %s\n", ev.stage,
                 err_name(ev.err), ev.msg);
@@ -320,12 +320,12 @@ int main(int argc, char **argv)
             break;
         }
         spawnt[i] = spawn_only_ns;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = clock_now_ns();
         (void)run_task(ctl, &o, o.bench == 0, &ev);
-        task[i] = now_ns() - t0;
-        t0 = now_ns();
+        task[i] = clock_now_ns() - t0;
+        t0 = clock_now_ns();
         stop(&res, ctl);
-        stopt[i] = now_ns() - t0;
+        stopt[i] = clock_now_ns() - t0;
         if (o.bench == 0 || ev.type != CTL_EXITED) {
             if (ev.type == CTL_EXITED) {
                 fprintf(stderr,

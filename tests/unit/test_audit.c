@@ -112,8 +112,8 @@ static sqlite3 *ro(struct fx *f)
 {
     struct sqlite3 *db = NULL;
     struct err e = ERR_INIT;
-    if (audit_ro_open(f->path, &db, &e) < 0) {
-        fail_msg("audit_ro_open: %s", err_msg(&e));
+    if (audit_query_ro_open(f->path, &db, &e) < 0) {
+        fail_msg("audit_query_ro_open: %s", err_msg(&e));
     }
     return db;
 }
@@ -123,10 +123,10 @@ static struct audit_verify_result verify(struct fx *f)
     struct audit_verify_result v;
     struct err e = ERR_INIT;
     sqlite3 *db = ro(f);
-    if (audit_verify(db, &v, &e) < 0) {
-        fail_msg("audit_verify: %s", err_msg(&e));
+    if (audit_query_verify(db, &v, &e) < 0) {
+        fail_msg("audit_query_verify: %s", err_msg(&e));
     }
-    audit_ro_close(db);
+    audit_query_ro_close(db);
     return v;
 }
 
@@ -150,7 +150,7 @@ static int64_t count_rows(struct fx *f, const char *where)
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     int64_t n = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
-    audit_ro_close(db);
+    audit_query_ro_close(db);
     return n;
 }
 
@@ -273,7 +273,7 @@ static void audit_str__scrubs_values_not_ids(void **state)
                         "\"abcdef0123456789abcdef0123456789\",\"none\":null,\"yes\":true,"
                         "\"neg\":-5}");
     sqlite3_finalize(st);
-    audit_ro_close(db);
+    audit_query_ro_close(db);
 }
 
 static void audit_str__cuts_long_values_and_events(void **state)
@@ -311,7 +311,7 @@ static void audit_event__variadic_fields(void **state)
                      1);
 }
 
-static void audit_verify__names_altered_removed_inserted(void **state)
+static void audit_query_verify__names_altered_removed_inserted(void **state)
 {
     struct fx *f = *state;
     fx_open(f, 0);
@@ -438,7 +438,7 @@ static void on_open(const struct audit_open_task *t, void *ud)
     s->sandbox = t->sandbox && strcmp(t->sandbox, "sbx-of-task") == 0 && !t->destroyed;
 }
 
-static void audit_open_tasks__since_last_start(void **state)
+static void audit_query_open_tasks__since_last_start(void **state)
 {
     struct fx *f = *state;
     fx_open(f, 0);
@@ -450,8 +450,8 @@ static void audit_open_tasks__since_last_start(void **state)
     struct open_seen s = {0};
     struct err e = ERR_INIT;
     sqlite3 *db = ro(f);
-    assert_int_equal(audit_open_tasks(db, on_open, &s, &e), 1);
-    audit_ro_close(db);
+    assert_int_equal(audit_query_open_tasks(db, on_open, &s, &e), 1);
+    audit_query_ro_close(db);
     assert_int_equal(s.n, 1);
     assert_string_equal(s.tasks[0], "open");
     assert_true(s.sandbox);
@@ -480,7 +480,7 @@ static void audit_query_pack__filters_and_newest_first(void **state)
     assert_int_equal(audit_query_pack(db, &q2, &pk, &e), 0);
     struct audit_query q3 = {.task = "q4", .limit = 1};
     assert_int_equal(audit_query_pack(db, &q3, &pk, &e), 0);
-    audit_ro_close(db);
+    audit_query_ro_close(db);
 
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
@@ -511,7 +511,7 @@ static void audit_query_pack__filters_and_newest_first(void **state)
     msgpack_sbuffer_destroy(&sb);
 }
 
-static void audit_json_pack__parses_what_sbxd_writes(void **state)
+static void audit_query_json_pack__parses_what_sbxd_writes(void **state)
 {
     (void)state;
     const char *json = "{\"a\":[1,-2,3.5,true,false,null],\"s\":\"x\\\"\\n\\u00e9\\ud83d\\ude00\","
@@ -520,7 +520,7 @@ static void audit_json_pack__parses_what_sbxd_writes(void **state)
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    assert_int_equal(audit_json_pack(json, strlen(json), &pk), 0);
+    assert_int_equal(audit_query_json_pack(json, strlen(json), &pk), 0);
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
     assert_int_equal(msgpack_unpack_next(&u, sb.data, sb.size, NULL), MSGPACK_UNPACK_SUCCESS);
@@ -537,7 +537,7 @@ static void audit_json_pack__parses_what_sbxd_writes(void **state)
                          "{\"a\":1} x", "tru",      "01x",  "\"a\x01\""};
     for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
         size_t before = sb.size;
-        if (audit_json_pack(bad[i], strlen(bad[i]), &pk) != -EINVAL) {
+        if (audit_query_json_pack(bad[i], strlen(bad[i]), &pk) != -EINVAL) {
             fail_msg("'%s' parsed", bad[i]);
         }
         assert_int_equal(sb.size, before);
@@ -546,7 +546,7 @@ static void audit_json_pack__parses_what_sbxd_writes(void **state)
     char deep[200];
     memset(deep, '[', 100);
     memset(deep + 100, ']', 100);
-    assert_int_equal(audit_json_pack(deep, 200, &pk), -EINVAL);
+    assert_int_equal(audit_query_json_pack(deep, 200, &pk), -EINVAL);
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -592,13 +592,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(audit_str__scrubs_values_not_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(audit_str__cuts_long_values_and_events, setup, teardown),
         cmocka_unit_test_setup_teardown(audit_event__variadic_fields, setup, teardown),
-        cmocka_unit_test_setup_teardown(audit_verify__names_altered_removed_inserted, setup,
+        cmocka_unit_test_setup_teardown(audit_query_verify__names_altered_removed_inserted, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(audit_prune__keeps_the_rest_verifiable, setup, teardown),
-        cmocka_unit_test_setup_teardown(audit_open_tasks__since_last_start, setup, teardown),
+        cmocka_unit_test_setup_teardown(audit_query_open_tasks__since_last_start, setup, teardown),
         cmocka_unit_test_setup_teardown(audit_query_pack__filters_and_newest_first, setup,
                                         teardown),
-        cmocka_unit_test(audit_json_pack__parses_what_sbxd_writes),
+        cmocka_unit_test(audit_query_json_pack__parses_what_sbxd_writes),
         cmocka_unit_test_setup_teardown(audit_open__disabled_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(audit_open__file_is_private, setup, teardown),
     };

@@ -200,14 +200,14 @@ static void kid_go(struct kid *k, void *report, size_t len)
 /* Waits for pid (a child of ours) with a deadline; returns its status or -1. */
 static int reap(pid_t pid)
 {
-    uint64_t end = now_ns() + WAIT_MS * 1000000ULL;
+    uint64_t end = clock_now_ns() + WAIT_MS * 1000000ULL;
     for (;;) {
         int st = 0;
         pid_t r = waitpid(pid, &st, WNOHANG);
         if (r == pid) {
             return st;
         }
-        if (r < 0 || now_ns() > end) {
+        if (r < 0 || clock_now_ns() > end) {
             return -1;
         }
         struct timespec ts = {0, 1000000};
@@ -226,9 +226,9 @@ static int kid_reap(struct kid *k)
 
 static bool wait_empty(struct cgroup *cg)
 {
-    uint64_t end = now_ns() + WAIT_MS * 1000000ULL;
+    uint64_t end = clock_now_ns() + WAIT_MS * 1000000ULL;
     while (!cgroup_is_empty(cg)) {
-        if (now_ns() > end) {
+        if (clock_now_ns() > end) {
             return false;
         }
         struct timespec ts = {0, 1000000};

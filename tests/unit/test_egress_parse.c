@@ -516,18 +516,18 @@ static void egress_parse_body_feed__length_and_none(void **state)
 
 /* ---- the task's environment ---- */
 
-static void egress_proxy_var__the_four_names(void **state)
+static void egress_parse_proxy_var__the_four_names(void **state)
 {
     (void)state;
     static const char *const want[] = {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"};
     assert_int_equal(EGRESS_PROXY_VARS, ARRAY_SIZE(want));
     for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
-        assert_string_equal(egress_proxy_var(i), want[i]);
+        assert_string_equal(egress_parse_proxy_var(i), want[i]);
     }
     char url[EGRESS_PROXY_URL_MAX];
-    egress_proxy_url(3128, url, sizeof(url));
+    egress_parse_proxy_url(3128, url, sizeof(url));
     assert_string_equal(url, "http://127.0.0.1:3128");
-    egress_proxy_url(65535, url, sizeof(url));
+    egress_parse_proxy_url(65535, url, sizeof(url));
     assert_string_equal(url, "http://127.0.0.1:65535");
 }
 
@@ -729,7 +729,7 @@ int main(void)
         cmocka_unit_test(egress_parse_body_feed__chunked_any_split),
         cmocka_unit_test(egress_parse_body_feed__chunked_malformed),
         cmocka_unit_test(egress_parse_body_feed__length_and_none),
-        cmocka_unit_test(egress_proxy_var__the_four_names),
+        cmocka_unit_test(egress_parse_proxy_var__the_four_names),
         cmocka_unit_test(egress_parsers__random_mutations_stay_in_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

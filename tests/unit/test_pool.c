@@ -304,9 +304,9 @@ static void sandbox_failed__waiter_stays_queued_and_pool_backs_off(void **state)
     assert_int_equal(pool_submit(f->p, &w.w), 0);
     fake_calls_reset();
 
-    uint64_t before = now_ns();
+    uint64_t before = clock_now_ns();
     fail_one(f->p);
-    uint64_t after = now_ns();
+    uint64_t after = clock_now_ns();
     /* No refill after a failure: the retry timer does it. */
     assert_calls("sched_sandbox_begun; sandbox_create sb0; sched_sandbox_created; "
                  "sched_sandbox_freed");
@@ -323,13 +323,13 @@ static void sandbox_failed__waiter_stays_queued_and_pool_backs_off(void **state)
         assert_int_equal(uv_run(&f->loop, UV_RUN_ONCE), 0);
     }
     assert_calls("sched_refill");
-    assert_true(now_ns() >= f->p->retry_at_ns);
+    assert_true(clock_now_ns() >= f->p->retry_at_ns);
     assert_int_equal(pool_wanted(f->p), 1);
 
     /* A second failure: still waiting. */
-    before = now_ns();
+    before = clock_now_ns();
     fail_one(f->p);
-    after = now_ns();
+    after = clock_now_ns();
     assert_backoff(f->p, before, after, 100);
     assert_int_equal(w.got + w.refused, 0);
     assert_int_equal(f->p->n_queued, 1);
@@ -386,9 +386,9 @@ static void sandbox_failed__backoff_doubles_to_its_ceiling(void **state)
     /* 50 ms doubling per failure in a row, up to 5 s (docs/ARCHITECTURE.md). */
     static const uint64_t want_ms[] = {50, 100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000};
     for (size_t i = 0; i < sizeof(want_ms) / sizeof(want_ms[0]); i++) {
-        uint64_t before = now_ns();
+        uint64_t before = clock_now_ns();
         fail_one(f->p);
-        uint64_t after = now_ns();
+        uint64_t after = clock_now_ns();
         assert_int_equal(f->p->fail_streak, i + 1);
         assert_backoff(f->p, before, after, want_ms[i]);
     }
@@ -409,9 +409,9 @@ static void sandbox_ready__success_resets_the_backoff(void **state)
     assert_int_equal(f->p->created, 1);
     assert_int_equal(f->p->failed, 2);
     /* The next failure starts over at 50 ms. */
-    uint64_t before = now_ns();
+    uint64_t before = clock_now_ns();
     fail_one(f->p);
-    uint64_t after = now_ns();
+    uint64_t after = clock_now_ns();
     assert_int_equal(f->p->fail_streak, 1);
     assert_backoff(f->p, before, after, 50);
 }

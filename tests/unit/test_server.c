@@ -71,7 +71,7 @@ struct fixture {
     bool param_ok;          /* the last request's string argument held the pattern */
 };
 
-/* The handler's state of one connection (conn_data). */
+/* The handler's state of one connection (server_conn_data). */
 struct hconn {
     struct fixture *f;
     struct conn *c;
@@ -88,10 +88,10 @@ static char pattern(size_t i)
 static void *h_open(void *arg, struct conn *c)
 {
     struct fixture *f = arg;
-    uint64_t id = conn_id(c);
+    uint64_t id = server_conn_id(c);
     assert_in_range(id, 1, MAX_CONNS - 1);
     assert_null(f->conn[id]);
-    assert_null(conn_data(c)); /* open comes first */
+    assert_null(server_conn_data(c)); /* open comes first */
     f->conn[id] = c;
     struct hconn *h = xcalloc(1, sizeof(*h));
     h->f = f;
@@ -123,7 +123,7 @@ static bool arg_is_pattern(const msgpack_object *params, size_t *len)
 static void h_message(void *arg, struct conn *c, const struct proto_msg *m)
 {
     struct fixture *f = arg;
-    struct hconn *h = conn_data(c);
+    struct hconn *h = server_conn_data(c);
     assert_non_null(h);
     assert_ptr_equal(h->c, c);
     f->drained_at_message = f->n_drained;
@@ -149,9 +149,9 @@ static void h_message(void *arg, struct conn *c, const struct proto_msg *m)
     }
     /* What a request may make the handler do while the server is in its read loop. */
     if (strcmp(method, "stdin") == 0) {
-        conn_stdin_queued(c, CONN_STDIN_HIGH); /* a task's stdin is full */
+        server_conn_stdin_queued(c, CONN_STDIN_HIGH); /* a task's stdin is full */
     } else if (strcmp(method, "close") == 0) {
-        conn_close(c);
+        server_conn_close(c);
     } else if (strcmp(method, "echo") == 0) {
         msgpack_sbuffer sb;
         msgpack_sbuffer_init(&sb);
@@ -159,7 +159,7 @@ static void h_message(void *arg, struct conn *c, const struct proto_msg *m)
         msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
         proto_pack_response_ok(&pk, m->msgid);
         proto_pack_cstr(&pk, method);
-        conn_send(c, &sb);
+        server_conn_send(c, &sb);
         assert_int_equal(sb.size, 0); /* taken */
         msgpack_sbuffer_destroy(&sb);
     }
@@ -169,7 +169,7 @@ static void h_refused(void *arg, struct conn *c, const char *kind, const char *c
                       const char *reason)
 {
     (void)arg;
-    struct hconn *h = conn_data(c);
+    struct hconn *h = server_conn_data(c);
     assert_non_null(h);
     fake_call("refused %llu %s %s %s", (unsigned long long)h->id, kind, code, reason);
 }
@@ -177,20 +177,20 @@ static void h_refused(void *arg, struct conn *c, const char *kind, const char *c
 static void h_drained(void *arg, struct conn *c)
 {
     struct fixture *f = arg;
-    size_t q = conn_write_queue(c);
+    size_t q = server_conn_write_queue(c);
     f->n_drained++;
     if (q > f->drained_max_q) {
         f->drained_max_q = q;
     }
     if (f->log_drained) {
-        fake_call("drained %llu", (unsigned long long)conn_id(c));
+        fake_call("drained %llu", (unsigned long long)server_conn_id(c));
     }
 }
 
 static void h_gone(void *arg, struct conn *c)
 {
     struct fixture *f = arg;
-    struct hconn *h = conn_data(c);
+    struct hconn *h = server_conn_data(c);
     assert_non_null(h);
     assert_ptr_equal(h->c, c);
     assert_ptr_equal(f->conn[h->id], c);
@@ -205,10 +205,10 @@ static void h_gone(void *arg, struct conn *c)
     proto_pack_notify(&pk, "late");
     msgpack_pack_nil(&pk);
     size_t n = sb.size;
-    conn_send(c, &sb);
+    server_conn_send(c, &sb);
     assert_int_equal(sb.size, n);
     msgpack_sbuffer_destroy(&sb);
-    conn_close(c);
+    server_conn_close(c);
     free(h);
 }
 
@@ -492,7 +492,7 @@ static size_t send_blob(struct conn *c)
     msgpack_pack_bin_body(&pk, b, BLOB);
     free(b);
     size_t n = sb.size;
-    conn_send(c, &sb);
+    server_conn_send(c, &sb);
     assert_int_equal(sb.size, 0);
     msgpack_sbuffer_destroy(&sb);
     return n;
@@ -517,7 +517,7 @@ static size_t client_drop(struct client *cl, bool *eof)
 static size_t fill_write_queue(struct conn *c)
 {
     size_t sent = 0;
-    for (int i = 0; conn_write_queue(c) < CONN_WQ_HIGH; i++) {
+    for (int i = 0; server_conn_write_queue(c) < CONN_WQ_HIGH; i++) {
         assert_true(i < 256); /* the kernel's socket buffer is far smaller */
         sent += send_blob(c);
     }
@@ -644,14 +644,14 @@ static void on_connection__knows_the_peer_and_numbers_connections(void **state)
     assert_int_equal(server_connections(f->s), 2);
     for (uint64_t id = 1; id <= 2; id++) {
         struct conn *c = f->conn[id];
-        assert_int_equal(conn_id(c), id);
-        assert_int_equal(conn_kind(c), SERVER_ADMIN);
-        assert_int_equal(conn_peer_uid(c), getuid()); /* SO_PEERCRED: this process */
-        assert_int_equal(conn_peer_pid(c), getpid());
-        struct hconn *h = conn_data(c);
+        assert_int_equal(server_conn_id(c), id);
+        assert_int_equal(server_conn_kind(c), SERVER_ADMIN);
+        assert_int_equal(server_conn_peer_uid(c), getuid()); /* SO_PEERCRED: this process */
+        assert_int_equal(server_conn_peer_pid(c), getpid());
+        struct hconn *h = server_conn_data(c);
         assert_non_null(h);
         assert_int_equal(h->id, id);
-        assert_int_equal(conn_write_queue(c), 0);
+        assert_int_equal(server_conn_write_queue(c), 0);
     }
 }
 
@@ -878,14 +878,14 @@ static void on_connection__one_over_max_connections_is_refused(void **state)
 
 /* ---- backpressure ---- */
 
-static void conn_send__queue_over_high_mark_stops_reading_until_drained(void **state)
+static void server_conn_send__queue_over_high_mark_stops_reading_until_drained(void **state)
 {
     struct fixture *f = *state;
     start(f);
     struct client *cl = client_open(f, 1);
     struct conn *c = f->conn[1];
     size_t sent = fill_write_queue(c);
-    assert_true(conn_write_queue(c) >= CONN_WQ_HIGH);
+    assert_true(server_conn_write_queue(c) >= CONN_WQ_HIGH);
 
     /* Congested: the client's request stays on the socket, and nothing is drained. */
     send_request(f, cl, 1, "ping");
@@ -893,7 +893,7 @@ static void conn_send__queue_over_high_mark_stops_reading_until_drained(void **s
     expect_none();
     assert_true(client_unread(cl) > 0);
     assert_int_equal(f->n_drained, 0);
-    assert_true(conn_write_queue(c) >= CONN_WQ_HIGH);
+    assert_true(server_conn_write_queue(c) >= CONN_WQ_HIGH);
 
     /* The client reads: drained only below the low mark, and the request is read after. */
     size_t got = 0;
@@ -905,7 +905,7 @@ static void conn_send__queue_over_high_mark_stops_reading_until_drained(void **s
     assert_true(f->drained_at_message > 0);
     RUN_UNTIL(f, (got += client_drop(cl, &eof), got == sent));
     assert_false(eof);
-    assert_int_equal(conn_write_queue(c), 0);
+    assert_int_equal(server_conn_write_queue(c), 0);
     assert_true(f->drained_max_q < CONN_WQ_LOW);
 }
 
@@ -929,7 +929,7 @@ static void write_cb__drained_after_each_write_below_the_low_mark(void **state)
     assert_int_equal(f->drained_max_q, 0);
 }
 
-static void conn_stdin_queued__stops_reading_until_written(void **state)
+static void server_conn_stdin_queued__stops_reading_until_written(void **state)
 {
     struct fixture *f = *state;
     start(f);
@@ -947,24 +947,24 @@ static void conn_stdin_queued__stops_reading_until_written(void **state)
     run_quiet(f);
     expectf("message 1 request 1 one len=0; message 1 request 2 stdin len=0");
     /* Written out: what was buffered is handled at once, before the loop runs again. */
-    conn_stdin_written(c, CONN_STDIN_HIGH);
+    server_conn_stdin_written(c, CONN_STDIN_HIGH);
     expectf("message 1 request 3 three len=0");
 
     /* Below the mark it reads; at the mark it leaves the bytes on the socket. */
-    conn_stdin_queued(c, CONN_STDIN_HIGH - 1);
+    server_conn_stdin_queued(c, CONN_STDIN_HIGH - 1);
     send_request(f, cl, 4, "four");
     run_until(f, "four");
     expectf("message 1 request 4 four len=0");
-    conn_stdin_queued(c, 1);
+    server_conn_stdin_queued(c, 1);
     send_request(f, cl, 5, "five");
     run_quiet(f);
     expect_none();
     assert_true(client_unread(cl) > 0);
     /* More written than queued counts as none pending (no wrap). */
-    conn_stdin_written(c, SIZE_MAX);
+    server_conn_stdin_written(c, SIZE_MAX);
     run_until(f, "five");
     expectf("message 1 request 5 five len=0");
-    conn_stdin_queued(c, CONN_STDIN_HIGH - 1);
+    server_conn_stdin_queued(c, CONN_STDIN_HIGH - 1);
     send_request(f, cl, 6, "six");
     run_until(f, "six");
     expectf("message 1 request 6 six len=0");
@@ -991,7 +991,7 @@ static void read_cb__client_gone_calls_gone_once_then_closed(void **state)
     expect_none();
 }
 
-static void conn_close__by_the_handler_calls_gone_once(void **state)
+static void server_conn_close__by_the_handler_calls_gone_once(void **state)
 {
     struct fixture *f = *state;
     start(f);
@@ -1119,11 +1119,11 @@ int main(void)
         T(conn_process__undecodable_bytes_are_refused_and_closed),
         T(conn_process__malformed_request_is_answered_and_reading_goes_on),
         T(on_connection__one_over_max_connections_is_refused),
-        T(conn_send__queue_over_high_mark_stops_reading_until_drained),
+        T(server_conn_send__queue_over_high_mark_stops_reading_until_drained),
         T(write_cb__drained_after_each_write_below_the_low_mark),
-        T(conn_stdin_queued__stops_reading_until_written),
+        T(server_conn_stdin_queued__stops_reading_until_written),
         T(read_cb__client_gone_calls_gone_once_then_closed),
-        T(conn_close__by_the_handler_calls_gone_once),
+        T(server_conn_close__by_the_handler_calls_gone_once),
         T(write_cb__failed_write_closes_the_connection),
         T(server_stop_listening__new_connects_refused_existing_go_on),
         T(server_stop_listening__a_connection_accepted_then_is_shutting_down),

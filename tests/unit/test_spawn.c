@@ -299,8 +299,8 @@ static void box_run_full(struct box *b, const char *const *argv, const char *con
     out[1] = fd_close(out[1]);
 
     struct pollfd p[2] = {{b->ctl, POLLIN, 0}, {out[0], POLLIN, 0}};
-    uint64_t deadline = now_ns() + (uint64_t)WAIT_MS * 1000000u;
-    while ((ret->type == 0 || p[1].fd >= 0) && now_ns() < deadline) {
+    uint64_t deadline = clock_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+    while ((ret->type == 0 || p[1].fd >= 0) && clock_now_ns() < deadline) {
         int n = poll(p, 2, ret->type ? 500 : 1000);
         if (n == 0 && ret->type) {
             break; /* exited; something else holds the pipe */

@@ -36,7 +36,7 @@ void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void
     sb->ctl_fd = -1;
     sb->proxy_fd = -1;
     sb->state = SB_CREATING;
-    sb->created_ns = now_ns();
+    sb->created_ns = clock_now_ns();
     (void)snprintf(sb->id, sizeof(sb->id), "sb%zu", fake_n_sandbox);
     if (fake_n_sandbox < FAKE_SANDBOXES) {
         fake_sandbox[fake_n_sandbox] = sb;
@@ -64,7 +64,7 @@ void fake_sandbox_created(struct sandbox *sb, bool ok)
 
 void fake_sandbox_ready(struct sandbox *sb)
 {
-    sb->ready_ns = now_ns();
+    sb->ready_ns = clock_now_ns();
     set_state(sb, SB_WARM);
     sb->ops->ready(sb->owner, sb);
 }
