@@ -275,13 +275,15 @@ fmt:
 	clang-format -i $(C_SOURCES)
 
 # clang-format for the C, shellcheck (warnings and errors) for the shell scripts, and the
-# layer check (every include points down, in docs/ARCHITECTURE.md's order; make test runs it
-# too, as tests/e2e/test_layers.py); installs shellcheck when it is missing, as deps does its
+# layer check (every include points down, in docs/ARCHITECTURE.md's order) and the naming
+# check (every function named for its file; make test runs both, as tests/e2e/test_layers.py
+# and test_names.py); installs shellcheck when it is missing, as deps does its
 # packages.
 LINT_PKGS := shellcheck clang-format
 lint:
 	@$(call apt_install,lint,$(LINT_PKGS))
 	python3 tests/lint/layers.py
+	python3 tests/lint/prefix.py
 	clang-format --dry-run -Werror $(C_SOURCES)
 	shellcheck -s sh -S warning -x loadtest/*.sh tests/*.sh tests/fuzz/*.sh .ci/run
 
