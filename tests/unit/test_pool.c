@@ -131,12 +131,6 @@ static void fail_one(struct pool *p)
     fake_sandbox_gone(sb);
 }
 
-static void assert_calls(const char *want)
-{
-    assert_string_equal(fake_calls(), want);
-    fake_calls_reset();
-}
-
 /* The backoff the last failure set: retry_at_ns within [before, after] + ms, and the
  * retry timer armed for ms + 1 (the loop's clock has not moved since: no uv_run). */
 static void assert_backoff(struct pool *p, uint64_t before, uint64_t after, uint64_t ms)
@@ -152,9 +146,9 @@ static void pool_submit__full_queue_returns_ebusy(void **state)
     struct fixture *f = *state = fixture_new(0, 1, 1);
     struct waiter w1 = WAITER("w1"), w2 = WAITER("w2");
     assert_int_equal(pool_submit(f->p, &w1.w), 0);
-    assert_calls("sched_refill");
+    fake_expectf("sched_refill");
     assert_int_equal(pool_submit(f->p, &w2.w), -EBUSY);
-    assert_calls(""); /* no op, no refill */
+    fake_expect_none(); /* no op, no refill */
     assert_false(w2.w.cold);
     assert_int_equal(f->p->n_queued, 1);
     assert_ptr_equal(f->p->q_head, &w1.w);
@@ -166,7 +160,7 @@ static void pool_submit__full_queue_returns_ebusy(void **state)
     f->pc.queue = 0;
     pool_cancel(f->p, &w1.w);
     assert_int_equal(pool_submit(f->p, &w1.w), -EBUSY);
-    assert_calls("");
+    fake_expect_none();
     assert_null(f->p->q_head);
 }
 
@@ -179,7 +173,7 @@ static void pool_submit__warm_sandbox_is_handed_at_once(void **state)
 
     struct waiter w = WAITER("w1");
     assert_int_equal(pool_submit(f->p, &w.w), 0);
-    assert_calls("got w1 sb0; sched_refill");
+    fake_expectf("got w1 sb0; sched_refill");
     assert_int_equal(w.got, 1);
     assert_ptr_equal(w.sb, sb);
     assert_false(w.w.cold);
@@ -205,29 +199,29 @@ static void pool_submit__queues_fifo_and_hands_in_order(void **state)
         assert_int_equal(pool_submit(f->p, &w[i].w), 0);
         assert_true(w[i].w.cold);
     }
-    assert_calls("sched_refill; sched_refill; sched_refill");
+    fake_expectf("sched_refill; sched_refill; sched_refill");
     assert_int_equal(f->p->n_queued, 3);
     /* Each queued task needs its own sandbox (warm target 0). */
     assert_int_equal(pool_wanted(f->p), 3);
     struct sandbox *sb0 = grow(f->p), *sb1 = grow(f->p), *sb2 = grow(f->p);
-    assert_calls("sched_sandbox_begun; sandbox_create sb0; sched_sandbox_begun; "
+    fake_expectf("sched_sandbox_begun; sandbox_create sb0; sched_sandbox_begun; "
                  "sandbox_create sb1; sched_sandbox_begun; sandbox_create sb2");
     assert_int_equal(pool_wanted(f->p), 0); /* three creating for three queued */
     for (int i = 0; i < 3; i++) {
         fake_sandbox_created(fake_sandbox[i], true);
     }
-    assert_calls("sched_sandbox_created; sched_refill; sched_sandbox_created; sched_refill; "
+    fake_expectf("sched_sandbox_created; sched_refill; sched_sandbox_created; sched_refill; "
                  "sched_sandbox_created; sched_refill");
 
     /* Whichever sandbox is ready first goes to the oldest waiter. */
     fake_sandbox_ready(sb1);
-    assert_calls("metrics_sandbox_ready none; got w1 sb1; sched_refill");
+    fake_expectf("metrics_sandbox_ready none; got w1 sb1; sched_refill");
     fake_sandbox_ready(sb2);
-    assert_calls("metrics_sandbox_ready none; got w2 sb2; sched_refill");
+    fake_expectf("metrics_sandbox_ready none; got w2 sb2; sched_refill");
     assert_int_equal(f->p->n_queued, 1);
     assert_ptr_equal(f->p->q_head, &w[2].w);
     fake_sandbox_ready(sb0);
-    assert_calls("metrics_sandbox_ready none; got w3 sb0; sched_refill");
+    fake_expectf("metrics_sandbox_ready none; got w3 sb0; sched_refill");
     for (int i = 0; i < 3; i++) {
         assert_int_equal(w[i].got, 1);
         assert_int_equal(w[i].refused, 0);
@@ -249,7 +243,7 @@ static void pool_submit__draining_returns_eshutdown(void **state)
     f->sched.draining = true;
     struct waiter w = WAITER("w1");
     assert_int_equal(pool_submit(f->p, &w.w), -ESHUTDOWN);
-    assert_calls(""); /* not even the warm sandbox is handed out */
+    fake_expect_none(); /* not even the warm sandbox is handed out */
     assert_int_equal(w.got, 0);
     assert_int_equal(f->p->n_queued, 0);
     assert_int_equal(f->p->tasks, 0);
@@ -265,7 +259,7 @@ static void pool_cancel__client_gone_while_queued(void **state)
     }
     fake_calls_reset();
     pool_cancel(f->p, &w[1].w);
-    assert_calls(""); /* no op called */
+    fake_expect_none(); /* no op called */
     assert_int_equal(f->p->n_queued, 2);
     assert_int_equal(pool_wanted(f->p), 2);
     /* Again, and a waiter never queued: nothing. */
@@ -273,12 +267,12 @@ static void pool_cancel__client_gone_while_queued(void **state)
     struct waiter stranger = WAITER("w4");
     pool_cancel(f->p, &stranger.w);
     assert_int_equal(f->p->n_queued, 2);
-    assert_calls("");
+    fake_expect_none();
 
     /* The queue goes on without it: w1, then w3. */
     (void)warm_one(f->p);
     (void)warm_one(f->p);
-    assert_calls("sched_sandbox_begun; sandbox_create sb0; sched_sandbox_created; sched_refill; "
+    fake_expectf("sched_sandbox_begun; sandbox_create sb0; sched_sandbox_created; sched_refill; "
                  "metrics_sandbox_ready none; got w1 sb0; sched_refill; "
                  "sched_sandbox_begun; sandbox_create sb1; sched_sandbox_created; sched_refill; "
                  "metrics_sandbox_ready none; got w3 sb1; sched_refill");
@@ -308,7 +302,7 @@ static void sandbox_failed__waiter_stays_queued_and_pool_backs_off(void **state)
     fail_one(f->p);
     uint64_t after = clock_now_ns();
     /* No refill after a failure: the retry timer does it. */
-    assert_calls("sched_sandbox_begun; sandbox_create sb0; sched_sandbox_created; "
+    fake_expectf("sched_sandbox_begun; sandbox_create sb0; sched_sandbox_created; "
                  "sched_sandbox_freed");
     assert_backoff(f->p, before, after, 50);
     assert_int_equal(f->p->failed, 1);
@@ -322,7 +316,7 @@ static void sandbox_failed__waiter_stays_queued_and_pool_backs_off(void **state)
     while (strstr(fake_calls(), "sched_refill") == NULL) {
         assert_int_equal(uv_run(&f->loop, UV_RUN_ONCE), 0);
     }
-    assert_calls("sched_refill");
+    fake_expectf("sched_refill");
     assert_true(clock_now_ns() >= f->p->retry_at_ns);
     assert_int_equal(pool_wanted(f->p), 1);
 
@@ -337,7 +331,7 @@ static void sandbox_failed__waiter_stays_queued_and_pool_backs_off(void **state)
 
     /* The third with nothing alive: the waiter is refused, with the pool's name only. */
     fail_one(f->p);
-    assert_calls("sched_sandbox_begun; sandbox_create sb2; sched_sandbox_created; "
+    fake_expectf("sched_sandbox_begun; sandbox_create sb2; sched_sandbox_created; "
                  "refused w1 internal; sched_sandbox_freed");
     assert_int_equal(w.refused, 1);
     assert_int_equal(w.got, 0);
@@ -374,7 +368,7 @@ static void sandbox_failed__streak_with_a_task_running_keeps_the_queue(void **st
     sandbox_kill(sb);
     fake_sandbox_gone(sb);
     fail_one(f->p);
-    assert_calls("sandbox_kill sb0; sched_sandbox_freed; sched_sandbox_begun; sandbox_create sb6; "
+    fake_expectf("sandbox_kill sb0; sched_sandbox_freed; sched_sandbox_begun; sandbox_create sb6; "
                  "sched_sandbox_created; refused w1 internal; refused w2 internal; "
                  "sched_sandbox_freed");
     assert_int_equal(f->p->n_queued, 0);
@@ -430,7 +424,7 @@ static void pool_drain__refuses_queued_with_tasks_running(void **state)
 
     f->sched.draining = true; /* sched_drain sets it, then drains each pool */
     pool_drain(f->p);
-    assert_calls("kit_drain; refused w1 shutting_down; refused w2 shutting_down");
+    fake_expectf("kit_drain; refused w1 shutting_down; refused w2 shutting_down");
     assert_string_equal(w1.msg, "sbxd is shutting down");
     assert_string_equal(w2.msg, "sbxd is shutting down");
     assert_true(f->p->kit->draining);
@@ -460,7 +454,7 @@ static void pool_drain__kills_warm_with_tasks_running(void **state)
     f->sched.draining = true;
     pool_drain(f->p);
     /* Oldest first; each kill unwarms it (sandbox.c's rule), which ends the loop. */
-    assert_calls("kit_drain; sandbox_kill sb1; sandbox_kill sb2");
+    fake_expectf("kit_drain; sandbox_kill sb1; sandbox_kill sb2");
     assert_null(f->p->warm_head);
     assert_null(f->p->warm_tail);
     assert_int_equal(sb0->state, SB_BUSY);
@@ -477,7 +471,7 @@ static void pool_drain__kills_warm_with_tasks_running(void **state)
     assert_int_equal(pool_live(f->p), 1);
     sandbox_kill(sb0);
     fake_sandbox_gone(sb0);
-    assert_calls("sched_sandbox_freed; sched_sandbox_freed; sandbox_kill sb0; "
+    fake_expectf("sched_sandbox_freed; sched_sandbox_freed; sandbox_kill sb0; "
                  "sched_sandbox_freed");
     assert_int_equal(pool_live(f->p), 0);
 }
@@ -487,7 +481,7 @@ static void sandbox_state__counts_by_state_until_freed(void **state)
     struct fixture *f = *state = fixture_new(1, 2, 2);
     const uint32_t *n = f->p->n_state;
     struct sandbox *sb = grow(f->p);
-    assert_calls("sched_sandbox_begun; sandbox_create sb0");
+    fake_expectf("sched_sandbox_begun; sandbox_create sb0");
     assert_int_equal(n[SB_CREATING], 1); /* counted by pool_grow, before any op */
     assert_int_equal(pool_live(f->p), 1);
     fake_sandbox_created(sb, true);
@@ -506,7 +500,7 @@ static void sandbox_state__counts_by_state_until_freed(void **state)
     assert_int_equal(pool_live(f->p), 1);
     fake_calls_reset();
     fake_sandbox_gone(sb); /* DEAD, counted until the freed op */
-    assert_calls("sched_sandbox_freed");
+    fake_expectf("sched_sandbox_freed");
     for (int s = SB_CREATING; s <= SB_DEAD; s++) {
         assert_int_equal(n[s], 0);
     }
@@ -528,7 +522,7 @@ static void sandbox_unwarm__a_dead_warm_sandbox_is_not_handed_out(void **state)
     fake_calls_reset();
     struct waiter w = WAITER("w1");
     assert_int_equal(pool_submit(f->p, &w.w), 0);
-    assert_calls("sched_refill"); /* queued */
+    fake_expectf("sched_refill"); /* queued */
     assert_true(w.w.cold);
     assert_int_equal(w.got, 0);
     assert_int_equal(pool_wanted(f->p), 3); /* warm 2 + 1 queued, within max 3 */

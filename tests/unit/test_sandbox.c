@@ -48,19 +48,6 @@ struct fixture {
     int fds_before;    /* open fds once the loop was made */
 };
 
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        n += de->d_name[0] != '.';
-    }
-    closedir(d);
-    return n - 1; /* the DIR's own */
-}
-
 /* ---- the owner's ops (core/pool.c's place) and the task's (core/task.c's) ---- */
 
 static void op_state(void *arg, struct sandbox *sb, enum sandbox_state from, enum sandbox_state to)
@@ -155,7 +142,7 @@ static int setup(void **state)
 {
     struct fixture *f = xcalloc(1, sizeof(*f));
     assert_int_equal(uv_loop_init(&f->loop), 0);
-    f->fds_before = count_fds(); /* after libuv's own, made once per process */
+    f->fds_before = fake_count_fds(); /* after libuv's own, made once per process */
     assert_int_equal(uv_timer_init(&f->loop, &f->guard), 0);
     f->guard.data = f;
     f->pc.name = "py_3"; /* its host name is "sbx-py-3" */
@@ -193,7 +180,7 @@ static int teardown(void **state)
         /* Everything the sandboxes had is gone: handles, cgroup handles, fds. */
         uv_close((uv_handle_t *)&f->guard, NULL);
         assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
-        assert_int_equal(count_fds(), f->fds_before);
+        assert_int_equal(fake_count_fds(), f->fds_before);
         assert_int_equal(uv_loop_close(&f->loop), 0);
         assert_int_equal(fake_cgroup_live, 0);
         free(f);
@@ -210,24 +197,6 @@ static int teardown(void **state)
 }
 
 /* ---- helpers ---- */
-
-static void expectf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void expectf(const char *fmt, ...)
-{
-    char want[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(want, sizeof(want), fmt, ap);
-    va_end(ap);
-    assert_string_equal(fake_calls(), want);
-    fake_calls_reset();
-}
-
-/* Nothing was called since the last expectation. */
-static void expect_none(void)
-{
-    assert_string_equal(fake_calls(), "");
-}
 
 static void guard_cb(uv_timer_t *h)
 {
@@ -338,7 +307,8 @@ static struct sandbox *made(struct fixture *f)
     assert_int_equal(fake_workq_run(), 1);
     struct sandbox *sb = f->sb;
     assert_non_null(sb);
-    expectf("track %s; workq_submit; cgroup_create %s; spawn_sandbox; created ok=1", f->id, f->id);
+    fake_expectf("track %s; workq_submit; cgroup_create %s; spawn_sandbox; created ok=1", f->id,
+                 f->id);
     assert_int_equal(sb->state, SB_CREATING);
     assert_int_equal(sb->pid, fake_init_pid);
     assert_true(sb->pidfd >= 0);
@@ -352,7 +322,7 @@ static struct sandbox *warm(struct fixture *f)
     struct sandbox *sb = made(f);
     init_send_event(CTL_READY, 0);
     run_until(f, "ready");
-    expectf("state creating->warm; ready");
+    fake_expectf("state creating->warm; ready");
     assert_int_equal(sb->state, SB_WARM);
     return sb;
 }
@@ -385,7 +355,7 @@ static void start_task(struct fixture *f, struct sandbox *sb)
     for (int i = 0; i < 3; i++) {
         (void)close(fds[i]); /* the caller's to close */
     }
-    expectf("state warm->busy");
+    fake_expectf("state warm->busy");
     char buf[sizeof(hdr) + 64];
     int got[4];
     size_t ngot;
@@ -410,11 +380,11 @@ static void sandbox_create__ready_makes_it_warm(void **state)
     f->kit.bpf = prog;
     f->kit.bpf_n = 2;
     sandbox_create(&f->kit, &owner_ops, f);
-    expectf("track %s; workq_submit", f->id); /* no op yet: on a worker */
+    fake_expectf("track %s; workq_submit", f->id); /* no op yet: on a worker */
     assert_null(f->sb);
     assert_int_equal(fake_workq_run(), 1);
     struct sandbox *sb = f->sb;
-    expectf("cgroup_create %s; spawn_sandbox; created ok=1", f->id);
+    fake_expectf("cgroup_create %s; spawn_sandbox; created ok=1", f->id);
     assert_string_equal(sb->id, f->id);
     assert_int_equal(sb->state, SB_CREATING);
     /* The setup timer runs from here (the loop's clock has not moved yet). */
@@ -423,7 +393,7 @@ static void sandbox_create__ready_makes_it_warm(void **state)
     init_read_setup(f); /* with the pool's seccomp program after it */
     /* Nothing from init yet: the loop's turn does not change it. */
     (void)uv_run(&f->loop, UV_RUN_NOWAIT);
-    expect_none();
+    fake_expect_none();
 
     /* READY, with the egress proxy's listener. */
     int sv[2];
@@ -433,7 +403,7 @@ static void sandbox_create__ready_makes_it_warm(void **state)
     (void)close(sv[0]);
     (void)close(sv[1]);
     run_until(f, "ready");
-    expectf("state creating->warm; ready");
+    fake_expectf("state creating->warm; ready");
     assert_int_equal(sb->state, SB_WARM);
     assert_int_equal(sb->task_pid, 2);
     assert_true(sb->proxy_fd >= 0);
@@ -443,12 +413,13 @@ static void sandbox_create__ready_makes_it_warm(void **state)
     /* A second READY changes nothing. */
     init_send_event(CTL_READY, 0);
     (void)uv_run(&f->loop, UV_RUN_NOWAIT);
-    expect_none();
+    fake_expect_none();
 
     sandbox_kill(sb);
-    expectf("unwarm; state warm->dying");
+    fake_expectf("unwarm; state warm->dying");
     run_until_freed(f);
-    expectf("state dying->dead; workq_submit; cgroup_remove %s; untrack %s; freed", f->id, f->id);
+    fake_expectf("state dying->dead; workq_submit; cgroup_remove %s; untrack %s; freed", f->id,
+                 f->id);
     assert_int_equal(f->n_failed, 0);
 }
 
@@ -459,9 +430,9 @@ static void sandbox_create__failure_reports_failed_once_and_frees(void **state)
     fake_image_root_r = -EACCES;
     sandbox_create(&f->kit, &owner_ops, f);
     assert_int_equal(fake_workq_run(), 1);
-    expectf("track %s; workq_submit; created ok=0; failed image 'fake' refused; "
-            "state creating->dead; untrack %s; freed",
-            f->id, f->id);
+    fake_expectf("track %s; workq_submit; created ok=0; failed image 'fake' refused; "
+                 "state creating->dead; untrack %s; freed",
+                 f->id, f->id);
     assert_int_equal(f->n_failed, 1);
     assert_int_equal(f->n_freed, 1);
     fake_image_root_r = 0;
@@ -470,19 +441,19 @@ static void sandbox_create__failure_reports_failed_once_and_frees(void **state)
     fake_cgroup_create_r = -ENOSPC;
     sandbox_create(&f->kit, &owner_ops, f);
     assert_int_equal(fake_workq_run(), 1);
-    expectf("track %s; workq_submit; cgroup_create %s; created ok=0; "
-            "failed cgroup %s: fake failure; state creating->dead; untrack %s; freed",
-            f->id, f->id, f->id, f->id);
+    fake_expectf("track %s; workq_submit; cgroup_create %s; created ok=0; "
+                 "failed cgroup %s: fake failure; state creating->dead; untrack %s; freed",
+                 f->id, f->id, f->id, f->id);
     fake_cgroup_create_r = 0;
 
     /* init cannot be spawned: its cgroup is removed on a worker. */
     fake_spawn_r = -ENOMEM;
     sandbox_create(&f->kit, &owner_ops, f);
     assert_int_equal(fake_workq_run(), 2);
-    expectf("track %s; workq_submit; cgroup_create %s; spawn_sandbox; created ok=0; "
-            "failed clone3: fake failure; state creating->dead; workq_submit; "
-            "cgroup_remove %s; untrack %s; freed",
-            f->id, f->id, f->id, f->id);
+    fake_expectf("track %s; workq_submit; cgroup_create %s; spawn_sandbox; created ok=0; "
+                 "failed clone3: fake failure; state creating->dead; workq_submit; "
+                 "cgroup_remove %s; untrack %s; freed",
+                 f->id, f->id, f->id, f->id);
     assert_int_equal(f->n_failed, 3);
     assert_int_equal(f->n_freed, 3);
     assert_null(f->sb);
@@ -511,9 +482,9 @@ static void ctl_cb__garbage_from_init_is_a_failed_creation(void **state)
         run_until(f, "state");
         assert_int_equal(sb->state, SB_DYING);
         run_until_freed(f);
-        expectf("state creating->dying; failed sandbox init exited during setup; "
-                "state dying->dead; workq_submit; cgroup_remove %s; untrack %s; freed",
-                f->id, f->id);
+        fake_expectf("state creating->dying; failed sandbox init exited during setup; "
+                     "state dying->dead; workq_submit; cgroup_remove %s; untrack %s; freed",
+                     f->id, f->id);
         assert_int_equal(f->n_failed, 1);
         fake_init_cleanup();
     }
@@ -527,10 +498,10 @@ static void setup_timeout__silent_init_is_a_failed_creation(void **state)
     assert_int_equal(uv_timer_get_due_in(&sb->setup_timer), SANDBOX_SETUP_TIMEOUT_MS);
     uv_timer_start(&sb->setup_timer, sb->setup_timer.timer_cb, 1, 0);
     run_until_freed(f);
-    expectf("failed sandbox init did not finish its setup within 10000 ms; "
-            "state creating->dying; state dying->dead; workq_submit; cgroup_remove %s; "
-            "untrack %s; freed",
-            f->id, f->id);
+    fake_expectf("failed sandbox init did not finish its setup within 10000 ms; "
+                 "state creating->dying; state dying->dead; workq_submit; cgroup_remove %s; "
+                 "untrack %s; freed",
+                 f->id, f->id);
     assert_int_equal(f->n_failed, 1);
 }
 
@@ -543,9 +514,10 @@ static void handle_event__setup_failed_reports_what_init_said(void **state)
     str_copy(ev.msg, "mount /usr\x01", sizeof(ev.msg)); /* cleaned: '?' */
     init_send(&ev, sizeof(ev), -1);
     run_until_freed(f);
-    expectf("failed sandbox setup failed at stage 3: mount /usr?: EPERM; state creating->dying; "
-            "state dying->dead; workq_submit; cgroup_remove %s; untrack %s; freed",
-            f->id, f->id);
+    fake_expectf(
+        "failed sandbox setup failed at stage 3: mount /usr?: EPERM; state creating->dying; "
+        "state dying->dead; workq_submit; cgroup_remove %s; untrack %s; freed",
+        f->id, f->id);
     assert_int_equal(f->n_failed, 1);
 }
 
@@ -556,9 +528,9 @@ static void handle_event__ready_while_draining_kills_without_failure(void **stat
     f->kit.draining = true; /* kit_drain */
     init_send_event(CTL_READY, 0);
     run_until_freed(f);
-    expectf("state creating->dying; state dying->dead; workq_submit; cgroup_remove %s; "
-            "untrack %s; freed",
-            f->id, f->id);
+    fake_expectf("state creating->dying; state dying->dead; workq_submit; cgroup_remove %s; "
+                 "untrack %s; freed",
+                 f->id, f->id);
     assert_int_equal(f->n_failed, 0);
 }
 
@@ -577,17 +549,17 @@ static void sandbox_start_task__events_then_died(void **state)
     char want[96];
     (void)snprintf(want, sizeof(want), "sandbox %s is busy, not warm", sb->id);
     assert_string_equal(err_msg(&e), want);
-    expect_none();
+    fake_expect_none();
 
     init_send_event(CTL_EXITED, 256);
     run_until(f, "event");
-    expectf("event exited wstatus=256");
+    fake_expectf("event exited wstatus=256");
     assert_false(uv_is_active((uv_handle_t *)&sb->ctl_poll)); /* the last event */
     sandbox_kill(sb); /* as the task does once it has its answer */
-    expectf("state busy->dying");
+    fake_expectf("state busy->dying");
     run_until_freed(f);
-    expectf("state dying->dead; died; workq_submit; cgroup_remove %s; untrack %s; freed", f->id,
-            f->id);
+    fake_expectf("state dying->dead; died; workq_submit; cgroup_remove %s; untrack %s; freed",
+                 f->id, f->id);
     assert_int_equal(f->n_died, 1);
     assert_int_equal(f->n_failed, 0);
 }
@@ -610,7 +582,7 @@ static void sandbox_start_task__refuses_what_it_cannot_pack(void **state)
     spec.pool = &other;
     assert_int_equal(sandbox_start_task(sb, &spec, fds, &task_ops, f, &e), -EINVAL);
     assert_int_equal(sb->state, SB_WARM); /* still warm, nothing sent */
-    expect_none();
+    fake_expect_none();
     sandbox_kill(sb);
     run_until_freed(f);
     assert_int_equal(f->n_died, 0);
@@ -625,9 +597,9 @@ static void pid_cb__reads_the_last_event_before_death(void **state)
     init_send_event(CTL_EXITED, 0);
     fake_init_kill();
     run_until_freed(f);
-    expectf("event exited wstatus=0; state busy->dead; died; workq_submit; cgroup_remove %s; "
-            "untrack %s; freed",
-            f->id, f->id);
+    fake_expectf("event exited wstatus=0; state busy->dead; died; workq_submit; cgroup_remove %s; "
+                 "untrack %s; freed",
+                 f->id, f->id);
     assert_int_equal(f->n_died, 1);
 }
 
@@ -638,8 +610,8 @@ static void pid_cb__init_dies_mid_task_reports_died(void **state)
     start_task(f, sb);
     fake_init_kill();
     run_until_freed(f);
-    expectf("state busy->dead; died; workq_submit; cgroup_remove %s; untrack %s; freed", f->id,
-            f->id);
+    fake_expectf("state busy->dead; died; workq_submit; cgroup_remove %s; untrack %s; freed", f->id,
+                 f->id);
     assert_int_equal(f->n_died, 1);
     assert_int_equal(f->n_failed, 0); /* it was made: not a failed creation */
 }
@@ -650,8 +622,8 @@ static void pid_cb__warm_sandbox_that_dies_is_unwarmed(void **state)
     (void)warm(f);
     fake_init_kill();
     run_until_freed(f);
-    expectf("unwarm; state warm->dead; workq_submit; cgroup_remove %s; untrack %s; freed", f->id,
-            f->id);
+    fake_expectf("unwarm; state warm->dead; workq_submit; cgroup_remove %s; untrack %s; freed",
+                 f->id, f->id);
     assert_int_equal(f->n_failed, 0);
 }
 
@@ -663,15 +635,15 @@ static void sandbox_kill__while_made_on_a_worker(void **state)
     sandbox_kill(sb); /* no init yet: create_done kills it */
     sandbox_kill(sb);
     assert_true(sb->kill_requested);
-    expectf("track %s; workq_submit", f->id);
+    fake_expectf("track %s; workq_submit", f->id);
     assert_int_equal(fake_workq_run(), 1);
-    expectf("cgroup_create %s; spawn_sandbox; state creating->dying; created ok=1", f->id);
+    fake_expectf("cgroup_create %s; spawn_sandbox; state creating->dying; created ok=1", f->id);
     run_until_freed(f);
     /* Outside a drain a sandbox that never said READY is a failed creation, however it
      * died. */
-    expectf("failed sandbox init exited during setup; state dying->dead; workq_submit; "
-            "cgroup_remove %s; untrack %s; freed",
-            f->id, f->id);
+    fake_expectf("failed sandbox init exited during setup; state dying->dead; workq_submit; "
+                 "cgroup_remove %s; untrack %s; freed",
+                 f->id, f->id);
     assert_int_equal(f->n_failed, 1);
 }
 
@@ -682,18 +654,18 @@ static void sandbox_kill__in_each_state_once(void **state)
     struct sandbox *sb = made(f);
     sandbox_kill(sb);
     sandbox_kill(sb);
-    expectf("state creating->dying");
+    fake_expectf("state creating->dying");
     run_until_freed(f);
-    expectf("failed sandbox init exited during setup; state dying->dead; workq_submit; "
-            "cgroup_remove %s; untrack %s; freed",
-            f->id, f->id);
+    fake_expectf("failed sandbox init exited during setup; state dying->dead; workq_submit; "
+                 "cgroup_remove %s; untrack %s; freed",
+                 f->id, f->id);
     fake_init_cleanup();
 
     /* WARM: unwarmed once. */
     sb = warm(f);
     sandbox_kill(sb);
     sandbox_kill(sb);
-    expectf("unwarm; state warm->dying");
+    fake_expectf("unwarm; state warm->dying");
     run_until_freed(f);
     fake_calls_reset();
     fake_init_cleanup();
@@ -704,14 +676,14 @@ static void sandbox_kill__in_each_state_once(void **state)
     start_task(f, sb);
     sandbox_kill(sb);
     sandbox_kill(sb);
-    expectf("state busy->dying");
+    fake_expectf("state busy->dying");
     f->kill_in_died = true;
     run_until(f, "workq_submit");
     assert_int_equal(sb->state, SB_DEAD);
     sandbox_kill(sb);
-    expectf("state dying->dead; died; workq_submit");
+    fake_expectf("state dying->dead; died; workq_submit");
     run_until_freed(f);
-    expectf("cgroup_remove %s; untrack %s; freed", f->id, f->id);
+    fake_expectf("cgroup_remove %s; untrack %s; freed", f->id, f->id);
     assert_int_equal(f->n_freed, 3);
     assert_int_equal(f->n_died, 1);
     assert_int_equal(f->n_failed, 1);
@@ -727,22 +699,22 @@ static void sandbox_create__from_the_fork_server_with_a_spare_cgroup(void **stat
 
     /* Asked on the loop: no worker, no tracking (the spare is tracked already). */
     sandbox_create(&f->kit, &owner_ops, f);
-    expectf("forkserver_spawn_async");
+    fake_expectf("forkserver_spawn_async");
     assert_int_equal(fake_forkserver.requests, 1);
     assert_null(f->sb);
     fake_forkserver_answer(0);
-    expectf("created ok=1");
+    fake_expectf("created ok=1");
     struct sandbox *sb = f->sb;
     assert_string_equal(sb->cg_name, "spare1");
     init_read_setup(f);
     init_send_event(CTL_READY, 0);
     run_until(f, "ready");
-    expectf("state creating->warm; ready");
+    fake_expectf("state creating->warm; ready");
     /* Reset by the loop and kept for the next one: no worker's job either. */
     sandbox_kill(sb);
     run_until_freed(f);
-    expectf("unwarm; state warm->dying; state dying->dead; cgroup_reset spare1; "
-            "kit_put_cgroup kept; freed");
+    fake_expectf("unwarm; state warm->dying; state dying->dead; cgroup_reset spare1; "
+                 "kit_put_cgroup kept; freed");
     assert_int_equal(fake_kit_n_spare, 1);
     assert_ptr_equal(fake_kit_spare[0], spare);
     assert_int_equal(f->kit.n_spare_pending, 0);
@@ -751,8 +723,8 @@ static void sandbox_create__from_the_fork_server_with_a_spare_cgroup(void **stat
     /* The fork server is lost with the request: a failed creation; the spare stays. */
     sandbox_create(&f->kit, &owner_ops, f);
     fake_forkserver_answer(-ECONNRESET);
-    expectf("forkserver_spawn_async; created ok=0; failed the pool's fork server was lost; "
-            "state creating->dead; cgroup_reset spare1; kit_put_cgroup kept; freed");
+    fake_expectf("forkserver_spawn_async; created ok=0; failed the pool's fork server was lost; "
+                 "state creating->dead; cgroup_reset spare1; kit_put_cgroup kept; freed");
     assert_int_equal(f->n_failed, 1);
     assert_int_equal(fake_kit_n_spare, 1);
 
@@ -760,19 +732,19 @@ static void sandbox_create__from_the_fork_server_with_a_spare_cgroup(void **stat
     fake_cgroup_reset_r = -EOPNOTSUPP;
     sandbox_create(&f->kit, &owner_ops, f);
     fake_forkserver_answer(-ECONNRESET);
-    expectf("forkserver_spawn_async; created ok=0; failed the pool's fork server was lost; "
-            "state creating->dead; cgroup_reset spare1; workq_submit");
+    fake_expectf("forkserver_spawn_async; created ok=0; failed the pool's fork server was lost; "
+                 "state creating->dead; cgroup_reset spare1; workq_submit");
     assert_int_equal(fake_workq_run(), 1);
-    expectf("cgroup_remove spare1; kit_put_cgroup none; untrack spare1; freed");
+    fake_expectf("cgroup_remove spare1; kit_put_cgroup none; untrack spare1; freed");
     assert_int_equal(fake_kit_n_spare, 0);
     assert_int_equal(f->kit.n_spare_pending, 0);
 
     /* No spare left: made on a worker, where the fork server is asked again. */
     sandbox_create(&f->kit, &owner_ops, f);
     assert_int_equal(fake_workq_run(), 1);
-    expectf("track %s; workq_submit; cgroup_create %s; forkserver_spawn; spawn_sandbox; "
-            "created ok=1",
-            f->id, f->id);
+    fake_expectf("track %s; workq_submit; cgroup_create %s; forkserver_spawn; spawn_sandbox; "
+                 "created ok=1",
+                 f->id, f->id);
     sandbox_kill(f->sb);
     run_until_freed(f);
 }

@@ -288,24 +288,6 @@ static void start(struct fixture *f)
 
 /* ---- helpers ---- */
 
-static void expectf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void expectf(const char *fmt, ...)
-{
-    char want[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(want, sizeof(want), fmt, ap);
-    va_end(ap);
-    assert_string_equal(fake_calls(), want);
-    fake_calls_reset();
-}
-
-/* Nothing was called since the last expectation. */
-static void expect_none(void)
-{
-    assert_string_equal(fake_calls(), "");
-}
-
 #define RUN_UNTIL(f, cond)                                                                         \
     do {                                                                                           \
         int run_i_ = 0;                                                                            \
@@ -367,7 +349,7 @@ static struct client *client_open(struct fixture *f, uint64_t id)
     char want[32];
     (void)snprintf(want, sizeof(want), "open %llu", (unsigned long long)id);
     run_until(f, want);
-    expectf("%s", want);
+    fake_expectf("%s", want);
     assert_non_null(f->conn[id]);
     return cl;
 }
@@ -538,7 +520,7 @@ static void server_new__listens_with_the_mode_given(void **state)
     assert_int_equal(st.st_mode & 07777, 0660);
     assert_int_equal(server_kind(f->s), SERVER_AGENTS);
     assert_int_equal(server_connections(f->s), 0);
-    expect_none();
+    fake_expect_none();
 
     /* The admin socket beside it, 0600, at a path of exactly sizeof(sun_path) - 1 bytes. */
     struct sockaddr_un sun;
@@ -604,7 +586,7 @@ static void server_new__replaces_a_dead_socket_not_a_live_one_nor_a_file(void **
     server_close(f->s);
     f->s = NULL;
     run_until(f, "closed");
-    expectf("gone 1; closed");
+    fake_expectf("gone 1; closed");
 
     /* Not a socket: left alone. */
     fd = open(f->path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
@@ -667,7 +649,7 @@ static void read_cb__message_reaches_the_handler_whole(void **state)
     pack_request(&sb, 7, "run", 3000);
     client_write_sb(f, cl, &sb);
     run_until(f, "message");
-    expectf("message 1 request 7 run len=3000");
+    fake_expectf("message 1 request 7 run len=3000");
     assert_true(f->param_ok);
 
     /* The other two kinds, and the handler's answer reaches the client. */
@@ -677,7 +659,7 @@ static void read_cb__message_reaches_the_handler_whole(void **state)
     msgpack_pack_array(&pk, 0);
     client_write_sb(f, cl, &sb);
     run_until(f, "message");
-    expectf("message 1 notify cancel");
+    fake_expectf("message 1 notify cancel");
     msgpack_pack_array(&pk, 4);
     msgpack_pack_uint32(&pk, 1);
     msgpack_pack_uint32(&pk, 12);
@@ -685,7 +667,7 @@ static void read_cb__message_reaches_the_handler_whole(void **state)
     msgpack_pack_true(&pk);
     client_write_sb(f, cl, &sb);
     run_until(f, "message");
-    expectf("message 1 response 12");
+    fake_expectf("message 1 response 12");
     msgpack_sbuffer_destroy(&sb);
 
     send_request(f, cl, 8, "echo");
@@ -696,7 +678,7 @@ static void read_cb__message_reaches_the_handler_whole(void **state)
     assert_int_equal(m.error->type, MSGPACK_OBJECT_NIL);
     assert_str(m.result, "echo");
     proto_msg_done(&m);
-    expectf("message 1 request 8 echo len=0");
+    fake_expectf("message 1 request 8 echo len=0");
 }
 
 static void read_cb__message_split_across_many_writes(void **state)
@@ -721,7 +703,7 @@ static void read_cb__message_split_across_many_writes(void **state)
         RUN_UNTIL(f, client_unread(cl) == 0);
     }
     run_until(f, "message");
-    expectf("message 1 request 9 run len=5000");
+    fake_expectf("message 1 request 9 run len=5000");
     assert_true(f->param_ok);
     msgpack_sbuffer_destroy(&sb);
 }
@@ -746,11 +728,11 @@ static void read_cb__several_messages_per_write(void **state)
     client_write(f, cl, sb.data, whole + 10);
     run_until(f, "four");
     RUN_UNTIL(f, client_unread(cl) == 0);
-    expectf("message 1 request 1 one len=10; message 1 notify two; "
-            "message 1 request 3 three len=2000; message 1 request 4 four len=0");
+    fake_expectf("message 1 request 1 one len=10; message 1 notify two; "
+                 "message 1 request 3 three len=2000; message 1 request 4 four len=0");
     client_write(f, cl, sb.data + whole + 10, sb.size - whole - 10);
     run_until(f, "five");
-    expectf("message 1 request 5 five len=100");
+    fake_expectf("message 1 request 5 five len=100");
     assert_true(f->param_ok);
     msgpack_sbuffer_destroy(&sb);
 }
@@ -770,13 +752,13 @@ static void conn_process__oversized_message_is_refused_and_closed(void **state)
     msgpack_sbuffer_destroy(&sb);
     /* Refused as soon as the string's head says it cannot fit: the stream is lost. */
     run_until(f, "closed");
-    expectf("message 1 request 1 fits len=1000; "
-            "refused 1 too_large too_large message larger than 1024 bytes; gone 1; closed");
+    fake_expectf("message 1 request 1 fits len=1000; "
+                 "refused 1 too_large too_large message larger than 1024 bytes; gone 1; closed");
     assert_int_equal(server_connections(f->s), 0);
     client_expect_fatal(f, cl, "too_large", "message larger than 1024 bytes");
     client_expect_eof(f, cl);
     run_quiet(f);
-    expect_none(); /* nothing after gone */
+    fake_expect_none(); /* nothing after gone */
 }
 
 static void conn_process__undecodable_bytes_are_refused_and_closed(void **state)
@@ -793,12 +775,13 @@ static void conn_process__undecodable_bytes_are_refused_and_closed(void **state)
     client_write_sb(f, cl, &sb);
     msgpack_sbuffer_destroy(&sb);
     run_until(f, "closed");
-    expectf("message 1 request 1 one len=0; "
-            "refused 1 malformed bad_request reserved type byte 0xc1 at offset 2; gone 1; closed");
+    fake_expectf(
+        "message 1 request 1 one len=0; "
+        "refused 1 malformed bad_request reserved type byte 0xc1 at offset 2; gone 1; closed");
     client_expect_fatal(f, cl, "bad_request", "reserved type byte 0xc1 at offset 2");
     client_expect_eof(f, cl);
     run_quiet(f);
-    expect_none();
+    fake_expect_none();
 }
 
 static void conn_process__malformed_request_is_answered_and_reading_goes_on(void **state)
@@ -822,9 +805,9 @@ static void conn_process__malformed_request_is_answered_and_reading_goes_on(void
     client_write_sb(f, cl, &sb);
     msgpack_sbuffer_destroy(&sb);
     run_until(f, "next");
-    expectf("refused 1 malformed bad_request request method must be a string; "
-            "refused 1 malformed bad_request message must be a non-empty array; "
-            "message 1 request 6 next len=0");
+    fake_expectf("refused 1 malformed bad_request request method must be a string; "
+                 "refused 1 malformed bad_request message must be a non-empty array; "
+                 "message 1 request 6 next len=0");
     struct proto_msg m;
     assert_int_equal(client_next(f, cl, &m), 1);
     assert_int_equal(m.type, PROTO_RESPONSE);
@@ -849,7 +832,7 @@ static void on_connection__one_over_max_connections_is_refused(void **state)
     /* The third is accepted, opened, refused and closed: the handler sees it all. */
     struct client *c = client_new(f);
     run_until(f, "closed");
-    expectf("open 3; refused 3 limit limit too many connections (limit 2); gone 3; closed");
+    fake_expectf("open 3; refused 3 limit limit too many connections (limit 2); gone 3; closed");
     client_expect_fatal(f, c, "limit", "too many connections (limit 2)");
     client_expect_eof(f, c);
     assert_int_equal(server_connections(f->s), 2);
@@ -858,21 +841,21 @@ static void on_connection__one_over_max_connections_is_refused(void **state)
     send_request(f, a, 1, "a");
     send_request(f, b, 1, "b");
     run_until(f, "request 1 b");
-    expectf("message 1 request 1 a len=0; message 2 request 1 b len=0");
+    fake_expectf("message 1 request 1 a len=0; message 2 request 1 b len=0");
 
     /* One leaves: once it is freed there is room for one more, and only one. */
     (void)close(a->fd);
     a->fd = -1;
     run_until(f, "closed");
-    expectf("gone 1; closed");
+    fake_expectf("gone 1; closed");
     assert_int_equal(server_connections(f->s), 1);
     struct client *d = client_open(f, 4);
     send_request(f, d, 2, "d");
     run_until(f, "message");
-    expectf("message 4 request 2 d len=0");
+    fake_expectf("message 4 request 2 d len=0");
     client_new(f);
     run_until(f, "closed");
-    expectf("open 5; refused 5 limit limit too many connections (limit 2); gone 5; closed");
+    fake_expectf("open 5; refused 5 limit limit too many connections (limit 2); gone 5; closed");
     assert_int_equal(server_connections(f->s), 2);
 }
 
@@ -890,7 +873,7 @@ static void server_conn_send__queue_over_high_mark_stops_reading_until_drained(v
     /* Congested: the client's request stays on the socket, and nothing is drained. */
     send_request(f, cl, 1, "ping");
     run_quiet(f);
-    expect_none();
+    fake_expect_none();
     assert_true(client_unread(cl) > 0);
     assert_int_equal(f->n_drained, 0);
     assert_true(server_conn_write_queue(c) >= CONN_WQ_HIGH);
@@ -901,7 +884,7 @@ static void server_conn_send__queue_over_high_mark_stops_reading_until_drained(v
     RUN_UNTIL(f, (got += client_drop(cl, &eof), f->n_drained > 0));
     assert_true(f->drained_max_q < CONN_WQ_LOW);
     run_until(f, "ping");
-    expectf("message 1 request 1 ping len=0");
+    fake_expectf("message 1 request 1 ping len=0");
     assert_true(f->drained_at_message > 0);
     RUN_UNTIL(f, (got += client_drop(cl, &eof), got == sent));
     assert_false(eof);
@@ -923,7 +906,7 @@ static void write_cb__drained_after_each_write_below_the_low_mark(void **state)
         assert_int_equal(m.msgid, i);
         proto_msg_done(&m);
         run_until(f, "drained");
-        expectf("message 1 request %u echo len=0; drained 1", i);
+        fake_expectf("message 1 request %u echo len=0; drained 1", i);
     }
     assert_int_equal(f->n_drained, 3);
     assert_int_equal(f->drained_max_q, 0);
@@ -945,29 +928,29 @@ static void server_conn_stdin_queued__stops_reading_until_written(void **state)
     client_write_sb(f, cl, &sb);
     run_until(f, "stdin");
     run_quiet(f);
-    expectf("message 1 request 1 one len=0; message 1 request 2 stdin len=0");
+    fake_expectf("message 1 request 1 one len=0; message 1 request 2 stdin len=0");
     /* Written out: what was buffered is handled at once, before the loop runs again. */
     server_conn_stdin_written(c, CONN_STDIN_HIGH);
-    expectf("message 1 request 3 three len=0");
+    fake_expectf("message 1 request 3 three len=0");
 
     /* Below the mark it reads; at the mark it leaves the bytes on the socket. */
     server_conn_stdin_queued(c, CONN_STDIN_HIGH - 1);
     send_request(f, cl, 4, "four");
     run_until(f, "four");
-    expectf("message 1 request 4 four len=0");
+    fake_expectf("message 1 request 4 four len=0");
     server_conn_stdin_queued(c, 1);
     send_request(f, cl, 5, "five");
     run_quiet(f);
-    expect_none();
+    fake_expect_none();
     assert_true(client_unread(cl) > 0);
     /* More written than queued counts as none pending (no wrap). */
     server_conn_stdin_written(c, SIZE_MAX);
     run_until(f, "five");
-    expectf("message 1 request 5 five len=0");
+    fake_expectf("message 1 request 5 five len=0");
     server_conn_stdin_queued(c, CONN_STDIN_HIGH - 1);
     send_request(f, cl, 6, "six");
     run_until(f, "six");
-    expectf("message 1 request 6 six len=0");
+    fake_expectf("message 1 request 6 six len=0");
     msgpack_sbuffer_destroy(&sb);
 }
 
@@ -984,11 +967,11 @@ static void read_cb__client_gone_calls_gone_once_then_closed(void **state)
     (void)close(cl->fd);
     cl->fd = -1;
     run_until(f, "closed");
-    expectf("message 1 request 1 last len=0; gone 1; closed");
+    fake_expectf("message 1 request 1 last len=0; gone 1; closed");
     assert_int_equal(f->n_closed, 1);
     assert_int_equal(server_connections(f->s), 1);
     run_quiet(f);
-    expect_none();
+    fake_expect_none();
 }
 
 static void server_conn_close__by_the_handler_calls_gone_once(void **state)
@@ -1004,10 +987,10 @@ static void server_conn_close__by_the_handler_calls_gone_once(void **state)
     client_write_sb(f, cl, &sb);
     msgpack_sbuffer_destroy(&sb);
     run_until(f, "closed");
-    expectf("message 1 request 1 close len=0; gone 1; closed");
+    fake_expectf("message 1 request 1 close len=0; gone 1; closed");
     client_expect_eof(f, cl);
     run_quiet(f);
-    expect_none();
+    fake_expect_none();
     assert_int_equal(server_connections(f->s), 0);
 }
 
@@ -1020,10 +1003,10 @@ static void write_cb__failed_write_closes_the_connection(void **state)
      * write fails with EPIPE. */
     assert_int_equal(shutdown(cl->fd, SHUT_RD), 0);
     run_quiet(f);
-    expect_none();
+    fake_expect_none();
     (void)send_blob(f->conn[1]);
     run_until(f, "closed");
-    expectf("gone 1; closed");
+    fake_expectf("gone 1; closed");
     assert_int_equal(server_connections(f->s), 0);
 }
 
@@ -1041,13 +1024,13 @@ static void server_stop_listening__new_connects_refused_existing_go_on(void **st
     assert_int_equal(sock_connect(f->path), -ENOENT);
     struct proto_msg m;
     assert_int_equal(client_next(f, b, &m), -ECONNRESET);
-    expect_none(); /* the handler never heard of it */
+    fake_expect_none(); /* the handler never heard of it */
 
     send_request(f, a, 3, "echo");
     assert_int_equal(client_next(f, a, &m), 1);
     assert_int_equal(m.msgid, 3);
     proto_msg_done(&m);
-    expectf("message 1 request 3 echo len=0");
+    fake_expectf("message 1 request 3 echo len=0");
     assert_int_equal(server_connections(f->s), 1);
 }
 
@@ -1061,7 +1044,7 @@ static void server_stop_listening__a_connection_accepted_then_is_shutting_down(v
     struct client *b = client_new(f);
     run_until(f, "closed");
     /* Not refused: no bad input, so nothing for the handler to count. */
-    expectf("open 2; gone 2; closed");
+    fake_expectf("open 2; gone 2; closed");
     client_expect_fatal(f, b, "shutting_down", "sbxd is shutting down");
     client_expect_eof(f, b);
     assert_int_equal(sock_connect(f->path), -ENOENT);
@@ -1083,16 +1066,16 @@ static void server_close__frees_every_connection_and_tells_the_handler(void **st
     client_write(f, b, sb.data, 20);
     msgpack_sbuffer_destroy(&sb);
     RUN_UNTIL(f, client_unread(b) == 0);
-    expect_none();
+    fake_expect_none();
 
     server_close(f->s);
     f->s = NULL;
     /* Every connection told at once, newest first; freed as their handles close. */
-    expectf("gone 3; gone 2; gone 1");
+    fake_expectf("gone 3; gone 2; gone 1");
     struct stat st;
     assert_int_equal(lstat(f->path, &st), -1);
     RUN_UNTIL(f, f->n_closed == 3);
-    expectf("closed; closed; closed");
+    fake_expectf("closed; closed; closed");
     client_expect_eof(f, c);
     client_expect_eof(f, b);
     size_t got = 0;

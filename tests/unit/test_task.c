@@ -65,19 +65,6 @@ struct fixture {
     msgpack_unpacked res;
 };
 
-static int count_fds(void)
-{
-    DIR *d = opendir("/proc/self/fd");
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        n += de->d_name[0] != '.';
-    }
-    closedir(d);
-    return n - 1; /* the DIR's own */
-}
-
 /* ---- the client: a sink that logs, decoded ---- */
 
 static bool obj_is_str(const msgpack_object *o, const char *s)
@@ -250,7 +237,7 @@ static void assert_res_lacks(struct fixture *f, const char *key)
 static int setup(void **state)
 {
     struct fixture *f = xcalloc(1, sizeof(*f));
-    f->fds_before = count_fds();
+    f->fds_before = fake_count_fds();
     assert_int_equal(uv_loop_init(&f->loop), 0);
     assert_int_equal(uv_timer_init(&f->loop, &f->guard), 0);
     f->guard.data = f;
@@ -294,31 +281,13 @@ static int teardown(void **state)
     uv_close((uv_handle_t *)&f->guard, NULL);
     assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(uv_loop_close(&f->loop), 0);
-    assert_int_equal(count_fds(), f->fds_before);
+    assert_int_equal(fake_count_fds(), f->fds_before);
     free(f->sb);
     free(f);
     return 0;
 }
 
 /* ---- helpers ---- */
-
-static void expectf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void expectf(const char *fmt, ...)
-{
-    char want[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(want, sizeof(want), fmt, ap);
-    va_end(ap);
-    assert_string_equal(fake_calls(), want);
-    fake_calls_reset();
-}
-
-/* Nothing was called since the last expectation. */
-static void expect_none(void)
-{
-    assert_string_equal(fake_calls(), "");
-}
 
 static void guard_cb(uv_timer_t *h)
 {
@@ -365,7 +334,7 @@ static void new_task(struct fixture *f, const char *profile)
     assert_int_equal(task_msgid(f->t), MSGID);
     assert_string_equal(task_id(f->t), "00000abc00000001");
     assert_ptr_equal(task_sink(f->t)->arg, f);
-    expect_none(); /* making a task asks no one anything */
+    fake_expect_none(); /* making a task asks no one anything */
 }
 
 /* Queued (the pool has no warm sandbox) and admitted, as rpc.c does it. */
@@ -373,7 +342,7 @@ static void queue_task(struct fixture *f)
 {
     assert_int_equal(task_submit(f->t), 0);
     task_admit(f->t);
-    expectf("pool_submit p1; audit decision allowed=1");
+    fake_expectf("pool_submit p1; audit decision allowed=1");
     assert_non_null(fake_pool_waiter);
 }
 
@@ -389,7 +358,7 @@ static void start_task(struct fixture *f)
 {
     f->sb = fake_task_sandbox("sb1");
     fake_pool_got(f->sb);
-    expectf(STARTED_CALLS);
+    fake_expectf(STARTED_CALLS);
     assert_ptr_equal(f->sb->task, f->t);
 }
 
@@ -413,10 +382,10 @@ static void sandbox_gone(struct fixture *f)
 /* The trail commits the task's chain: its result, then done. */
 static void commit_result(struct fixture *f, const char *status)
 {
-    expect_none();
+    fake_expect_none();
     assert_null(f->res_data); /* nothing before the commit */
     assert_true(fake_audit_commit(true));
-    expectf("sink result %s; sink stdin_written 0; sink done; sched_task_ended", status);
+    fake_expectf("sink result %s; sink stdin_written 0; sink done; sched_task_ended", status);
     assert_int_equal(f->n_done, 1);
 }
 
@@ -428,7 +397,7 @@ static void task_submit__queued_then_got_sandbox_starts(void **state)
     new_task(f, NULL);
     queue_task(f);
     run_quiet(f);
-    expect_none(); /* the client hears nothing while the task waits */
+    fake_expect_none(); /* the client hears nothing while the task waits */
     start_task(f);
     /* The sandbox got the child's ends: stdin (the client streams none) reads EOF, stdout
      * and stderr reach the client. The task's copies are closed: EOF once ours are. */
@@ -436,19 +405,19 @@ static void task_submit__queued_then_got_sandbox_starts(void **state)
     assert_int_equal(read(fake_task_fd[0], &c, 1), 0);
     fake_task_write(1, "task output");
     run_until(f, "sink stdout");
-    expectf("sink stdout task output");
+    fake_expectf("sink stdout task output");
     fake_task_write(2, "oops");
     run_until(f, "sink stderr");
-    expectf("sink stderr oops");
+    fake_expectf("sink stderr oops");
     /* init reports the exit; whatever the task left running dies with its sandbox. */
     fake_task_exited(f->sb, W_EXITCODE(3, 0));
-    expectf("sandbox_kill sb1");
+    fake_expectf("sandbox_kill sb1");
     fake_task_close_stdio();
     run_until(f, "audit_when_committed");
-    expectf("sandbox_usage sb1; sandbox_kill sb1; sandbox_detach_task sb1; "
-            "metrics_task_done exited out=11 err=4 truncated=0; audit finished exited; "
-            "audit destroyed sb1 reaped=0; audit result exited (outcome); "
-            "audit_when_committed 1");
+    fake_expectf("sandbox_usage sb1; sandbox_kill sb1; sandbox_detach_task sb1; "
+                 "metrics_task_done exited out=11 err=4 truncated=0; audit finished exited; "
+                 "audit destroyed sb1 reaped=0; audit result exited (outcome); "
+                 "audit_when_committed 1");
     commit_result(f, "exited");
     assert_res_u64(f, "exit_code", 3);
     assert_res_nil(f, "signal");
@@ -466,7 +435,7 @@ static void task_submit__queued_then_got_sandbox_starts(void **state)
     /* Reaped after: the task was detached, nothing more reaches it. */
     fake_task_died(f->sb);
     run_quiet(f);
-    expect_none();
+    fake_expect_none();
 }
 
 static void task_submit__warm_sandbox_starts_at_once_and_admits(void **state)
@@ -476,12 +445,13 @@ static void task_submit__warm_sandbox_starts_at_once_and_admits(void **state)
     f->sb = fake_task_sandbox("sb1");
     fake_pool_warm = f->sb;
     assert_int_equal(task_submit(f->t), 0);
-    expectf("pool_submit p1; metrics_task_start; sched_task_started; audit decision allowed=1; "
-            "audit assigned sb1 cold=0; egress_session_start - sb1; "
-            "sandbox_start_task sb1 argv0=true cwd=/tmp; audit started pid=2; "
-            "metrics_task_running; sink started sb1");
+    fake_expectf(
+        "pool_submit p1; metrics_task_start; sched_task_started; audit decision allowed=1; "
+        "audit assigned sb1 cold=0; egress_session_start - sb1; "
+        "sandbox_start_task sb1 argv0=true cwd=/tmp; audit started pid=2; "
+        "metrics_task_running; sink started sb1");
     task_admit(f->t); /* once only */
-    expect_none();
+    fake_expect_none();
     fake_task_exited(f->sb, W_EXITCODE(0, 0));
     fake_task_close_stdio();
     run_until(f, "audit_when_committed");
@@ -501,10 +471,10 @@ static void task_committed__unwritable_trail_withholds_the_result(void **state)
     fake_calls_reset();
     task_kill(f->t, KILL_SHUTDOWN); /* done, waiting for the trail: nothing to kill */
     task_stdin(f->t, "x", 1);       /* nor to write to */
-    expect_none();
+    fake_expect_none();
     assert_true(fake_audit_commit(false));
-    expectf("sink error internal: the audit trail cannot be written: the result is withheld; "
-            "sink stdin_written 0; sink done; sched_task_ended");
+    fake_expectf("sink error internal: the audit trail cannot be written: the result is withheld; "
+                 "sink stdin_written 0; sink done; sched_task_ended");
     assert_null(f->res_data);
 }
 
@@ -514,16 +484,16 @@ static void task_fail__full_queue_answers_busy_and_frees(void **state)
     new_task(f, NULL);
     fake_pool_submit_r = -EBUSY;
     assert_int_equal(task_submit(f->t), -EBUSY);
-    expectf("pool_submit p1");
+    fake_expectf("pool_submit p1");
     /* What rpc.c does on -EBUSY: the task was never admitted. */
     task_fail(f->t, "busy", "pool 'p1' is full: 0 tasks already waiting");
-    expectf("audit decision allowed=0 busy; audit result denied busy; "
-            "sink error busy: pool 'p1' is full: 0 tasks already waiting; "
-            "sink stdin_written 0; sink done");
+    fake_expectf("audit decision allowed=0 busy; audit result denied busy; "
+                 "sink error busy: pool 'p1' is full: 0 tasks already waiting; "
+                 "sink stdin_written 0; sink done");
     assert_int_equal(f->n_done, 1);
     assert_null(fake_pool_waiter);
     run_quiet(f);
-    expect_none(); /* freed once its handles closed (teardown: the loop is empty) */
+    fake_expect_none(); /* freed once its handles closed (teardown: the loop is empty) */
 }
 
 static void task_fail__draining_answers_shutting_down(void **state)
@@ -533,9 +503,10 @@ static void task_fail__draining_answers_shutting_down(void **state)
     fake_pool_submit_r = -ESHUTDOWN;
     assert_int_equal(task_submit(f->t), -ESHUTDOWN);
     task_fail(f->t, "shutting_down", "sbxd is shutting down");
-    expectf("pool_submit p1; audit decision allowed=0 shutting_down; "
-            "audit result denied shutting_down; sink error shutting_down: sbxd is shutting down; "
-            "sink stdin_written 0; sink done");
+    fake_expectf(
+        "pool_submit p1; audit decision allowed=0 shutting_down; "
+        "audit result denied shutting_down; sink error shutting_down: sbxd is shutting down; "
+        "sink stdin_written 0; sink done");
 }
 
 static void waiter_refused__sandbox_failing_while_the_task_waits(void **state)
@@ -546,12 +517,12 @@ static void waiter_refused__sandbox_failing_while_the_task_waits(void **state)
     /* The pool gave up on its creations (three failures, nothing alive): the queued task
      * was admitted, so its result is an error, not a denial. */
     fake_pool_refused("internal", "pool 'p1' cannot create sandboxes: spawn failed");
-    expectf("audit result error internal; "
-            "sink error internal: pool 'p1' cannot create sandboxes: spawn failed; "
-            "sink stdin_written 0; sink done");
+    fake_expectf("audit result error internal; "
+                 "sink error internal: pool 'p1' cannot create sandboxes: spawn failed; "
+                 "sink stdin_written 0; sink done");
     assert_null(fake_pool_waiter);
     run_quiet(f);
-    expect_none();
+    fake_expect_none();
 }
 
 static void task_client_gone__while_queued_cancels_the_waiter(void **state)
@@ -560,10 +531,10 @@ static void task_client_gone__while_queued_cancels_the_waiter(void **state)
     new_task(f, NULL);
     queue_task(f);
     task_client_gone(f->t);
-    expectf("sink stdin_written 0; sink done; pool_cancel p1; audit result cancelled");
+    fake_expectf("sink stdin_written 0; sink done; pool_cancel p1; audit result cancelled");
     assert_null(fake_pool_waiter);
     run_quiet(f);
-    expect_none(); /* nothing sent after done (the sink asserts it) */
+    fake_expect_none(); /* nothing sent after done (the sink asserts it) */
 }
 
 static void task_client_gone__while_running_kills_and_sends_nothing(void **state)
@@ -571,15 +542,16 @@ static void task_client_gone__while_running_kills_and_sends_nothing(void **state
     struct fixture *f = *state;
     running_task(f);
     task_client_gone(f->t);
-    expectf("sink stdin_written 0; sink done; sandbox_kill sb1");
+    fake_expectf("sink stdin_written 0; sink done; sandbox_kill sb1");
     /* What the task still writes is read (and counted), not sent. */
     fake_task_write(1, "late");
     sandbox_gone(f);
-    expectf("sandbox_usage sb1; metrics_task_done error out=4 err=0 truncated=0; "
-            "audit finished error; audit destroyed sb1 reaped=1; audit result error (outcome); "
-            "audit_when_committed 1");
+    fake_expectf(
+        "sandbox_usage sb1; metrics_task_done error out=4 err=0 truncated=0; "
+        "audit finished error; audit destroyed sb1 reaped=1; audit result error (outcome); "
+        "audit_when_committed 1");
     assert_true(fake_audit_commit(true));
-    expectf("sched_task_ended");
+    fake_expectf("sched_task_ended");
     assert_null(f->res_data);
     assert_int_equal(f->n_done, 1);
 }
@@ -592,9 +564,9 @@ static void task_sandbox_died__before_the_task_finished_is_signaled(void **state
     fake_usage.mem_peak_bytes = 1 << 20;
     sandbox_gone(f);
     /* Its usage was read as it was reaped (the sandbox is gone by the finish). */
-    expectf("sandbox_usage sb1; metrics_task_done signaled out=0 err=0 truncated=0; "
-            "audit finished signaled; audit destroyed sb1 reaped=1; "
-            "audit result signaled (outcome); audit_when_committed 1");
+    fake_expectf("sandbox_usage sb1; metrics_task_done signaled out=0 err=0 truncated=0; "
+                 "audit finished signaled; audit destroyed sb1 reaped=1; "
+                 "audit result signaled (outcome); audit_when_committed 1");
     commit_result(f, "signaled");
     assert_res_nil(f, "exit_code");
     assert_res_u64(f, "signal", SIGKILL); /* as waitpid reports a SIGKILL death */
@@ -621,15 +593,15 @@ static void task_sandbox_event__exec_failed_is_an_error_with_its_stage(void **st
     struct fixture *f = *state;
     running_task(f);
     fake_task_exec_failed(f->sb, CTL_STAGE_EXEC, -ENOENT, "true");
-    expectf("sandbox_kill sb1");
+    fake_expectf("sandbox_kill sb1");
     fake_task_exited(f->sb, W_EXITCODE(0, 0)); /* a second report changes nothing */
-    expect_none();
+    fake_expect_none();
     fake_task_close_stdio();
     run_until(f, "audit_when_committed");
-    expectf("sandbox_usage sb1; sandbox_kill sb1; sandbox_detach_task sb1; "
-            "metrics_task_done error out=0 err=0 truncated=0; audit finished error; "
-            "audit destroyed sb1 reaped=0; audit result error (outcome); "
-            "audit_when_committed 1");
+    fake_expectf("sandbox_usage sb1; sandbox_kill sb1; sandbox_detach_task sb1; "
+                 "metrics_task_done error out=0 err=0 truncated=0; audit finished error; "
+                 "audit destroyed sb1 reaped=0; audit result error (outcome); "
+                 "audit_when_committed 1");
     commit_result(f, "error");
     assert_res_str(f, "error_stage", "exec");
     assert_res_str(f, "error", "cannot execute the command: true: ENOENT");
@@ -646,13 +618,13 @@ static void task_start__sandbox_refusing_the_task_is_an_error(void **state)
     f->sb = fake_task_sandbox("sb1");
     fake_pool_got(f->sb);
     /* The sandbox is destroyed; the child's ends are closed, so the pipes reach EOF. */
-    expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
-            "egress_session_start - sb1; sandbox_start_task sb1 argv0=true cwd=/tmp; "
-            "sandbox_kill sb1");
+    fake_expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
+                 "egress_session_start - sb1; sandbox_start_task sb1 argv0=true cwd=/tmp; "
+                 "sandbox_kill sb1");
     run_until(f, "audit_when_committed");
-    expectf("metrics_task_done error out=0 err=0 truncated=0; audit finished error; "
-            "audit destroyed sb1 reaped=1; audit result error (outcome); "
-            "audit_when_committed 1");
+    fake_expectf("metrics_task_done error out=0 err=0 truncated=0; audit finished error; "
+                 "audit destroyed sb1 reaped=1; audit result error (outcome); "
+                 "audit_when_committed 1");
     commit_result(f, "error");
     assert_res_str(f, "error", "the fake sandbox refused the task");
     assert_res_str(f, "error_stage", "setup");
@@ -666,13 +638,13 @@ static void task_start__egress_session_serves_the_profile_until_the_exit(void **
     queue_task(f);
     f->sb = fake_task_sandbox("sb1");
     fake_pool_got(f->sb);
-    expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
-            "egress_session_start web sb1; "
-            "sandbox_start_task sb1 argv0=true cwd=/tmp HTTP_PROXY=http://127.0.0.1:3128; "
-            "audit started pid=2; metrics_task_running; sink started sb1");
+    fake_expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
+                 "egress_session_start web sb1; "
+                 "sandbox_start_task sb1 argv0=true cwd=/tmp HTTP_PROXY=http://127.0.0.1:3128; "
+                 "audit started pid=2; metrics_task_running; sink started sb1");
     /* The proxy stops with the task, not with its output. */
     fake_task_exited(f->sb, W_EXITCODE(0, 0));
-    expectf("sandbox_kill sb1; egress_session_end");
+    fake_expectf("sandbox_kill sb1; egress_session_end");
     fake_task_close_stdio();
     run_until(f, "audit_when_committed");
     fake_calls_reset();
@@ -691,8 +663,8 @@ static void task_start__egress_refusing_the_session_is_an_error(void **state)
     f->sb = fake_task_sandbox("sb1");
     fake_pool_got(f->sb);
     /* The task is never handed to the sandbox. */
-    expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
-            "egress_session_start web sb1; sandbox_kill sb1");
+    fake_expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
+                 "egress_session_start web sb1; sandbox_kill sb1");
     run_until(f, "audit_when_committed");
     fake_calls_reset();
     commit_result(f, "error");
@@ -707,21 +679,21 @@ static void read_cb__output_cap_kills_the_task_at_the_cap(void **state)
     running_task(f);
     fake_task_write(1, "0123456789");
     run_until(f, "sink stdout");
-    expectf("sink stdout 0123456789");
+    fake_expectf("sink stdout 0123456789");
     /* The client gets exactly the cap: 6 of these 10 bytes, and the sandbox dies. */
     fake_task_write(2, "abcdefghij");
     run_until(f, "sandbox_kill");
-    expectf("sink stderr abcdef; sandbox_kill sb1");
+    fake_expectf("sink stderr abcdef; sandbox_kill sb1");
     fake_task_write(1, "more");
     run_quiet(f);
-    expect_none(); /* nothing more is read */
+    fake_expect_none(); /* nothing more is read */
     task_resume(f->t);
     run_quiet(f);
-    expect_none(); /* nor after a resume */
+    fake_expect_none(); /* nor after a resume */
     sandbox_gone(f);
-    expectf("sandbox_usage sb1; metrics_task_done output_limit out=10 err=6 truncated=1; "
-            "audit finished output_limit; audit destroyed sb1 reaped=1; "
-            "audit result output_limit (outcome); audit_when_committed 1");
+    fake_expectf("sandbox_usage sb1; metrics_task_done output_limit out=10 err=6 truncated=1; "
+                 "audit finished output_limit; audit destroyed sb1 reaped=1; "
+                 "audit result output_limit (outcome); audit_when_committed 1");
     commit_result(f, "output_limit");
     assert_res_bool(f, "truncated", true);
     assert_res_u64(f, "stdout_bytes", 10);
@@ -737,12 +709,12 @@ static void read_cb__congested_client_stops_reading_until_task_resume(void **sta
     f->congested = true;
     fake_task_write(1, "a");
     run_until(f, "sink stdout");
-    expectf("sink stdout a");
+    fake_expectf("sink stdout a");
     /* Reading stopped: the next bytes stay in the pipe. */
     fake_task_write(1, "b");
     fake_task_write(2, "c");
     run_quiet(f);
-    expect_none();
+    fake_expect_none();
     int n = -1;
     assert_int_equal(ioctl(fake_task_fd[1], FIONREAD, &n), 0);
     assert_int_equal(n, 1);
@@ -768,7 +740,7 @@ static void timeout_cb__the_deadline_kills_with_status_timeout(void **state)
     f->timeout_ns = 20ULL * 1000 * 1000;
     running_task(f);
     run_until(f, "sandbox_kill sb1"); /* the timer */
-    expectf("sandbox_kill sb1");
+    fake_expectf("sandbox_kill sb1");
     sandbox_gone(f);
     fake_calls_reset();
     commit_result(f, "timeout");
@@ -782,13 +754,14 @@ static void task_kill__shutdown_with_the_task_running(void **state)
     struct fixture *f = *state;
     running_task(f);
     task_kill(f->t, KILL_SHUTDOWN); /* the drain's grace ran out */
-    expectf("sandbox_kill sb1");
+    fake_expectf("sandbox_kill sb1");
     task_kill(f->t, KILL_TIMEOUT); /* the first reason stays */
-    expectf("sandbox_kill sb1");
+    fake_expectf("sandbox_kill sb1");
     sandbox_gone(f);
-    expectf("sandbox_usage sb1; metrics_task_done error out=0 err=0 truncated=0; "
-            "audit finished error; audit destroyed sb1 reaped=1; audit result error (outcome); "
-            "audit_when_committed 1");
+    fake_expectf(
+        "sandbox_usage sb1; metrics_task_done error out=0 err=0 truncated=0; "
+        "audit finished error; audit destroyed sb1 reaped=1; audit result error (outcome); "
+        "audit_when_committed 1");
     commit_result(f, "error");
     assert_res_str(f, "error", "sbxd shut down before the task finished");
     assert_res_lacks(f, "error_stage");
@@ -803,11 +776,11 @@ static void task_token_kill__queued_task_is_refused_denied(void **state)
     assert_int_equal(task_submit(f->t), 0);
     task_attach_token(f->t, NULL, fake_token);
     task_admit(f->t);
-    expectf("pool_submit p1; token_attach; audit decision allowed=1");
+    fake_expectf("pool_submit p1; token_attach; audit decision allowed=1");
     task_token_kill(fake_token_link, TOKEN_EXPIRED, NULL);
-    expectf("pool_cancel p1; audit result error denied; "
-            "sink error denied: the token expired before the task started; "
-            "sink stdin_written 0; sink done; token_detach");
+    fake_expectf("pool_cancel p1; audit result error denied; "
+                 "sink error denied: the token expired before the task started; "
+                 "sink stdin_written 0; sink done; token_detach");
     assert_null(fake_pool_waiter);
 }
 
@@ -821,11 +794,11 @@ static void task_token_kill__running_task_is_token_expired(void **state)
     fake_calls_reset();
     start_task(f);
     task_token_kill(fake_token_link, TOKEN_EXPIRED, NULL);
-    expectf("sandbox_kill sb1");
+    fake_expectf("sandbox_kill sb1");
     sandbox_gone(f);
-    expectf("sandbox_usage sb1; metrics_task_done token_expired out=0 err=0 truncated=0; "
-            "audit finished token_expired; audit destroyed sb1 reaped=1; "
-            "audit result token_expired (outcome); token_detach; audit_when_committed 1");
+    fake_expectf("sandbox_usage sb1; metrics_task_done token_expired out=0 err=0 truncated=0; "
+                 "audit finished token_expired; audit destroyed sb1 reaped=1; "
+                 "audit result token_expired (outcome); token_detach; audit_when_committed 1");
     commit_result(f, "token_expired");
     assert_res_nil(f, "exit_code");
     assert_res_lacks(f, "error");
@@ -841,7 +814,7 @@ static void task_token_kill__running_task_revoked_is_token_revoked(void **state)
     fake_calls_reset();
     start_task(f);
     task_token_kill(fake_token_link, TOKEN_REVOKED, NULL);
-    expectf("sandbox_kill sb1");
+    fake_expectf("sandbox_kill sb1");
     sandbox_gone(f);
     fake_calls_reset();
     commit_result(f, "token_revoked");
@@ -854,9 +827,9 @@ static void task_stdin__streams_to_the_child_then_closes(void **state)
     running_task(f);
     assert_int_equal(fcntl(fake_task_fd[0], F_SETFL, O_NONBLOCK), 0);
     task_stdin(f->t, "hello", 5);
-    expectf("sink stdin_queued 5");
+    fake_expectf("sink stdin_queued 5");
     run_until(f, "sink stdin_written 5");
-    expectf("sink stdin_written 5");
+    fake_expectf("sink stdin_written 5");
     char buf[16];
     assert_int_equal(read(fake_task_fd[0], buf, sizeof(buf)), 5);
     assert_memory_equal(buf, "hello", 5);
@@ -866,7 +839,7 @@ static void task_stdin__streams_to_the_child_then_closes(void **state)
     run_quiet(f);
     assert_int_equal(read(fake_task_fd[0], buf, sizeof(buf)), 0);
     task_stdin(f->t, "late", 4); /* dropped */
-    expect_none();
+    fake_expect_none();
     fake_task_exited(f->sb, W_EXITCODE(0, 0));
     fake_task_close_stdio();
     run_until(f, "audit_when_committed");

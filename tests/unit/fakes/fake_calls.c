@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* The fakes' call log (fakes.h). */
+/* The fakes' call log (fakes.h), and what the tests compare with it. */
+#include <dirent.h>
+#include <setjmp.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
+
+#include <cmocka.h>
 
 #include "fakes.h"
 
@@ -36,4 +41,33 @@ void fake_calls_reset(void)
 {
     log_len = 0;
     log_buf[0] = '\0';
+}
+
+void fake_expectf(const char *fmt, ...)
+{
+    char want[sizeof(log_buf)];
+    va_list ap;
+    va_start(ap, fmt);
+    (void)vsnprintf(want, sizeof(want), fmt, ap);
+    va_end(ap);
+    assert_string_equal(fake_calls(), want);
+    fake_calls_reset();
+}
+
+void fake_expect_none(void)
+{
+    assert_string_equal(fake_calls(), "");
+}
+
+int fake_count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        n += de->d_name[0] != '.';
+    }
+    closedir(d);
+    return n - 1; /* the DIR's own */
 }

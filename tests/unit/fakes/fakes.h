@@ -23,6 +23,12 @@ void fake_call(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Every entry since the last reset, "" for none. */
 const char *fake_calls(void);
 void fake_calls_reset(void);
+/* Asserts that the log is exactly fmt's text (cmocka), then resets it. */
+void fake_expectf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Asserts that nothing was logged since the last reset. */
+void fake_expect_none(void);
+/* The process's open file descriptors (a test's teardown compares them with its start). */
+int fake_count_fds(void);
 
 /* ---- fake_sched.c (core/sched.c): the counters' writers are logged ---- */
 
