@@ -59,28 +59,6 @@
         }                                                                                          \
         _first;                                                                                    \
     })
-/* Unlinks node from wherever it is in the FIFO, in O(n). Evaluates to whether it was there
- * (its link cleared then). */
-#define SLIST_REMOVE(head, tail, node, link)                                                       \
-    ({                                                                                             \
-        typeof(head) _target = (node);                                                             \
-        typeof(head) *_pp = &(head);                                                               \
-        typeof(head) _before = NULL;                                                               \
-        while (*_pp && *_pp != _target) {                                                          \
-            _before = *_pp;                                                                        \
-            _pp = &(*_pp)->link;                                                                   \
-        }                                                                                          \
-        bool _found = *_pp != NULL;                                                                \
-        if (_found) {                                                                              \
-            *_pp = _target->link;                                                                  \
-            if ((tail) == _target) {                                                               \
-                (tail) = _before;                                                                  \
-            }                                                                                      \
-            _target->link = NULL;                                                                  \
-        }                                                                                          \
-        _found;                                                                                    \
-    })
-
 /* Doubly linked with a tail too (`prev` and `next` fields), for a list kept in order:
  * append puts node last; unlink takes it out from wherever it is and clears its links. */
 #define DLIST_APPEND(head, tail, node)                                                             \

@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "lib/alloc.h"
-#include "lib/buf.h"
 
 #define STRV_MIN 8
 
@@ -62,18 +61,6 @@ void strv_sort(struct strv *sv)
     if (sv->n > 1) {
         qsort(sv->v, sv->n, sizeof(*sv->v), strv_cmp);
     }
-}
-
-char *strv_join(const struct strv *sv, const char *sep)
-{
-    struct buf b = BUF_INIT;
-    for (size_t i = 0; i < sv->n; i++) {
-        if (i > 0) {
-            (void)buf_puts(&b, sep);
-        }
-        (void)buf_puts(&b, sv->v[i]);
-    }
-    return buf_steal(&b, NULL);
 }
 
 char **strv_steal(struct strv *sv, size_t *ret_n)

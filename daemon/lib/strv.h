@@ -31,8 +31,6 @@ ssize_t strv_find(const struct strv *sv, const char *s);
 bool strv_contains(const struct strv *sv, const char *s);
 /* Sorts the strings in strcmp order. */
 void strv_sort(struct strv *sv);
-/* The strings joined by sep ("" for none), malloc'ed: the caller frees it. */
-char *strv_join(const struct strv *sv, const char *sep);
 /* Hands the array over (NULL-terminated; NULL when nothing was pushed) and its length in
  * *ret_n (may be NULL): the caller frees each string and the array. sv is empty afterwards. */
 char **strv_steal(struct strv *sv, size_t *ret_n);

@@ -504,12 +504,7 @@ static void async_idle(struct forkserver *z)
 
 static struct forkserver_req *async_pop(struct forkserver *z)
 {
-    struct forkserver_req *req = z->head;
-    z->head = req->next;
-    if (!z->head) {
-        z->tail = NULL;
-    }
-    req->next = NULL;
+    struct forkserver_req *req = SLIST_POP(z->head, z->tail, next);
     if (--z->inflight == 0) {
         async_idle(z);
     } else {

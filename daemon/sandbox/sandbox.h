@@ -70,8 +70,8 @@ struct sandbox {
     char id[24];
     enum sandbox_state state;
     struct cgroup *cg;
-    char cg_name[24];     /* the cgroup's name: this sandbox's id, or a spare's (pool.h) */
-    bool cg_reserved;     /* pool_reserve_spare said yes: the cgroup is reset, not removed */
+    char cg_name[24];     /* the cgroup's name: this sandbox's id, or a spare's (kit.h) */
+    bool cg_reserved;     /* kit_reserve_spare said yes: the cgroup is reset, not removed */
     bool cg_reset_ok;     /* it was reset (by the loop, or on a worker when it was busy) */
     bool cg_reset_failed; /* the reset refused it (cgroup_reset): it is removed */
     bool cg_kept;         /* it went back to the pool: still tracked by the reaper */

@@ -65,30 +65,64 @@ static bool env_is(const char *kv, const char *name, size_t name_len)
     return strncmp(kv, name, name_len) == 0 && kv[name_len] == '=';
 }
 
-/* Removes the env strings that set name (name_len bytes), keeping the others' order. */
-static void env_remove(struct task_spec *s, size_t start, const char *name, size_t name_len)
+/* Whether kv sets one of the n names. */
+static bool env_is_any(const char *kv, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (env_is(kv, names[i], strlen(names[i]))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Removes the env strings that set any of the n names, keeping the others' order, in one
+ * pass. */
+static void env_remove(struct task_spec *s, size_t start, const char *const *names, size_t n)
 {
     size_t o = start;
     uint32_t envc = 0, base = 0;
     for (size_t off = start, i = 0; off < s->len; i++) {
-        size_t n = strlen(s->strings + off) + 1;
-        if (!env_is(s->strings + off, name, name_len)) {
-            memmove(s->strings + o, s->strings + off, n);
-            o += n;
+        size_t len = strlen(s->strings + off) + 1;
+        if (!env_is_any(s->strings + off, names, n)) {
+            memmove(s->strings + o, s->strings + off, len);
+            o += len;
             envc++;
             base += i < s->env_base ? 1 : 0;
         }
-        off += n;
+        off += len;
     }
     s->len = o;
     s->envc = envc;
     s->env_base = base;
 }
 
+/* Appends "name=value" to the env; the caller made room (len <= s->cap). */
+static void env_append(struct task_spec *s, const char *name, const char *value)
+{
+    size_t name_len = strlen(name);
+    size_t value_len = strlen(value);
+    char *kv = s->strings + s->len;
+    memcpy(kv, name, name_len);
+    kv[name_len] = '=';
+    memcpy(kv + name_len + 1, value, value_len + 1);
+    s->len += name_len + 1 + value_len + 1;
+    s->envc++;
+}
+
+/* Makes room for len bytes of strings in all. */
+static void strings_reserve(struct task_spec *s, size_t len)
+{
+    if (len > s->cap) {
+        s->strings = xrealloc(s->strings, len);
+        s->cap = len;
+    }
+}
+
 void task_spec_env_unset(struct task_spec *s, const char *name)
 {
     if (s->strings) {
-        env_remove(s, s->env_off, name, strlen(name));
+        env_remove(s, s->env_off, &name, 1);
     }
 }
 
@@ -109,18 +143,10 @@ int task_spec_env_set(struct task_spec *s, const char *name, const char *value, 
         return err_setx(e, -E2BIG, "argv and env exceed %d bytes", TASK_SPEC_STRINGS_MAX);
     }
     if (drop > 0) {
-        env_remove(s, start, name, name_len);
+        env_remove(s, start, &name, 1);
     }
-    if (len > s->cap) {
-        s->strings = xrealloc(s->strings, len);
-        s->cap = len;
-    }
-    char *kv = s->strings + s->len;
-    memcpy(kv, name, name_len);
-    kv[name_len] = '=';
-    memcpy(kv + name_len + 1, value, value_len + 1);
-    s->len = len;
-    s->envc++;
+    strings_reserve(s, len);
+    env_append(s, name, value);
     return 0;
 }
 
@@ -128,16 +154,22 @@ int task_spec_set_proxy(struct task_spec *s, uint16_t port, struct err *e)
 {
     char url[EGRESS_PROXY_URL_MAX];
     egress_parse_proxy_url(port, url, sizeof(url));
-    /* All the old values go first, so that the block only grows to its final length. */
+    const char *names[EGRESS_PROXY_VARS];
+    size_t add = 0;
     for (size_t i = 0; i < EGRESS_PROXY_VARS; i++) {
-        task_spec_env_unset(s, egress_parse_proxy_var(i));
+        names[i] = egress_parse_proxy_var(i);
+        add += strlen(names[i]) + 1 + strlen(url) + 1;
     }
+    /* The request's own values go first, in one pass, so that the block grows at most once,
+     * to its final length. */
+    env_remove(s, s->env_off, names, EGRESS_PROXY_VARS);
+    if (s->len + add > TASK_SPEC_STRINGS_MAX) {
+        return err_setx(e, -E2BIG, "argv and env exceed %d bytes with the proxy variables",
+                        TASK_SPEC_STRINGS_MAX);
+    }
+    strings_reserve(s, s->len + add);
     for (size_t i = 0; i < EGRESS_PROXY_VARS; i++) {
-        int r = task_spec_env_set(s, egress_parse_proxy_var(i), url, e);
-        if (r < 0) {
-            return err_setx(e, r, "argv and env exceed %d bytes with the proxy variables",
-                            TASK_SPEC_STRINGS_MAX);
-        }
+        env_append(s, names[i], url);
     }
     return 0;
 }

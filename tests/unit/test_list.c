@@ -172,33 +172,6 @@ static void slist_pop__takes_the_first_and_empties_the_tail(void **state)
     assert_ptr_equal(tail, &a);
 }
 
-static void slist_remove__unlinks_anywhere_and_fixes_the_tail(void **state)
-{
-    (void)state;
-    struct node n[4] = {{.v = 0}, {.v = 1}, {.v = 2}, {.v = 3}};
-    struct node other = {.v = 9};
-    struct node *head = NULL, *tail = NULL;
-    for (size_t i = 0; i < ARRAY_SIZE(n); i++) {
-        SLIST_APPEND(head, tail, &n[i], qnext);
-    }
-    assert_false(SLIST_REMOVE(head, tail, &other, qnext));
-    assert_true(SLIST_REMOVE(head, tail, &n[1], qnext)); /* middle */
-    assert_null(n[1].qnext);
-    assert_ptr_equal(n[0].qnext, &n[2]);
-    assert_true(SLIST_REMOVE(head, tail, &n[3], qnext)); /* last */
-    assert_ptr_equal(tail, &n[2]);
-    assert_null(n[2].qnext);
-    assert_false(SLIST_REMOVE(head, tail, &n[3], qnext)); /* not twice */
-    assert_true(SLIST_REMOVE(head, tail, &n[0], qnext));  /* first */
-    assert_ptr_equal(head, &n[2]);
-    assert_true(SLIST_REMOVE(head, tail, &n[2], qnext)); /* the only one */
-    assert_null(head);
-    assert_null(tail);
-    SLIST_APPEND(head, tail, &n[1], qnext);
-    assert_ptr_equal(head, &n[1]);
-    assert_ptr_equal(tail, &n[1]);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,7 +182,6 @@ int main(void)
         cmocka_unit_test(dlist_unlink__fixes_head_and_tail),
         cmocka_unit_test(slist_append__keeps_fifo_order),
         cmocka_unit_test(slist_pop__takes_the_first_and_empties_the_tail),
-        cmocka_unit_test(slist_remove__unlinks_anywhere_and_fixes_the_tail),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

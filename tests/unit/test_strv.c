@@ -65,24 +65,6 @@ static void strv_sort__orders_by_strcmp(void **state)
     assert_null(sv.v[3]);
 }
 
-static void strv_join__puts_sep_between(void **state)
-{
-    (void)state;
-    scoped_strv struct strv sv = STRV_INIT;
-    char *s = strv_join(&sv, ", ");
-    assert_string_equal(s, "");
-    free(s);
-    strv_push(&sv, "x");
-    s = strv_join(&sv, ", ");
-    assert_string_equal(s, "x");
-    free(s);
-    strv_push(&sv, "y");
-    strv_push(&sv, "z");
-    s = strv_join(&sv, ", ");
-    assert_string_equal(s, "x, y, z");
-    free(s);
-}
-
 static void strv_steal__hands_over_the_array(void **state)
 {
     (void)state;
@@ -116,7 +98,6 @@ int main(void)
         cmocka_unit_test(strv_push__copies_and_terminates),
         cmocka_unit_test(strv_find__index_or_minus_one),
         cmocka_unit_test(strv_sort__orders_by_strcmp),
-        cmocka_unit_test(strv_join__puts_sep_between),
         cmocka_unit_test(strv_steal__hands_over_the_array),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
