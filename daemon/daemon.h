@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* struct daemon: the one owner of all of sbxd's state, reached through loop->data or a
- * handle's owner; and its life (daemon.c): start-up as main.c's table of steps, the drain,
- * and the one way out of both. Loop thread only. */
+/* struct daemon: the one owner of all of sbxd's state, reached through a handle's owner
+ * (container_of) or a callback's arg; and its life (daemon.c): start-up as main.c's table of steps,
+ * the drain, and the one way out of both. Loop thread only. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -94,7 +94,6 @@ struct daemon {
     bool late_signal_logged; /* one after the drain was logged */
     uint64_t start_ns;
     uv_timer_t drain_timer;
-    int exit_code;
 };
 
 /* Runs steps[0..n) in order on d (zeroed but for flags). Returns -1 when every step

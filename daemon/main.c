@@ -437,7 +437,6 @@ static int open_loop(struct daemon *d, struct err *e)
     (void)e;
     signals_block(); /* before the first thread */
     d->loop = uv_default_loop();
-    d->loop->data = d;
     return 0;
 }
 
@@ -585,7 +584,7 @@ int main(int argc, char **argv)
     code = daemon_start(&d, steps, ARRAY_SIZE(steps));
     if (code < 0) {
         uv_run(d.loop, UV_RUN_DEFAULT); /* until the drain is done */
-        code = d.exit_code;
+        code = 0;
     }
     return daemon_exit(&d, code);
 }

@@ -43,7 +43,8 @@ static struct task_audit_peer audit_peer(const struct rpc_conn *rc)
                                     server_conn_peer_uid(c), server_conn_peer_pid(c)};
 }
 
-void rpc_note_error(struct rpc *r, const char *kind)
+/* Counts a protocol-level error by kind (malformed, too_large, limit, ...). */
+static void rpc_note_error(struct rpc *r, const char *kind)
 {
     metrics_rpc_error(r->env.metrics, kind);
 }

@@ -28,7 +28,7 @@ struct rpc_host_stats {
     uint64_t id_blocks_total;
 };
 
-/* The handles the methods use, borrowed (they outlive the rpc); filled by main. */
+/* The handles the methods use, borrowed (they outlive the rpc); filled by the root. */
 struct rpc_env {
     uv_loop_t *loop;
     const struct config *cfg;

@@ -27,8 +27,6 @@ struct rpc_conn {
 
 typedef void (*rpc_method_cb)(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args);
 
-/* Counts a protocol-level error by kind (malformed, too_large, limit, ...). */
-void rpc_note_error(struct rpc *r, const char *kind);
 /* Bad input refused outside an exec (whose refusals have a chain of their own): counted by
  * kind, and recorded in the trail as rpc.refused (socket, conn, peer, code, the method when
  * there was one, reason), or only counted in audit.suppressed while the trail is behind.

@@ -53,7 +53,7 @@ struct pool {
     uint32_t fail_streak; /* consecutive creation failures */
     uint64_t retry_at_ns; /* no creation before this (backoff) */
     uv_timer_t retry_timer;
-    /* The pool's metrics series (main.c sets it after metrics_new), or NULL. */
+    /* The pool's metrics series (the root sets it after metrics_new), or NULL. */
     struct metrics_pool *metrics;
 };
 

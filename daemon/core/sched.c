@@ -14,7 +14,6 @@
 #include "sandbox/idslot.h"
 
 struct sched {
-    uv_loop_t *loop;
     const struct config *cfg;
     const struct idslots *ids;
     struct pool **pools;
@@ -34,7 +33,6 @@ int sched_new(uv_loop_t *loop, const struct config *cfg, const struct idslots *i
               sched_progress_cb progress, void *arg, struct sched **ret)
 {
     struct sched *s = xcalloc(1, sizeof(*s));
-    s->loop = loop;
     s->cfg = cfg;
     s->ids = ids;
     s->progress = progress;
@@ -184,6 +182,14 @@ void sched_sandbox_created(struct sched *s)
     s->st.creating--;
 }
 
+/* Tells the drain that something it waits for finished. */
+static void sched_progress(struct sched *s)
+{
+    if (s->progress) {
+        s->progress(s->arg);
+    }
+}
+
 void sched_sandbox_freed(struct sched *s)
 {
     s->st.live_sandboxes--;
@@ -201,13 +207,6 @@ void sched_task_ended(struct sched *s)
 {
     s->st.running_tasks--;
     sched_progress(s);
-}
-
-void sched_progress(struct sched *s)
-{
-    if (s->progress) {
-        s->progress(s->arg);
-    }
 }
 
 void sched_get_stats(const struct sched *s, struct sched_stats *ret)

@@ -58,6 +58,4 @@ void sched_sandbox_created(struct sched *s); /* it finished (either way): creati
 void sched_sandbox_freed(struct sched *s);   /* live - 1; refills and tells the drain */
 void sched_task_started(struct sched *s, uint64_t now_ns); /* pushes the top-up back */
 void sched_task_ended(struct sched *s);                    /* tells the drain */
-/* Something else the drain waits for finished (a connection closed). */
-void sched_progress(struct sched *s);
 void sched_get_stats(const struct sched *s, struct sched_stats *ret);

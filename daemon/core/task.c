@@ -181,12 +181,6 @@ void task_attach_token(struct task *t, struct token_store *tokens, const struct 
     token_attach(tokens, tok, &t->tlink);
 }
 
-static void pack_bin(msgpack_packer *pk, const char *buf, size_t len)
-{
-    msgpack_pack_bin(pk, len);
-    msgpack_pack_bin_body(pk, buf, len);
-}
-
 /* Starts the task's notification `method` in sb: [2, method, [msgid, <the caller's>]]. */
 static void notify_begin(const struct task *t, const char *method, msgpack_sbuffer *sb,
                          msgpack_packer *pk)
@@ -206,7 +200,7 @@ static void send_output(struct task *t, const char *method, const char *buf, siz
     msgpack_sbuffer sb;
     msgpack_packer pk;
     notify_begin(t, method, &sb, &pk);
-    pack_bin(&pk, buf, len);
+    msgpack_pack_bin_with_body(&pk, buf, len);
     t->sink.ops->send(&t->sink, &sb);
     msgpack_sbuffer_destroy(&sb);
 }
@@ -345,7 +339,6 @@ static int start_egress(struct task *t, struct sandbox *sb, struct err *e)
 static void task_start(struct task *t, struct sandbox *sb)
 {
     struct err e = ERR_INIT;
-    t->cold = t->wait.cold;
     t->sb = sb;
     str_copy(t->sb_id, sb->id, sizeof(t->sb_id));
     t->state = TASK_RUNNING;
@@ -560,7 +553,7 @@ static void send_result(struct task *t, const struct task_outcome *o)
     proto_pack_kv_str(&pk, "sandbox", t->sb_id);
     proto_pack_kv_str(&pk, "task", t->id);
     proto_pack_kv_str(&pk, "pool", t->pool->pc->name);
-    proto_pack_kv_bool(&pk, "cold", t->cold);
+    proto_pack_kv_bool(&pk, "cold", t->wait.cold);
     if (t->seccomp_denials == CTL_DENIALS_UNKNOWN) {
         proto_pack_kv_nil(&pk, "seccomp_denials");
     } else {
@@ -683,7 +676,6 @@ static void waiter_got(struct pool_waiter *w, struct sandbox *sb)
 static void waiter_refused(struct pool_waiter *w, const char *code, const char *message)
 {
     struct task *t = container_of(w, struct task, wait);
-    t->cold = w->cold;
     task_fail(t, code, message);
 }
 

@@ -21,7 +21,7 @@ struct task;
 struct task_sink;
 struct task_spec;
 
-/* What every task needs, one per daemon, filled by main. */
+/* What every task needs, one per daemon, filled by the root (daemon.c). */
 struct task_env {
     uv_loop_t *loop;
     const struct config *cfg;

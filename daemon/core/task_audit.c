@@ -241,7 +241,7 @@ void task_audit_assigned(const struct task *t)
         audit_id(ev, "cgroup", t->sb->cg_name);
     }
     audit_id(ev, "pool", t->pool->pc->name);
-    audit_bool(ev, "warm", !t->cold);
+    audit_bool(ev, "warm", !t->wait.cold);
     audit_u64(ev, "queued_ms",
               t->t_start_ns > t->t_request_ns ? (t->t_start_ns - t->t_request_ns) / 1000000 : 0);
     audit_end(ev);

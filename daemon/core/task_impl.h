@@ -32,7 +32,6 @@ struct task {
     /* The request, with its token's grants: its strings and mount fds go once CTL_TASK is
      * sent (task_spec_drop_payload). */
     struct task_spec spec;
-    bool cold;                        /* waited in the queue */
     struct egress_session *egress;    /* the proxy serving its net_profile while it runs */
     struct egress_stats egress_stats; /* what it did through the proxy, for its result */
     struct token_link tlink;          /* the token's task list (token.c); tlink.tok NULL without */

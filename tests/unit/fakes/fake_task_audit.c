@@ -19,7 +19,7 @@ void task_audit_decision(struct task_env *tenv, const char *task_id, bool allowe
 
 void task_audit_assigned(const struct task *t)
 {
-    fake_call("audit assigned %s cold=%d", t->sb_id, t->cold);
+    fake_call("audit assigned %s cold=%d", t->sb_id, t->wait.cold);
 }
 
 void task_audit_started(const struct task *t, uint32_t pid)
