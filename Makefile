@@ -183,7 +183,7 @@ TEST_metrics_EXTRA := daemon/metrics/registry.c
 TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token/token_db.c daemon/token/token_secret.c \
                     daemon/token/token_policy.c daemon/token/token_mount.c $(L)/scrub.c
-TEST_egress_route_EXTRA := daemon/wire/egress_parse.c
+TEST_egress_route_EXTRA := daemon/wire/egress_path.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c $(CGROUP_SRCS)
 # Link seams (tests/unit/fakes/): pool.c and sandbox.c linked alone, each with fakes of
 # what it calls, which log the calls for the test to compare.
@@ -211,8 +211,8 @@ TEST_task_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_pool.c $(FAKES)/fake_sand
 # (tests/fuzz/corpus/<name>/); `make fuzz` links them with libFuzzer and searches for more.
 FUZZ_NAMES := proto egress config seccomp
 FUZZ_proto_SRCS := daemon/wire/proto.c
-FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_inspect.c \
-                    daemon/sandbox/task_spec.c
+FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_path.c \
+                    daemon/wire/egress_inspect.c daemon/sandbox/task_spec.c
 FUZZ_egress_LIBS := $(HTTP_PARSER_LIBS)
 FUZZ_config_SRCS := daemon/config/config.c $(CONFIG_SRCS) $(YAML_SRCS)
 FUZZ_seccomp_SRCS := daemon/sandbox/seccomp.c $(SECCOMP_SRCS) $(YAML_SRCS)

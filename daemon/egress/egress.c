@@ -124,7 +124,7 @@ static int route_build(const struct egress_route_config *rc, struct scrub *scrub
     while (blen > 0 && base[blen - 1] == '/') {
         blen--;
     }
-    if (blen > 0 && !egress_parse_path_safe(base, blen)) {
+    if (blen > 0 && !egress_path_safe(base, blen)) {
         return err_setx(e, -EINVAL, "route '%s': bad upstream base path", rc->name);
     }
     if (rc->credential_file) {
