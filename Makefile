@@ -164,7 +164,8 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 YAML_SRCS := $(BUILD)/embedded.c $(L)/textfile.c $(L)/yamlnode.c
 # The config's parts beside config.c, and the validators of wire/ it reuses.
 CONFIG_SRCS := daemon/config/config_walk.c daemon/config/config_egress.c \
-               daemon/config/config_pool.c daemon/wire/egress_parse.c daemon/wire/netaddr.c
+               daemon/config/config_pool.c daemon/wire/egress_parse.c daemon/wire/egress_path.c \
+               daemon/wire/netaddr.c
 TEST_config_EXTRA := $(YAML_SRCS) $(CONFIG_SRCS)
 SECCOMP_SRCS := daemon/sandbox/seccomp_profile.c daemon/sandbox/seccomp_denied.c \
                 daemon/sandbox/seccomp_compile.c
