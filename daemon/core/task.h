@@ -15,6 +15,7 @@
 struct audit;
 struct config;
 struct egress;
+struct metrics;
 struct pool;
 struct sched;
 struct task;
@@ -27,9 +28,10 @@ struct task_env {
     const struct config *cfg;
     struct audit *audit;
     struct sched *sched;
-    uint32_t instance;     /* prefixes task ids */
-    uint64_t next_task;    /* task_make_id's counter */
-    struct egress *egress; /* egress sessions for tasks with a network profile */
+    uint32_t instance;       /* prefixes task ids */
+    uint64_t next_task;      /* task_make_id's counter */
+    struct egress *egress;   /* egress sessions for tasks with a network profile */
+    struct metrics *metrics; /* denials of queued tasks by their token (NULL: not counted) */
 };
 
 enum task_state {
