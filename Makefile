@@ -56,7 +56,7 @@ ifneq ($(LOAD_SRCS),)
 BINS += $(BUILD)/sbx-load $(BUILD)/spawnbench
 endif
 
-.PHONY: all deps demo test unit e2e bench fmt lint clean images image-deps fuzz
+.PHONY: all deps demo test unit e2e bench fmt lint clean images image-deps fuzz clients
 all: deps
 	$(Q)$(MAKE) --no-print-directory binaries
 
@@ -256,13 +256,29 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $$(FUZZ_$$*_SRCS) $(
 demo: all
 	$(Q)BUILD=$(BUILD) sh tests/demo.sh
 
-test: all
+# Real msgpack-rpc clients for tests/e2e/test_clients.py: Debian's neovim, and npm packages
+# pinned by tests/clients/package-lock.json, installed into $(BUILD)/npm by `npm ci` (Debian
+# 12's nodejs ships npm apart; NodeSource's includes it). A failure here fails the build
+# of the tests: they never skip a client.
+NPM_DIR := $(BUILD)/npm
+clients: $(NPM_DIR)/.installed
+	@$(call apt_install,clients,neovim)
+
+$(NPM_DIR)/.installed: tests/clients/package.json tests/clients/package-lock.json
+	@$(call apt_install,clients,nodejs)
+	@command -v npm >/dev/null || { $(call apt_install,clients,npm); }
+	@mkdir -p $(NPM_DIR)
+	$(Q)cp tests/clients/package.json tests/clients/package-lock.json $(NPM_DIR)/
+	$(Q)npm ci --prefix $(NPM_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error
+	@touch $@
+
+test: all clients
 	$(Q)sh tests/run.sh all $(BUILD)
 
 unit: all
 	$(Q)sh tests/run.sh unit $(BUILD)
 
-e2e: all
+e2e: all clients
 	$(Q)sh tests/run.sh e2e $(BUILD)
 
 bench: all

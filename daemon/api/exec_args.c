@@ -76,12 +76,15 @@ static int decode_strings(const struct rpc_env *renv, const msgpack_object *a,
     spec->has_env = env != NULL;
     size_t cap = renv->cfg->max_argv_bytes;
     task_spec_begin(spec, cap);
+    /* An argument, like an env value, is bytes as on Linux (any but NUL), so str and bin
+     * are both taken as they are: a client may hold argv that is not UTF-8. */
     for (uint32_t i = 0; i < av->via.array.size; i++) {
-        const msgpack_object *s = &av->via.array.ptr[i];
-        if (s->type != MSGPACK_OBJECT_STR || (i == 0 && s->via.str.size == 0)) {
+        const char *arg;
+        uint32_t len;
+        if (!proto_obj_bytes(&av->via.array.ptr[i], &arg, &len) || (i == 0 && len == 0)) {
             return err_setx(e, -EINVAL, "'argv' must be a non-empty array of strings");
         }
-        int r = task_spec_add_arg(spec, s->via.str.ptr, s->via.str.size);
+        int r = task_spec_add_arg(spec, arg, len);
         if (r == -EINVAL) {
             return err_setx(e, r, "argv[%u] contains a NUL byte", i);
         }
@@ -100,15 +103,15 @@ static int decode_strings(const struct rpc_env *renv, const msgpack_object *a,
     }
     for (uint32_t i = 0; env && i < env->via.map.size; i++) {
         const msgpack_object *k = &env->via.map.ptr[i].key;
-        const msgpack_object *v = &env->via.map.ptr[i].val;
-        if (k->type != MSGPACK_OBJECT_STR || v->type != MSGPACK_OBJECT_STR ||
-            !env_name_ok(k->via.str.ptr, k->via.str.size) ||
-            memchr(v->via.str.ptr, '\0', v->via.str.size)) {
+        const char *val;
+        uint32_t val_len;
+        if (k->type != MSGPACK_OBJECT_STR || !env_name_ok(k->via.str.ptr, k->via.str.size) ||
+            !proto_obj_bytes(&env->via.map.ptr[i].val, &val, &val_len) ||
+            memchr(val, '\0', val_len)) {
             return err_setx(e, -EINVAL,
                             "'env' entries must be NAME: value strings (no '=' in names, no NUL)");
         }
-        if (task_spec_add_env(spec, k->via.str.ptr, k->via.str.size, v->via.str.ptr,
-                              v->via.str.size, false) < 0) {
+        if (task_spec_add_env(spec, k->via.str.ptr, k->via.str.size, val, val_len, false) < 0) {
             return err_setx(e, -E2BIG, "argv and env exceed %zu bytes", cap);
         }
     }

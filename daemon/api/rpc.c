@@ -253,11 +253,34 @@ static const struct task_sink_ops sink_ops = {
     .done = sink_done,
 };
 
+static struct task *find_task(struct rpc_conn *rc, uint32_t msgid)
+{
+    for (struct task_sink *s = rc->tasks; s; s = s->next) {
+        struct task *t = task_of_sink(s);
+        if (task_msgid(t) == msgid) {
+            return t;
+        }
+    }
+    return NULL;
+}
+
 static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args)
 {
     struct rpc *rpc = rc->rpc;
     const struct rpc_env *env = &rpc->env;
     struct err e = ERR_INIT;
+    /* A task's notifications and its stdin are keyed by msgid alone: a second task under
+     * the same msgid would mix with the first. The first keeps running, untouched. */
+    if (find_task(rc, msgid)) {
+        char msg[128];
+        (void)snprintf(msg, sizeof(msg),
+                       "msgid %u is already in flight on this connection; ids must be unique "
+                       "among a connection's requests in flight",
+                       msgid);
+        rpc_note_error(rpc, "bad_request");
+        deny_exec(rc, msgid, args, NULL, "bad_request", msg);
+        return;
+    }
     if (sched_draining(env->sched)) {
         deny_exec(rc, msgid, args, NULL, "shutting_down", "sbxd is shutting down");
         return;
@@ -386,17 +409,6 @@ static const struct method admin_methods[] = {
     {"audit.verify", rpc_audit_verify},
 };
 
-static struct task *find_task(struct rpc_conn *rc, uint32_t msgid)
-{
-    for (struct task_sink *s = rc->tasks; s; s = s->next) {
-        struct task *t = task_of_sink(s);
-        if (task_msgid(t) == msgid) {
-            return t;
-        }
-    }
-    return NULL;
-}
-
 static void handle_notify(struct rpc_conn *rc, const struct proto_msg *m)
 {
     if (!proto_str_eq(m->method, m->method_len, "exec.stdin")) {
@@ -409,14 +421,30 @@ static void handle_notify(struct rpc_conn *rc, const struct proto_msg *m)
         p->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
         (p->via.array.ptr[1].type != MSGPACK_OBJECT_BIN &&
          p->via.array.ptr[1].type != MSGPACK_OBJECT_STR)) {
-        rpc_refused(rc, "bad_request", "bad_request", m->method, m->method_len,
-                    "exec.stdin takes [msgid, bin]");
+        const char *msg = "exec.stdin takes [msgid, bin]";
+        bool has_id = p && p->type == MSGPACK_OBJECT_ARRAY && p->via.array.size > 0;
+        rpc_refused(rc, "bad_request", "bad_request", m->method, m->method_len, msg);
+        server_conn_send_error_notify(rc->c, "bad_request", msg, m->method, m->method_len,
+                                      has_id ? &p->via.array.ptr[0] : NULL);
         return;
     }
     uint64_t id = p->via.array.ptr[0].via.u64;
     struct task *t = id <= UINT32_MAX ? find_task(rc, (uint32_t)id) : NULL;
     if (!t) {
         return; /* the task may have finished already: late stdin is dropped */
+    }
+    if (!task_get_spec(t)->stdin) {
+        /* The task's stdin is empty; the client is told that these bytes went nowhere,
+         * once for each notification (the connection's backpressure paces the answers). */
+        char msg[128];
+        (void)snprintf(msg, sizeof(msg),
+                       "exec.stdin for request %u, which did not ask for stdin (\"stdin\": "
+                       "true): dropped",
+                       (unsigned)id);
+        rpc_refused(rc, "bad_request", "bad_request", m->method, m->method_len, msg);
+        server_conn_send_error_notify(rc->c, "bad_request", msg, m->method, m->method_len,
+                                      &p->via.array.ptr[0]);
+        return;
     }
     const msgpack_object *b = &p->via.array.ptr[1];
     task_stdin(t, b->via.bin.ptr, b->via.bin.size);

@@ -214,6 +214,19 @@ void server_conn_send_error(struct conn *c, uint32_t msgid, const char *code, co
     msgpack_sbuffer_destroy(&sb);
 }
 
+void server_conn_send_error_notify(struct conn *c, const char *code, const char *message,
+                                   const char *method, size_t method_len,
+                                   const msgpack_object *msgid)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_error_notify(&pk, code, message, method, method_len, msgid);
+    server_conn_send(c, &sb);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 /* A protocol error after which the stream cannot be trusted: say why in an `error`
  * notification (there is no msgid to answer), then close once it is written. */
 static void conn_fatal(struct conn *c, const char *code, const char *message)
@@ -221,17 +234,7 @@ static void conn_fatal(struct conn *c, const char *code, const char *message)
     if (c->closing || c->close_after_flush) {
         return;
     }
-    msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    proto_pack_notify(&pk, "error");
-    msgpack_pack_array(&pk, 1);
-    msgpack_pack_map(&pk, 2);
-    proto_pack_kv_str(&pk, "code", code);
-    proto_pack_kv_text(&pk, "message", message);
-    server_conn_send(c, &sb);
-    msgpack_sbuffer_destroy(&sb);
+    server_conn_send_error_notify(c, code, message, NULL, 0, NULL);
     c->close_after_flush = true;
     update_reading(c);
     if (!c->closing && server_conn_write_queue(c) == 0) {
@@ -282,8 +285,11 @@ static void conn_process(struct conn *c)
             break;
         }
         if (r == -EPROTO) {
-            if (m.type == PROTO_REQUEST && !m.method) {
+            if (m.type == PROTO_REQUEST && !m.no_msgid) {
                 server_conn_send_error(c, m.msgid, "bad_request", err_msg(&e));
+            } else if (m.type == PROTO_REQUEST) {
+                server_conn_send_error_notify(c, "bad_request", err_msg(&e), m.method, m.method_len,
+                                              m.raw_msgid);
             } else {
                 log_debug("conn=%llu msg=\"ignoring malformed message\" detail=\"%s\"",
                           (unsigned long long)c->id, err_msg(&e));

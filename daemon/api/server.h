@@ -85,6 +85,11 @@ void server_conn_send(struct conn *c, msgpack_sbuffer *sbuf);
 size_t server_conn_write_queue(const struct conn *c);
 /* Sends an error response for msgid. */
 void server_conn_send_error(struct conn *c, uint32_t msgid, const char *code, const char *message);
+/* Sends an `error` notification (proto_pack_error_notify): a refusal no response can
+ * carry, naming the refused message by method and msgid where they are not NULL. */
+void server_conn_send_error_notify(struct conn *c, const char *code, const char *message,
+                                   const char *method, size_t method_len,
+                                   const msgpack_object *msgid);
 /* Stdin accounting for backpressure: bytes queued to the connection's tasks, and written
  * out of their pipes. */
 void server_conn_stdin_queued(struct conn *c, size_t n);

@@ -166,13 +166,14 @@ void task_audit_request_raw(struct task_env *tenv, const char *task_id,
         argv_begin(ev, av->via.array.size);
         bool secret_next = false;
         for (uint32_t i = 0; i < av->via.array.size; i++) {
-            const msgpack_object *a = &av->via.array.ptr[i];
-            if (a->type != MSGPACK_OBJECT_STR) {
+            const char *arg;
+            uint32_t len;
+            if (!proto_obj_bytes(&av->via.array.ptr[i], &arg, &len)) {
                 audit_array_str(ev, NULL, 0);
                 secret_next = false;
                 continue;
             }
-            argv_item(ev, a->via.str.ptr, a->via.str.size, &secret_next);
+            argv_item(ev, arg, len, &secret_next);
         }
         audit_array_end(ev);
     }

@@ -370,11 +370,19 @@ static int msg_classify(struct proto_msg *m, struct err *e)
     a = o->via.array.ptr;
     n = o->via.array.size;
     if (obj_is_uint(&a[0], PROTO_REQUEST)) {
+        m->type = PROTO_REQUEST;
         if (n < 2 || !obj_is_msgid(&a[1])) {
+            /* No response can name it, so its client would wait for ever: the caller
+             * answers with an error notification that names what was sent. */
+            m->no_msgid = true;
+            m->raw_msgid = n >= 2 ? &a[1] : NULL;
+            if (n >= 3 && a[2].type == MSGPACK_OBJECT_STR) {
+                m->method = a[2].via.str.ptr;
+                m->method_len = a[2].via.str.size;
+            }
             return err_setx(e, -EPROTO, "request msgid must be an unsigned 32-bit integer");
         }
         /* Even a malformed request can be answered once its msgid is known. */
-        m->type = PROTO_REQUEST;
         m->msgid = (uint32_t)a[1].via.u64;
         if (n != 4) {
             return err_setx(e, -EPROTO, "request must be [0, msgid, method, params]");
@@ -487,18 +495,10 @@ int proto_reader_next(struct proto_reader *r, struct proto_msg *ret, struct err 
     }
     empty_raw_not_null(&ret->unpacked.data);
     /* On -EPROTO a value that did not look like a request stays typed as a notification
-     * without a method, so a caller that answers PROTO_REQUEST never answers it. */
+     * without a method, so a caller that answers PROTO_REQUEST never answers it. The value
+     * stays with the message (no_msgid points into it) until proto_msg_done. */
     ret->type = PROTO_NOTIFY;
-    rc = msg_classify(ret, e);
-    if (rc < 0) {
-        enum proto_type type = ret->type;
-        uint32_t msgid = ret->msgid;
-
-        proto_msg_done(ret);
-        ret->type = type;
-        ret->msgid = msgid;
-    }
-    return rc;
+    return msg_classify(ret, e);
 }
 
 void proto_msg_done(struct proto_msg *m)
@@ -634,6 +634,43 @@ void proto_pack_notify(msgpack_packer *pk, const char *method)
     proto_pack_cstr(pk, method);
 }
 
+/* Whether the msgid o can be echoed as proto_pack_error_notify says. */
+static bool msgid_echoable(const msgpack_object *o)
+{
+    return o && o->type != MSGPACK_OBJECT_ARRAY && o->type != MSGPACK_OBJECT_MAP &&
+           o->type != MSGPACK_OBJECT_EXT;
+}
+
+void proto_pack_error_notify(msgpack_packer *pk, const char *code, const char *message,
+                             const char *method, size_t method_len, const msgpack_object *msgid)
+{
+    /* Bounded echoes: the refused message may be up to the message size cap. */
+    enum { ECHO_MAX = 64 };
+    bool echo_id = msgid_echoable(msgid);
+    proto_pack_notify(pk, "error");
+    (void)msgpack_pack_array(pk, 1);
+    (void)msgpack_pack_map(pk, 2 + (method != NULL) + echo_id);
+    proto_pack_kv_str(pk, "code", code ? code : "internal");
+    proto_pack_kv_text(pk, "message", message ? message : "");
+    if (method) {
+        proto_pack_cstr(pk, "method");
+        proto_pack_textn(pk, method, method_len < ECHO_MAX ? method_len : ECHO_MAX);
+    }
+    if (!echo_id) {
+        return;
+    }
+    proto_pack_cstr(pk, "msgid");
+    if (msgid->type == MSGPACK_OBJECT_STR) {
+        uint32_t n = msgid->via.str.size;
+        proto_pack_textn(pk, msgid->via.str.ptr, n < ECHO_MAX ? n : ECHO_MAX);
+    } else if (msgid->type == MSGPACK_OBJECT_BIN) {
+        uint32_t n = msgid->via.bin.size;
+        (void)msgpack_pack_bin_with_body(pk, msgid->via.bin.ptr, n < ECHO_MAX ? n : ECHO_MAX);
+    } else {
+        (void)msgpack_pack_object(pk, *msgid);
+    }
+}
+
 void proto_pack_kv_str(msgpack_packer *pk, const char *key, const char *val)
 {
     proto_pack_cstr(pk, key);
@@ -681,7 +718,7 @@ bool proto_str_eq(const char *s, uint32_t len, const char *cstr)
     return n == len && (n == 0 || memcmp(s, cstr, n) == 0);
 }
 
-static bool obj_raw(const msgpack_object *o, const char **ret, uint32_t *ret_len)
+bool proto_obj_bytes(const msgpack_object *o, const char **ret, uint32_t *ret_len)
 {
     if (o->type == MSGPACK_OBJECT_STR) {
         *ret = o->via.str.ptr;
@@ -706,7 +743,7 @@ const msgpack_object *proto_map_get(const msgpack_object *map, const char *key)
         const char *s;
         uint32_t len;
 
-        if (obj_raw(&kv->key, &s, &len) && proto_str_eq(s, len, key)) {
+        if (proto_obj_bytes(&kv->key, &s, &len) && proto_str_eq(s, len, key)) {
             return &kv->val;
         }
     }
@@ -812,7 +849,7 @@ int proto_obj_cstr(const msgpack_object *o, char *buf, size_t size)
     const char *s;
     uint32_t len;
 
-    if (!o || !obj_raw(o, &s, &len)) {
+    if (!o || !proto_obj_bytes(o, &s, &len)) {
         return -EINVAL;
     }
     if ((size_t)len >= size) {

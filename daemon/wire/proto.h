@@ -27,7 +27,13 @@ enum proto_type {
  * proto_msg_done(). */
 struct proto_msg {
     enum proto_type type;
-    uint32_t msgid;     /* request, response */
+    uint32_t msgid; /* request, response */
+    /* -EPROTO, type PROTO_REQUEST: the msgid was missing or not an unsigned 32-bit integer,
+     * so no response can name the request (msgid is 0 and means nothing). raw_msgid is what
+     * was sent in its place (NULL when nothing was), and method the method when it was a
+     * str: proto_pack_error_notify names the request with them. */
+    bool no_msgid;
+    const msgpack_object *raw_msgid;
     const char *method; /* request, notification; not NUL-terminated */
     uint32_t method_len;
     const msgpack_object *params; /* request, notification: any type (usually an array) */
@@ -52,8 +58,10 @@ void proto_reader_consumed(struct proto_reader *r, size_t n);
  * -EMSGSIZE (message above the cap) or -EBADMSG (not msgpack, too deep, impossible counts):
  *   the stream cannot be resynchronised, close the connection;
  * -EPROTO: a well-formed msgpack value that is not a msgpack-rpc message. The value was
- *   consumed; if it looked like a request, *ret has type PROTO_REQUEST and its msgid, and
- *   ret->method is NULL, so the caller can send an error response. Not fatal.
+ *   consumed (call proto_msg_done after). If it looked like a request (an array whose
+ *   first element is 0), *ret has type PROTO_REQUEST and either its msgid, with method and
+ *   params NULL, so the caller can send an error response, or no_msgid set (struct
+ *   proto_msg), so it can send an error notification naming the request. Not fatal.
  * e (may be NULL) says what was wrong. */
 int proto_reader_next(struct proto_reader *r, struct proto_msg *ret, struct err *e);
 /* Frees the message's memory. Accepts a zeroed message. */
@@ -71,6 +79,13 @@ void proto_pack_response_err(msgpack_packer *pk, uint32_t msgid, const char *cod
                              const char *message);
 /* [2, method, <params follow>] */
 void proto_pack_notify(msgpack_packer *pk, const char *method);
+/* [2, "error", [{"code": code, "message": message, "method": ..., "msgid": ...}]] (complete
+ * message): a refusal no response can carry. "method" (text, at most 64 bytes) names the
+ * refused message when method is not NULL, and "msgid" the msgid it named when msgid is
+ * not NULL: as sent when nil, a boolean or a number, as text or bin cut to 64 bytes when a
+ * str or bin, and left out when an array, map or ext. */
+void proto_pack_error_notify(msgpack_packer *pk, const char *code, const char *message,
+                             const char *method, size_t method_len, const msgpack_object *msgid);
 
 void proto_pack_cstr(msgpack_packer *pk, const char *s);
 void proto_pack_kv_str(msgpack_packer *pk, const char *key, const char *val);
@@ -102,6 +117,9 @@ int proto_get_u64(const msgpack_object *map, const char *key, uint64_t *ret, str
 /* Accepts integers and floats; rejects NaN and infinities. */
 int proto_get_f64(const msgpack_object *map, const char *key, double *ret, struct err *e);
 int proto_get_bool(const msgpack_object *map, const char *key, bool *ret, struct err *e);
+/* The bytes of a str or bin o (not NUL-terminated): true, or false when o is neither
+ * (*ret, *ret_len untouched). */
+bool proto_obj_bytes(const msgpack_object *o, const char **ret, uint32_t *ret_len);
 /* Compares a msgpack str or bin with a C string. */
 bool proto_str_eq(const char *s, uint32_t len, const char *cstr);
 /* Copies a str/bin object into buf with a NUL; -EINVAL if not str/bin, -ENAMETOOLONG if

@@ -220,6 +220,94 @@ class Protocol(DaemonTest):
             c.notify("exec.stdin", ["x", 1])
             c.notify("no.such.thing", [])
             self.assertTrue(c.call("ping")["pong"])
+        # Only the malformed one is answered: late stdin for a finished task is normal.
+        self.assertEqual(c.notifications, [("error", [{
+            "code": "bad_request", "message": "exec.stdin takes [msgid, bin]",
+            "method": "exec.stdin", "msgid": "x"}])])
+
+    def test_msgid_outside_u32_gets_an_error_notification_naming_it(self):
+        # A request no response can name must not leave its client waiting in silence.
+        s = raw(self.d.sock)
+        s.sendall(msgpack.packb([0, 2**32, "exec", [{"argv": ["true"]}]]) +
+                  msgpack.packb([0, -1, "ping", []]) + msgpack.packb([0, 1.5, "ping", []]) +
+                  msgpack.packb([0, "seven", "pools", []]) + msgpack.packb([0]) +
+                  msgpack.packb([0, 9, "ping", []]))
+        msgs = read_msgs(s, 6)
+        notes = [m for m in msgs if m[0] == 2]
+        self.assertEqual(len(notes), 5, msgs)
+        for m in notes:
+            self.assertEqual(m[1], "error")
+            self.assertEqual(m[2][0]["code"], "bad_request")
+            self.assertIn("msgid", m[2][0]["message"])
+        named = [(m[2][0].get("msgid"), m[2][0].get("method")) for m in notes]
+        self.assertEqual(named, [(2**32, "exec"), (-1, "ping"), (1.5, "ping"),
+                                 ("seven", "pools"), (None, None)])
+        self.assertEqual(msgs[-1][:3], [1, 9, None])  # the connection stays open
+        s.close()
+        self.assert_daemon_fine()
+
+    def test_stdin_for_a_request_without_stdin_gets_an_error_notification(self):
+        s = raw(self.d.sock)
+        s.sendall(msgpack.packb([0, 3, "exec", [{"argv": ["sh", "-c", "sleep 1; echo done"]}]]) +
+                  msgpack.packb([2, "exec.stdin", [3, b"lost bytes"]], use_bin_type=True) +
+                  msgpack.packb([2, "exec.stdin", [3, b""]], use_bin_type=True))
+        msgs = []
+        while not any(m[0] == 1 for m in msgs):
+            msgs += read_msgs(s)
+        notes = [m[2][0] for m in msgs if m[:2] == [2, "error"]]
+        self.assertEqual(len(notes), 2, msgs)
+        for n in notes:
+            self.assertEqual((n["code"], n["method"], n["msgid"]), ("bad_request", "exec.stdin", 3))
+            self.assertIn("stdin", n["message"])
+        res = [m for m in msgs if m[0] == 1][0]
+        self.assertEqual(res[:3], [1, 3, None])
+        self.assertEqual((res[3]["status"], res[3]["exit_code"]), ("exited", 0))
+        out = b"".join(m[2][1] for m in msgs if m[:2] == [2, "exec.stdout"])
+        self.assertEqual(out, b"done\n")
+        s.close()
+
+    def test_argv_and_env_values_may_be_bin_and_any_bytes_but_nul(self):
+        odd = b"\xff\xfe caf\xc3\xa9 \x80"
+        with self.d.client() as c:
+            res, out, err = c.exec([b"sh", "-c", b'printf "%s|%s" "$1" "$V"', b"sh", odd],
+                                   env={"V": b"\xc0\xafv"})
+            self.assertEqual((res["status"], res["exit_code"]), ("exited", 0), (res, err))
+            self.assertEqual(out, odd + b"|\xc0\xafv")
+            for args in ({"argv": [b"echo", b"a\0b"]}, {"argv": [b""]},
+                         {"argv": ["echo"], "env": {"V": b"a\0b"}}, {"argv": ["echo", 5]}):
+                with self.assertRaises(sbx_client.RpcError, msg=repr(args)) as cm:
+                    c.call("exec", args)
+                self.assertEqual(cm.exception.code, "bad_request", args)
+        self.assert_daemon_fine()
+
+    def test_a_second_exec_under_a_msgid_in_flight_is_refused(self):
+        s = raw(self.d.sock)
+        s.sendall(msgpack.packb([0, 5, "exec", [{"argv": ["cat"], "stdin": True}]]))
+        msgs = read_msgs(s)  # exec.started: the first task is in flight
+        self.assertEqual(msgs[0][:2], [2, "exec.started"], msgs)
+        s.sendall(msgpack.packb([0, 5, "exec", [{"argv": ["echo", "second"]}]]))
+        refusal = read_msgs(s)
+        self.assertEqual(len(refusal), 1, refusal)
+        self.assertEqual(refusal[0][:2], [1, 5])
+        self.assertEqual(refusal[0][2]["code"], "bad_request")
+        self.assertIn("in flight", refusal[0][2]["message"])
+        s.sendall(msgpack.packb([2, "exec.stdin", [5, b"first\n"]], use_bin_type=True) +
+                  msgpack.packb([2, "exec.stdin", [5, b""]], use_bin_type=True))
+        msgs = []
+        while not any(m[0] == 1 for m in msgs):
+            msgs += read_msgs(s)
+        self.assertEqual([m for m in msgs if m[0] == 2 and m[1] != "exec.stdout"], [], msgs)
+        self.assertEqual(b"".join(m[2][1] for m in msgs if m[1] == "exec.stdout"), b"first\n")
+        res = msgs[-1]
+        self.assertEqual(res[:3], [1, 5, None])
+        self.assertEqual((res[3]["status"], res[3]["exit_code"]), ("exited", 0))
+        # Once the first is done, the msgid may be used again.
+        s.sendall(msgpack.packb([0, 5, "exec", [{"argv": ["echo", "again"]}]]))
+        msgs = []
+        while not any(m[0] == 1 for m in msgs):
+            msgs += read_msgs(s)
+        self.assertEqual(msgs[-1][3]["status"], "exited")
+        s.close()
 
     def test_example_client_script(self):
         r = subprocess.run(["/usr/bin/python3", os.path.join(TOP, "tests", "helpers", "sbx_client.py"),

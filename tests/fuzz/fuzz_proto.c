@@ -75,6 +75,30 @@ static void text_roundtrip(const char *s, size_t n)
     msgpack_sbuffer_destroy(&sb);
 }
 
+/* A request refused for its msgid (-EPROTO, no_msgid): the error notification naming it
+ * is one complete message that reads back as a notification, whatever was sent. */
+static void refusal_roundtrip(const struct proto_msg *m)
+{
+    msgpack_sbuffer sb;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_error_notify(&pk, "bad_request", "no msgid", m->method, m->method_len, m->raw_msgid);
+    struct proto_reader *rd = NULL;
+    FUZZ_CHECK(proto_reader_new(sb.size + 64, &rd) == 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FUZZ_CHECK(proto_reader_buffer(rd, sb.size, &buf, &len) == 0 && len >= sb.size);
+    memcpy(buf, sb.data, sb.size);
+    proto_reader_consumed(rd, sb.size);
+    struct proto_msg n;
+    FUZZ_CHECK(proto_reader_next(rd, &n, NULL) == 1);
+    FUZZ_CHECK(n.type == PROTO_NOTIFY && proto_reader_pending(rd) == 0);
+    proto_msg_done(&n);
+    proto_reader_free(rd);
+    msgpack_sbuffer_destroy(&sb);
+}
+
 static void use(const struct proto_msg *m)
 {
     struct err e = ERR_INIT;
@@ -200,6 +224,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
             FUZZ_CHECK(err_msg(&e)[0] != '\0');
             if (r == -EPROTO) {
+                if (m.type == PROTO_REQUEST && m.no_msgid) {
+                    refusal_roundtrip(&m);
+                }
                 proto_msg_done(&m);
                 continue;
             }

@@ -46,7 +46,7 @@ class Client:
         self.sock.setblocking(False)
         self.unpacker = msgpack.Unpacker(raw=False)
         self.packer = msgpack.Packer(use_bin_type=True)
-        self.pending, self.next_id, self.closed = {}, 1, None
+        self.pending, self.next_id, self.closed, self.last_error = {}, 1, None, None
         self.notifications = []  # notifications for no request in flight, e.g. "error"
         self.io_lock, self.send_lock, self.id_lock = (threading.Lock() for _ in range(3))
 
@@ -68,7 +68,8 @@ class Client:
         except OSError as e:
             data, self.closed = b"", f"connection failed: {e}"
         if not data:
-            self.closed = self.closed or "connection closed by sbxd"
+            why = self.last_error and f"sbxd: {RpcError(self.last_error)}"
+            self.closed = self.closed or why or "connection closed by sbxd"
             for p in self.pending.values():
                 if not p.done:
                     p.done, p.error = True, ConnectionError(self.closed)
@@ -92,9 +93,11 @@ class Client:
             if p and not p.done and p.on_notify:
                 p.on_notify(msg[1], params[1:])
             elif not p:
+                # An "error" notification either comes before sbxd closes the connection
+                # (its reason, kept for ConnectionError) or names a message it refused.
                 self.notifications.append((msg[1], params))
                 if msg[1] == "error" and params:
-                    self.closed = f"sbxd: {RpcError(params[0])}"
+                    self.last_error = params[0]
 
     def _send(self, obj):
         view = memoryview(self.packer.pack(obj))

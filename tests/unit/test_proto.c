@@ -670,6 +670,7 @@ static void proto_reader_next__not_rpc_is_eproto_and_stream_continues(void **sta
     }
     assert_int_equal(proto_reader_next(r, &m, &e), -EPROTO);
     assert_null(m.method);
+    proto_msg_done(&m); /* -EPROTO keeps the value until then */
     assert_int_equal(proto_reader_next(r, &m, &e), 1);
     assert_int_equal(m.type, PROTO_NOTIFY);
     assert_true(proto_str_eq(m.method, m.method_len, "y"));
@@ -786,26 +787,130 @@ static void proto_reader_next__bad_request_keeps_msgid(void **state)
     proto_reader_free(r);
 }
 
-static void proto_reader_next__msgid_outside_u32_is_unanswerable(void **state)
+/* The error notification proto_pack_error_notify packs, decoded: its one map. */
+static const msgpack_object *error_notify_map(struct proto_reader *r, msgpack_sbuffer *sb,
+                                              struct proto_msg *m)
+{
+    read_one(r, sb, m);
+    assert_int_equal(m->type, PROTO_NOTIFY);
+    assert_true(proto_str_eq(m->method, m->method_len, "error"));
+    assert_int_equal(m->params->type, MSGPACK_OBJECT_ARRAY);
+    assert_int_equal(m->params->via.array.size, 1);
+    assert_int_equal(m->params->via.array.ptr[0].type, MSGPACK_OBJECT_MAP);
+    return &m->params->via.array.ptr[0];
+}
+
+static void proto_reader_next__msgid_outside_u32_names_the_request(void **state)
 {
     (void)state;
     struct proto_reader *r = reader(4096);
-    struct proto_msg m;
-    /* [0, 2^32, "m", []]; [0, -1, "m", []]; [0, 1.0, "m", []] */
+    struct proto_reader *out = reader(4096);
+    struct proto_msg m, n;
+    const char *s;
+    uint32_t len;
+    /* [0, 2^32, "m", []]; [0, -1, "m", []]; [0, 1.0, "m", []]; [0]; [0, "x"] */
     /* clang-format off */
     static const unsigned char bytes[] = {
         0x94, 0x00, 0xcf, 0, 0, 0, 1, 0, 0, 0, 0, 0xa1, 'm', 0x90,
         0x94, 0x00, 0xff, 0xa1, 'm', 0x90,
-        0x94, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0xa1, 'm', 0x90};
+        0x94, 0x00, 0xcb, 0x3f, 0xf0, 0, 0, 0, 0, 0, 0, 0xa1, 'm', 0x90,
+        0x91, 0x00,
+        0x92, 0x00, 0xa1, 'x'};
     /* clang-format on */
+    static const msgpack_object_type types[] = {
+        MSGPACK_OBJECT_POSITIVE_INTEGER, MSGPACK_OBJECT_NEGATIVE_INTEGER, MSGPACK_OBJECT_FLOAT64};
 
     assert_int_equal(feed(r, bytes, sizeof(bytes), 0), 0);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 5; i++) {
         assert_int_equal(proto_reader_next(r, &m, NULL), -EPROTO);
-        assert_int_equal(m.type, PROTO_NOTIFY);
+        assert_int_equal(m.type, PROTO_REQUEST);
+        assert_true(m.no_msgid);
+        assert_null(m.params);
+        if (i < 3) {
+            assert_non_null(m.raw_msgid);
+            assert_int_equal(m.raw_msgid->type, types[i]);
+            assert_true(proto_str_eq(m.method, m.method_len, "m"));
+        } else {
+            assert_null(m.method);
+        }
+        if (i == 3) {
+            assert_null(m.raw_msgid);
+        }
+        msgpack_sbuffer sb;
+        msgpack_packer pk;
+        msgpack_sbuffer_init(&sb);
+        msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+        proto_pack_error_notify(&pk, "bad_request", "no msgid", m.method, m.method_len,
+                                m.raw_msgid);
+        const msgpack_object *em = error_notify_map(out, &sb, &n);
+        assert_int_equal(proto_get_str(em, "code", &s, &len, NULL), 0);
+        assert_true(proto_str_eq(s, len, "bad_request"));
+        assert_int_equal(proto_get_str(em, "message", &s, &len, NULL), 0);
+        assert_true(proto_str_eq(s, len, "no msgid"));
+        assert_int_equal(proto_map_get(em, "method") != NULL, i < 3);
+        assert_int_equal(proto_map_get(em, "msgid") != NULL, i != 3);
+        const msgpack_object *id = proto_map_get(em, "msgid");
+        if (i == 0) {
+            assert_int_equal(id->via.u64, (uint64_t)1 << 32);
+        } else if (i == 1) {
+            assert_int_equal(id->via.i64, -1);
+        } else if (i == 2) {
+            assert_true(id->via.f64 == 1.0);
+        } else if (i == 4) {
+            assert_int_equal(proto_get_str(em, "msgid", &s, &len, NULL), 0);
+            assert_true(proto_str_eq(s, len, "x"));
+        }
+        proto_msg_done(&n);
+        msgpack_sbuffer_destroy(&sb);
         proto_msg_done(&m);
     }
     assert_int_equal(proto_reader_next(r, &m, NULL), 0);
+    proto_reader_free(out);
+    proto_reader_free(r);
+}
+
+static void proto_pack_error_notify__echoes_are_bounded(void **state)
+{
+    (void)state;
+    struct proto_reader *r = reader(4096);
+    struct proto_msg m;
+    msgpack_sbuffer sb;
+    msgpack_packer pk;
+    char big[200];
+    const char *s;
+    uint32_t len;
+
+    memset(big, 'a', sizeof(big));
+    big[3] = (char)0xff; /* not UTF-8: sent as '?' */
+    /* A long bin msgid is cut to 64 bytes, a long method too; an array msgid is left out. */
+    msgpack_object bin = {.type = MSGPACK_OBJECT_BIN};
+    bin.via.bin.ptr = big;
+    bin.via.bin.size = sizeof(big);
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_error_notify(&pk, "bad_request", "m", big, sizeof(big), &bin);
+    const msgpack_object *em = error_notify_map(r, &sb, &m);
+    assert_int_equal(em->via.map.size, 4);
+    assert_int_equal(proto_get_str(em, "method", &s, &len, NULL), 0);
+    assert_int_equal(len, 64);
+    assert_memory_equal(s, "aaa?aaaa", 8);
+    const msgpack_object *id = proto_map_get(em, "msgid");
+    assert_int_equal(id->type, MSGPACK_OBJECT_BIN);
+    assert_int_equal(id->via.bin.size, 64);
+    assert_memory_equal(id->via.bin.ptr, big, 64);
+    proto_msg_done(&m);
+    msgpack_sbuffer_destroy(&sb);
+
+    msgpack_object arr = {.type = MSGPACK_OBJECT_ARRAY};
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    proto_pack_error_notify(&pk, NULL, NULL, NULL, 0, &arr);
+    em = error_notify_map(r, &sb, &m);
+    assert_int_equal(em->via.map.size, 2);
+    assert_int_equal(proto_get_str(em, "code", &s, &len, NULL), 0);
+    assert_true(proto_str_eq(s, len, "internal"));
+    proto_msg_done(&m);
+    msgpack_sbuffer_destroy(&sb);
     proto_reader_free(r);
 }
 
@@ -1244,7 +1349,8 @@ int main(void)
         cmocka_unit_test(proto_reader_next__empty_str_and_bin_are_not_null),
         cmocka_unit_test(proto_pack_textn__valid_utf8_out),
         cmocka_unit_test(proto_reader_next__bad_request_keeps_msgid),
-        cmocka_unit_test(proto_reader_next__msgid_outside_u32_is_unanswerable),
+        cmocka_unit_test(proto_reader_next__msgid_outside_u32_names_the_request),
+        cmocka_unit_test(proto_pack_error_notify__echoes_are_bounded),
         cmocka_unit_test(proto_reader_next__random_garbage_never_crashes),
         cmocka_unit_test(proto_reader_next__byte_at_a_time_large_message),
         cmocka_unit_test(proto_reader_next__several_messages_in_one_buffer),
