@@ -61,18 +61,18 @@ bool audit_prune_over(struct audit *a)
            (a->o.max_bytes && audit_prune_db_bytes(a) > a->o.max_bytes);
 }
 
-/* Rows that must go for max_rows and max_bytes: down to 95% and 90% of them, so that
- * pruning does not run after every batch. The bytes a row frees are estimated from the
- * average; the next step sees what really went. */
+/* Rows that must go for max_rows and max_bytes: down to 80% of them, so that pruning runs
+ * seldom and each step (each audit.pruned row) removes many rows. The bytes a row frees
+ * are estimated from the average; the next step sees what really went. */
 static uint64_t rows_needed(struct audit *a)
 {
     uint64_t need = 0;
     if (a->o.max_rows && a->rows > a->o.max_rows) {
-        need = a->rows - (a->o.max_rows - a->o.max_rows / 20);
+        need = a->rows - (a->o.max_rows - a->o.max_rows / 5);
     }
     uint64_t bytes = a->o.max_bytes ? audit_prune_db_bytes(a) : 0;
     if (a->o.max_bytes && bytes > a->o.max_bytes && a->rows > 0) {
-        uint64_t target = a->o.max_bytes - a->o.max_bytes / 10;
+        uint64_t target = a->o.max_bytes - a->o.max_bytes / 5;
         uint64_t per_row = bytes / a->rows ? bytes / a->rows : 1;
         uint64_t n = (bytes - target) / per_row + 1;
         need = n > need ? n : need;
