@@ -174,8 +174,6 @@ struct audit_stats {
     uint64_t suppressed;    /* refusals counted, not written */
     uint64_t lost;          /* events dropped when the writer gave up */
     uint64_t pruned;        /* rows removed by retention */
-    uint64_t rows;          /* rows in the database after the last commit or prune */
-    uint64_t db_bytes;      /* pages in use times the page size, after the same */
     uint64_t queued;        /* waiting for the writer now */
     uint64_t last_batch_ns; /* duration of the last transaction */
 };

@@ -118,8 +118,6 @@ int audit_writer_finish(struct audit *a, int r, uint64_t seq,
                         const unsigned char hash[AUDIT_HASH_BYTES], struct err *e);
 /* audit_prune.c: counts the rows and reads the page size (at open). Returns 0 or -errno. */
 int audit_prune_open(struct audit *a, struct err *e);
-/* audit_prune.c: the database's pages in use times its page size. Writer thread. */
-uint64_t audit_prune_db_bytes(struct audit *a);
 /* audit_prune.c: true when the trail is over max_rows or max_bytes (prune now). */
 bool audit_prune_over(struct audit *a);
 /* audit_prune.c: one retention step (rows beyond max_age, then refused requests' rows,

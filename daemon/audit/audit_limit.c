@@ -201,6 +201,7 @@ static void limit_timer_cb(uv_timer_t *h)
 
 void audit_limit_arm(struct audit *a)
 {
+    /* loop_handles_open is written only by the loop (audit_shutdown): no lock to read it. */
     if (a->limit_timer_on || !a->loop_handles_open) {
         return;
     }

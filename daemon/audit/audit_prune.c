@@ -48,7 +48,8 @@ int audit_prune_open(struct audit *a, struct err *e)
     return 0;
 }
 
-uint64_t audit_prune_db_bytes(struct audit *a)
+/* The database's pages in use times its page size. */
+static uint64_t db_bytes(struct audit *a)
 {
     int64_t pages = one_i64(a->db, "PRAGMA page_count", 0, 0);
     int64_t free_pages = one_i64(a->db, "PRAGMA freelist_count", 0, 0);
@@ -58,7 +59,7 @@ uint64_t audit_prune_db_bytes(struct audit *a)
 bool audit_prune_over(struct audit *a)
 {
     return (a->o.max_rows && a->rows > a->o.max_rows) ||
-           (a->o.max_bytes && audit_prune_db_bytes(a) > a->o.max_bytes);
+           (a->o.max_bytes && db_bytes(a) > a->o.max_bytes);
 }
 
 /* Rows that must go for max_rows and max_bytes: down to 80% of them, so that pruning runs
@@ -70,7 +71,7 @@ static uint64_t rows_needed(struct audit *a)
     if (a->o.max_rows && a->rows > a->o.max_rows) {
         need = a->rows - (a->o.max_rows - a->o.max_rows / 5);
     }
-    uint64_t bytes = a->o.max_bytes ? audit_prune_db_bytes(a) : 0;
+    uint64_t bytes = a->o.max_bytes ? db_bytes(a) : 0;
     if (a->o.max_bytes && bytes > a->o.max_bytes && a->rows > 0) {
         uint64_t target = a->o.max_bytes - a->o.max_bytes / 5;
         uint64_t per_row = bytes / a->rows ? bytes / a->rows : 1;

@@ -408,14 +408,11 @@ static void maybe_prune(struct audit *a)
     if (r < 0) {
         log_warn("msg=\"audit pruning failed, retrying in a minute\" detail=\"%s\"", err_msg(&e));
     }
-    uint64_t bytes = audit_prune_db_bytes(a);
-    pthread_mutex_lock(&a->mu);
     if (r > 0) {
+        pthread_mutex_lock(&a->mu);
         a->st.pruned += (uint64_t)r;
+        pthread_mutex_unlock(&a->mu);
     }
-    a->st.rows = a->rows;
-    a->st.db_bytes = bytes;
-    pthread_mutex_unlock(&a->mu);
     /* A full step means more is due: go on after the next batch (or at once when idle). */
     bool more = r >= AUDIT_PRUNE_CHUNK || (r > 0 && audit_prune_over(a));
     a->next_prune_ns = clock_now_ns() + (more ? 0 : PRUNE_INTERVAL_NS);
@@ -538,7 +535,6 @@ void *audit_writer_main(void *arg)
             a->st.committed += n;
             a->st.batches++;
             a->st.last_batch_ns = t1 - t0;
-            a->st.rows = a->rows;
             if (last > a->resolved) {
                 a->resolved = last;
             }
