@@ -601,7 +601,7 @@ static void audit_prune__refusals_first_with_recorded_gaps(void **state)
     /* Tasks' rows between runs of refusals: 40 tasks, 3000 refusals. */
     uint64_t t = 0;
     for (int i = 0; i < 40; i++) {
-        char task[16];
+        char task[24];
         (void)snprintf(task, sizeof(task), "t%d", i);
         t = task_event(f->a, "task.request", task);
         for (int j = 0; j < 75; j++) {
@@ -660,7 +660,7 @@ static void audit_limit__budget_then_one_summary(void **state)
     assert_int_equal(audit_limit_pending(l), 997);
     /* Nine more kinds than fit: the rest under "other". */
     for (int i = 0; i < 9; i++) {
-        char kind[8];
+        char kind[16];
         (void)snprintf(kind, sizeof(kind), "k%d", i);
         audit_limit_count(l, kind);
     }
