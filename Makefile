@@ -164,7 +164,8 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 YAML_SRCS := $(BUILD)/embedded.c $(L)/textfile.c $(L)/yamlnode.c
 # The config's parts beside config.c, and the validators of wire/ it reuses.
 CONFIG_SRCS := daemon/config/config_walk.c daemon/config/config_egress.c \
-               daemon/config/config_pool.c daemon/wire/egress_parse.c daemon/wire/netaddr.c
+               daemon/config/config_pool.c daemon/wire/egress_parse.c daemon/wire/egress_path.c \
+               daemon/wire/netaddr.c
 TEST_config_EXTRA := $(YAML_SRCS) $(CONFIG_SRCS)
 SECCOMP_SRCS := daemon/sandbox/seccomp_profile.c daemon/sandbox/seccomp_denied.c \
                 daemon/sandbox/seccomp_compile.c
@@ -185,7 +186,7 @@ TEST_metrics_EXTRA := daemon/metrics/registry.c
 TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token/token_db.c daemon/token/token_secret.c \
                     daemon/token/token_policy.c daemon/token/token_mount.c $(L)/scrub.c
-TEST_egress_route_EXTRA := daemon/wire/egress_parse.c
+TEST_egress_route_EXTRA := daemon/wire/egress_path.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c $(CGROUP_SRCS)
 # Link seams (tests/unit/fakes/): pool.c and sandbox.c linked alone, each with fakes of
 # what it calls, which log the calls for the test to compare.
@@ -213,8 +214,8 @@ TEST_task_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_pool.c $(FAKES)/fake_sand
 # (tests/fuzz/corpus/<name>/); `make fuzz` links them with libFuzzer and searches for more.
 FUZZ_NAMES := proto egress config seccomp
 FUZZ_proto_SRCS := daemon/wire/proto.c
-FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_inspect.c \
-                    daemon/sandbox/task_spec.c
+FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_path.c \
+                    daemon/wire/egress_inspect.c daemon/sandbox/task_spec.c
 FUZZ_egress_LIBS := $(HTTP_PARSER_LIBS)
 FUZZ_config_SRCS := daemon/config/config.c $(CONFIG_SRCS) $(YAML_SRCS)
 FUZZ_seccomp_SRCS := daemon/sandbox/seccomp.c $(SECCOMP_SRCS) $(YAML_SRCS)

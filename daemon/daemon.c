@@ -409,14 +409,21 @@ static bool metrics_draining(void *arg)
 int daemon_metrics_start(struct daemon *d, struct err *e)
 {
     static const struct metrics_source source = {metrics_collect, metrics_draining};
-    scoped_free const char **names = xcalloc(d->n_pools + 1, sizeof(*names));
+    const struct config *cfg = d->cfg;
+    scoped_free const char **pools = xcalloc(d->n_pools + 1, sizeof(*pools));
     for (size_t i = 0; i < d->n_pools; i++) {
-        names[i] = pool_config(d->pools[i])->name;
+        pools[i] = pool_config(d->pools[i])->name;
     }
-    int r = metrics_new(names, d->n_pools, &d->metrics, e);
+    scoped_free const char **profiles = xcalloc(cfg->n_egress_profiles + 1, sizeof(*profiles));
+    for (size_t i = 0; i < cfg->n_egress_profiles; i++) {
+        profiles[i] = cfg->egress_profiles[i].name;
+    }
+    const struct metrics_names names = {pools, d->n_pools, profiles, cfg->n_egress_profiles};
+    int r = metrics_new(&names, &d->metrics, e);
     if (r < 0) {
         return err_prefix(e, r, "metrics");
     }
+    d->tenv.metrics = d->metrics; /* a queued task refused by its token is a denial */
     for (size_t i = 0; i < d->n_pools; i++) {
         d->pools[i]->metrics = metrics_pool(d->metrics, i);
     }

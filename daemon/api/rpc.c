@@ -176,14 +176,16 @@ static void deny_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object 
 }
 
 /* The exec's token, verified for pool p: *ret NULL without one (allowed unless
- * tokens.required). Returns 0, -EINVAL (malformed argument) or -EACCES with e. */
+ * tokens.required). Returns 0, -EINVAL (malformed argument) or -EACCES with e and *why
+ * (sbx_denied_total's reason). */
 static int exec_authorize(const struct rpc_env *env, const msgpack_object *a, const struct pool *p,
-                          const struct token **ret, struct err *e)
+                          const char **why, const struct token **ret, struct err *e)
 {
     const msgpack_object *to = proto_map_get(a, "token");
     *ret = NULL;
     if (!to || to->type == MSGPACK_OBJECT_NIL) {
         if (env->cfg->token_required) {
+            *why = "token_required";
             return err_setx(e, -EACCES, "a capability token is required (tokens.required)");
         }
         return 0;
@@ -193,16 +195,20 @@ static int exec_authorize(const struct rpc_env *env, const msgpack_object *a, co
     }
     /* SECURITY: the token string goes nowhere but token_authorize. */
     return token_authorize(env->tokens, to->via.str.ptr, to->via.str.size, pool_config(p)->name,
-                           ret, e);
+                           why, ret, e);
 }
 
-/* Answers an exec that authorization refused (the reason never holds the token). */
+/* Answers an exec that authorization refused (the reason never holds the token; why is
+ * the denial's label when r is -EACCES). */
 static void exec_refuse(struct rpc_conn *rc, uint32_t msgid, const struct task_spec *spec, int r,
-                        const struct err *e)
+                        const char *why, const struct err *e)
 {
     const char *code = r == -EACCES ? "denied" : "bad_request";
     char q[192];
     rpc_note_error(rc->rpc, code);
+    if (r == -EACCES) {
+        metrics_denied(rc->rpc->env.metrics, why);
+    }
     /* Debug only: an agent may knock at exec rate; the audit trail records refusals within
      * their budgets and counts the rest (rpc_refusals.h). */
     log_debug("conn=%llu msg=\"exec %s\" detail=%s", (unsigned long long)server_conn_id(rc->c),
@@ -297,9 +303,10 @@ static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
     }
     /* Authorization, from memory only, before anything is created. */
     const struct token *tok = NULL;
-    r = exec_authorize(env, args, p, &tok, &e);
+    const char *why = NULL;
+    r = exec_authorize(env, args, p, &why, &tok, &e);
     if (r < 0) {
-        exec_refuse(rc, msgid, &spec, r, &e);
+        exec_refuse(rc, msgid, &spec, r, why, &e);
         return;
     }
     /* Before the request is audited, so that it names its token; a grant that fails is
@@ -323,6 +330,7 @@ static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
     DLIST_PUSH(rc->tasks, ts);
     if (granted < 0) {
         rpc_note_error(rpc, "denied");
+        metrics_denied(env->metrics, "grant_failed");
         log_info("task=%s token=%s msg=\"token grant cannot be applied, denied\" detail=\"%s\"",
                  task_id(t), token_id ? token_id : "-", err_msg(&ge));
         task_fail(t, "denied", err_msg(&ge));

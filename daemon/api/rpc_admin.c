@@ -18,6 +18,7 @@
 #include "lib/alloc.h"
 #include "lib/log.h"
 #include "lib/util.h"
+#include "metrics/metrics.h"
 #include "token/token.h"
 #include "wire/ctl.h"
 #include "wire/proto.h"
@@ -226,6 +227,9 @@ void rpc_admin_token_issue(struct rpc_conn *rc, uint32_t msgid, const msgpack_ob
                            : r == -ENOSPC ? "limit"
                                           : "internal";
         char q[192];
+        if (r == -EACCES) {
+            metrics_denied(env->metrics, "issue_not_allowed");
+        }
         rpc_refused(rc, code, code, RPC_METHOD("token.issue"), err_msg(&e));
         log_info("conn=%llu msg=\"token not issued\" code=%s detail=%s",
                  (unsigned long long)server_conn_id(rc->c), code,

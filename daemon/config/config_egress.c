@@ -16,6 +16,7 @@
 
 #include "lib/alloc.h"
 #include "wire/egress_parse.h"
+#include "wire/egress_path.h"
 #include "wire/netaddr.h"
 #include "lib/yamlnode.h"
 #include "lib/util.h"
@@ -260,6 +261,13 @@ static bool url_path_ok(const char *p)
 
 static int check_path_prefix(const char *s, const char **why)
 {
+    /* The proxy refuses every request path that egress_path_normalize refuses, so a prefix
+     * it refuses could never match: say so at load instead of leaving a dead route. */
+    const char *pwhy;
+    if (strcmp(s, "/") != 0 && egress_path_normalize(s, strlen(s), NULL, NULL, &pwhy) < 0) {
+        *why = pwhy;
+        return -EINVAL;
+    }
     if (!url_path_ok(s) && strcmp(s, "/") != 0) {
         *why = "must be an absolute URL path without '.', '..' or empty segments, query or "
                "encoded '.', '/' or '\\\\'";

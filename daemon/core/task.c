@@ -457,8 +457,9 @@ static const char *task_status(const struct task *t)
     case KILL_OUTPUT:
         return "output_limit";
     case KILL_SHUTDOWN:
-    case KILL_CLIENT:
         return "error";
+    case KILL_CLIENT:
+        return "cancelled";
     case KILL_TOKEN_EXPIRED:
         return "token_expired";
     case KILL_TOKEN_REVOKED:
@@ -477,30 +478,6 @@ static const char *task_status(const struct task *t)
         return "oom";
     }
     return "signaled";
-}
-
-static void outcome_of(struct task *t, struct task_outcome *o)
-{
-    memset(o, 0, sizeof(*o));
-    o->status = task_status(t);
-    bool is_error = strcmp(o->status, "error") == 0;
-    if (is_error && t->error.msg[0] == '\0') {
-        if (t->kill == KILL_SHUTDOWN) {
-            err_setx(&t->error, -ESHUTDOWN, "sbxd shut down before the task finished");
-        } else {
-            err_setx(&t->error, -EIO, "the sandbox died before the task finished");
-        }
-    }
-    uint64_t end = t->t_exit_ns ? t->t_exit_ns : clock_now_ns();
-    o->wall_ms = t->t_start_ns && end > t->t_start_ns ? (end - t->t_start_ns) / 1000000 : 0;
-    o->cpu_ms =
-        t->have_usage && t->usage.cpu_ns ? t->usage.cpu_ns / 1000000 : t->rusage_cpu_us / 1000;
-    o->mem_peak_bytes = t->have_usage ? t->usage.mem_peak_bytes : 0;
-    o->has_exit_code = !t->exec_failed && t->kill == KILL_NONE && WIFEXITED(t->wstatus);
-    o->exit_code = o->has_exit_code ? WEXITSTATUS(t->wstatus) : 0;
-    o->has_signal = !t->exec_failed && t->exited && WIFSIGNALED(t->wstatus);
-    o->signal = o->has_signal ? WTERMSIG(t->wstatus) : 0;
-    o->error = is_error ? err_msg(&t->error) : NULL;
 }
 
 /* Where a task that never ran its command failed, for clients to tell "the command could
@@ -522,9 +499,49 @@ static const char *fail_stage_name(const struct task *t)
     }
 }
 
+/* Why a task in status error failed (sbx_task_errors_total's cause, metrics.h): the drain,
+ * else where its command failed to start (status error has one or the other). */
+static const char *error_cause(const struct task *t)
+{
+    if (t->kill == KILL_SHUTDOWN) {
+        return "shutdown";
+    }
+    const char *stage = fail_stage_name(t);
+    return stage ? stage : "setup";
+}
+
+static void outcome_of(struct task *t, struct task_outcome *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->status = task_status(t);
+    bool is_error = strcmp(o->status, "error") == 0;
+    if (is_error && t->error.msg[0] == '\0') {
+        if (t->kill == KILL_SHUTDOWN) {
+            err_setx(&t->error, -ESHUTDOWN, "sbxd shut down before the task finished");
+        } else {
+            err_setx(&t->error, -EIO, "the task could not be started");
+        }
+    }
+    uint64_t end = t->t_exit_ns ? t->t_exit_ns : clock_now_ns();
+    o->wall_ms = t->t_start_ns && end > t->t_start_ns ? (end - t->t_start_ns) / 1000000 : 0;
+    o->cpu_ms =
+        t->have_usage && t->usage.cpu_ns ? t->usage.cpu_ns / 1000000 : t->rusage_cpu_us / 1000;
+    o->mem_peak_bytes = t->have_usage ? t->usage.mem_peak_bytes : 0;
+    o->has_exit_code = !t->exec_failed && t->kill == KILL_NONE && WIFEXITED(t->wstatus);
+    o->exit_code = o->has_exit_code ? WEXITSTATUS(t->wstatus) : 0;
+    o->has_signal = !t->exec_failed && t->exited && WIFSIGNALED(t->wstatus);
+    o->signal = o->has_signal ? WTERMSIG(t->wstatus) : 0;
+    if (is_error) {
+        o->error = err_msg(&t->error);
+        o->error_cause = error_cause(t);
+    } else if (t->kill == KILL_CLIENT) { /* status cancelled */
+        o->error = "the client left before the task finished";
+    }
+}
+
 static void send_result(struct task *t, const struct task_outcome *o)
 {
-    bool is_error = o->error != NULL;
+    bool is_error = strcmp(o->status, "error") == 0;
     const char *stage = is_error ? fail_stage_name(t) : NULL;
 
     msgpack_sbuffer sb;
@@ -627,8 +644,11 @@ static void maybe_finish(struct task *t)
     if (!t->t_exit_ns) {
         t->t_exit_ns = clock_now_ns();
     }
-    metrics_task_done(t->pool->metrics, task_status(t),
+    struct task_outcome o;
+    outcome_of(t, &o);
+    metrics_task_done(t->pool->metrics, o.status,
                       &(struct metrics_task_result){
+                          .error_cause = o.error_cause,
                           .start_ns = t->t_start_ns,
                           .exit_ns = t->t_exit_ns,
                           .stdout_bytes = t->out_bytes,
@@ -637,35 +657,50 @@ static void maybe_finish(struct task *t)
                           .denials_known = t->seccomp_denials != CTL_DENIALS_UNKNOWN,
                           .seccomp_denials = t->seccomp_denials,
                       });
-    log_debug("task=%s pool=%s status=%s out=%llu err=%llu", t->id, t->pool->pc->name,
-              task_status(t), (unsigned long long)t->out_bytes, (unsigned long long)t->err_bytes);
+    log_debug("task=%s pool=%s status=%s out=%llu err=%llu", t->id, t->pool->pc->name, o.status,
+              (unsigned long long)t->out_bytes, (unsigned long long)t->err_bytes);
     /* The result is sent only once its chain is committed (task_committed), so a result a
      * client saw is in the trail even if sbxd is killed right after. The sandbox is dead
      * already (SIGKILL reached its init): that is recorded before the result. */
-    struct task_outcome o;
-    outcome_of(t, &o);
     task_audit_finished(t, &o);
     if (t->sb_id[0]) {
         task_audit_destroyed(t, reaped);
     }
-    uint64_t ticket = task_audit_result(t, o.status, NULL, NULL, &o);
+    uint64_t ticket = task_audit_result(t, o.status, NULL, o.error, &o);
     t->open_handles++; /* the wait holds the task */
     task_release(t);
     audit_when_committed(t->env->audit, ticket, task_committed, t);
 }
 
-void task_fail(struct task *t, const char *code, const char *message)
+/* A task that never had a sandbox ends with status (denied when it was never admitted):
+ * its result in the trail, its client answered with code and message when still there,
+ * and, once admitted, its end counted as any task's (cause: with status error). */
+static void end_unstarted(struct task *t, const char *status, const char *cause, const char *code,
+                          const char *message)
 {
     if (!t->admitted) {
         task_audit_decision(t->env, t->id, false, code, message);
     }
-    (void)task_audit_result(t, t->admitted ? "error" : "denied", code, message, NULL);
+    (void)task_audit_result(t, status, code, message, NULL);
+    if (t->admitted) {
+        metrics_task_done(t->pool->metrics, status,
+                          &(struct metrics_task_result){
+                              .error_cause = cause,
+                          });
+    }
     if (t->sink.ops) {
         t->sink.ops->send_error(&t->sink, t->msgid, code, message);
         detach_client(t);
     }
     t->state = TASK_DONE;
     task_release(t);
+}
+
+void task_fail(struct task *t, const char *code, const char *message)
+{
+    /* Admitted, the pool failed it while it waited: draining, or no sandbox to be had. */
+    const char *cause = strcmp(code, "shutting_down") == 0 ? "shutdown" : "no_sandbox";
+    end_unstarted(t, t->admitted ? "error" : "denied", t->admitted ? cause : NULL, code, message);
 }
 
 static void waiter_got(struct pool_waiter *w, struct sandbox *sb)
@@ -709,10 +744,13 @@ void task_token_kill(struct token_link *l, enum token_state why, void *arg)
     bool revoked = why == TOKEN_REVOKED;
     (void)arg;
     if (t->state == TASK_QUEUED) {
+        /* Refused by policy after all: a denial, and a task that ended for its token. */
+        const char *status = revoked ? "token_revoked" : "token_expired";
         pool_cancel(t->pool, &t->wait);
-        task_fail(t, "denied",
-                  revoked ? "the token was revoked before the task started"
-                          : "the token expired before the task started");
+        metrics_denied(t->env->metrics, status);
+        end_unstarted(t, status, NULL, "denied",
+                      revoked ? "the token was revoked before the task started"
+                              : "the token expired before the task started");
         return;
     }
     task_kill(t, revoked ? KILL_TOKEN_REVOKED : KILL_TOKEN_EXPIRED);
@@ -723,10 +761,7 @@ void task_client_gone(struct task *t)
     detach_client(t);
     if (t->state == TASK_QUEUED) {
         pool_cancel(t->pool, &t->wait);
-        (void)task_audit_result(t, "cancelled", NULL, "the client left before a sandbox was free",
-                                NULL);
-        t->state = TASK_DONE;
-        task_release(t);
+        end_unstarted(t, "cancelled", NULL, NULL, "the client left before a sandbox was free");
         return;
     }
     task_kill(t, KILL_CLIENT);

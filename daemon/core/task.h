@@ -15,6 +15,7 @@
 struct audit;
 struct config;
 struct egress;
+struct metrics;
 struct pool;
 struct sched;
 struct task;
@@ -27,9 +28,10 @@ struct task_env {
     const struct config *cfg;
     struct audit *audit;
     struct sched *sched;
-    uint32_t instance;     /* prefixes task ids */
-    uint64_t next_task;    /* task_make_id's counter */
-    struct egress *egress; /* egress sessions for tasks with a network profile */
+    uint32_t instance;       /* prefixes task ids */
+    uint64_t next_task;      /* task_make_id's counter */
+    struct egress *egress;   /* egress sessions for tasks with a network profile */
+    struct metrics *metrics; /* denials of queued tasks by their token (NULL: not counted) */
 };
 
 enum task_state {
@@ -105,18 +107,22 @@ const struct task_spec *task_get_spec(const struct task *t);
 void task_attach_token(struct task *t, struct token_store *tokens, const struct token *tok);
 /* Queues or starts the task in its pool (pool_submit): 0, -EBUSY or -ESHUTDOWN. */
 int task_submit(struct task *t);
-/* The task could not be scheduled (queue full, draining, client left while queued):
- * answers the client with the error (when connected) and frees the task. */
+/* The task could not be scheduled (queue full, draining, the pool cannot make sandboxes):
+ * answers the client with the error (when connected) and frees the task. Its trail ends in
+ * status denied, or, once admitted, error (counted, cause shutdown or no_sandbox). */
 void task_fail(struct task *t, const char *code, const char *message);
 /* From rpc.c: a stdin chunk; len 0 closes the task's stdin. */
 void task_stdin(struct task *t, const char *data, size_t len);
-/* The client disconnected: kill the sandbox, drop the result. */
+/* The client disconnected: kill the sandbox, drop the result. The task ends in status
+ * cancelled (trail and metrics), unless it had already exited or been killed for another
+ * reason. */
 void task_client_gone(struct task *t);
 /* Kills a running task for the given reason. */
 void task_kill(struct task *t, enum task_kill_reason why);
 /* token.c's kill callback (token_kill_cb): the token of the task linked by l expired or was
  * revoked. A running task is killed (status token_expired / token_revoked); a queued one
- * is refused with error "denied" and freed. */
+ * is refused with error "denied" (a denial of that reason; status token_expired /
+ * token_revoked in the trail and the metrics) and freed. */
 void task_token_kill(struct token_link *l, enum token_state why, void *arg);
 /* The client's write queue drained: resume reading output. */
 void task_resume(struct task *t);

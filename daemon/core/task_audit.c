@@ -305,7 +305,11 @@ static const char *kill_name(enum task_kill_reason k)
         return "client_gone";
     case KILL_SHUTDOWN:
         return "shutdown";
-    default:
+    case KILL_TOKEN_EXPIRED:
+        return "token_expired";
+    case KILL_TOKEN_REVOKED:
+        return "token_revoked";
+    case KILL_NONE:
         break;
     }
     return NULL;

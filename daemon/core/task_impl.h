@@ -70,7 +70,9 @@ struct task {
 
 /* What a finished task came to: computed once for its result and its audit events. */
 struct task_outcome {
-    const char *status; /* exited, signaled, timeout, output_limit, oom, error */
+    /* exited, signaled, timeout, output_limit, oom, token_expired, token_revoked,
+     * cancelled (its client left), error */
+    const char *status;
     bool has_exit_code;
     int exit_code;
     bool has_signal;
@@ -78,5 +80,8 @@ struct task_outcome {
     uint64_t wall_ms;
     uint64_t cpu_ms;
     uint64_t mem_peak_bytes;
-    const char *error; /* status "error": why (points into the task), else NULL */
+    /* Status error or cancelled: why, in words (points into the task or is static), else
+     * NULL. */
+    const char *error;
+    const char *error_cause; /* status error: metrics.h's cause, else NULL */
 };

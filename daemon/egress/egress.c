@@ -125,7 +125,7 @@ static int route_build(const struct egress_route_config *rc, struct scrub *scrub
     while (blen > 0 && base[blen - 1] == '/') {
         blen--;
     }
-    if (blen > 0 && !egress_parse_path_safe(base, blen)) {
+    if (blen > 0 && !egress_path_safe(base, blen)) {
         return err_setx(e, -EINVAL, "route '%s': bad upstream base path", rc->name);
     }
     if (rc->credential_file) {
@@ -219,8 +219,9 @@ static const struct eprofile *profile_find(const struct egress *g, const char *n
     return NULL;
 }
 
-/* A request the profile refused or a limit cut: counted, logged, audited. The reason is a
- * one-line phrase built only from validated names (never request bytes as sent). */
+/* A request the profile refused or a limit cut: counted; logged and audited within the
+ * task's budget, else counted in its summary. The reason is a one-line phrase built only
+ * from validated names (never request bytes as sent). */
 void egress_note_denial(struct econn *c, const char *outcome, const char *reason)
 {
     struct egress_session *s = c->s;

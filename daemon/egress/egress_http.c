@@ -6,6 +6,7 @@
 #define LOG_MOD "egress"
 #include "egress/egress_impl.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,9 +30,9 @@ static void append_str(struct ebuf *b, size_t cap, const char *s)
     append(b, cap, s, strlen(s));
 }
 
-/* The request as the upstream gets it: origin-form below the route's base path, Host of
- * the upstream, the client's end-to-end headers minus the credential header, then
- * Connection: close and the credential. */
+/* The request as the upstream gets it: origin-form below the route's base path (the path
+ * normalized, as its route was matched), Host of the upstream, the client's end-to-end
+ * headers minus the credential header, then Connection: close and the credential. */
 static struct ebuf *upstream_head(struct econn *c)
 {
     const struct egress_request *q = &c->req;
@@ -44,7 +45,14 @@ static struct ebuf *upstream_head(struct econn *c)
     append_str(b, cap, c->method);
     append_str(b, cap, " ");
     append_str(b, cap, rt->base);
-    append(b, cap, q->path, q->path_len);
+    /* egress_http_decide normalized this path once already, so this cannot fail; the head
+     * bounds it, so it fits. */
+    size_t plen = 0;
+    const char *why = NULL;
+    assert(b->len + q->path_len <= cap);
+    int r = egress_path_normalize(q->path, q->path_len, b->data + b->len, &plen, &why);
+    assert(r == 0);
+    b->len += plen;
     if (q->query) {
         append_str(b, cap, "?");
         append(b, cap, q->query, q->query_len);
@@ -90,6 +98,7 @@ void egress_http_decide(struct econn *c)
     char reason[EGRESS_HOST_SIZE + 160];
     const char *why = NULL;
     size_t idx = 0;
+    size_t nlen = 0;
     if (q->absolute_https) {
         egress_conn_refuse(c, 403, "denied", "https:// URLs go through CONNECT (set HTTPS_PROXY)");
         return;
@@ -107,8 +116,9 @@ void egress_http_decide(struct econn *c)
         egress_conn_refuse(c, 403, "denied", reason);
         return;
     }
+    scoped_free char *norm = xmalloc(q->path_len);
     int r = q->dest.port == 80 ? egress_route_find(p->pc, q->dest.host, q->method_bit, q->path,
-                                                   q->path_len, &idx, &why)
+                                                   q->path_len, norm, &idx, &nlen, &why)
                                : -ENOENT;
     if (r == -ENOENT) {
         (void)snprintf(reason, sizeof(reason), "no route for %s in profile '%s'", c->dest_desc,
@@ -122,11 +132,6 @@ void egress_http_decide(struct econn *c)
         return;
     }
     const struct eroute *rt = &p->routes[idx];
-    if (!egress_parse_path_safe(q->path, q->path_len)) {
-        egress_conn_refuse(c, 403, "denied",
-                           "the path has '.', '..' or empty segments or encoded separators");
-        return;
-    }
     for (size_t i = 0; i < q->n_headers; i++) {
         if (egress_parse_header_is(&q->headers[i], "upgrade")) {
             egress_conn_refuse(c, 403, "denied", "protocol upgrades are not allowed");

@@ -13,6 +13,7 @@
 #include "egress/egress.h"
 #include "wire/egress_inspect.h"
 #include "wire/egress_parse.h"
+#include "wire/egress_path.h"
 #include "wire/netaddr.h"
 
 /* Bytes read at once from either side. */

@@ -7,6 +7,7 @@
 #define LOG_MOD "metrics"
 #include "metrics/metrics.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
@@ -22,9 +23,22 @@
 #include "metrics/http.h"
 #include "wire/version.h"
 
-static const char *const task_statuses[] = {"exited",       "signaled", "timeout",
-                                            "output_limit", "oom",      "error"};
+/* Every status a task can end with (docs/PROTOCOL.md, docs/AUDIT.md). Only "error" is
+ * sbx's own failure, and only some of its causes are: the alerts read the causes. */
+static const char *const task_statuses[] = {"exited",        "signaled",  "timeout",
+                                            "output_limit",  "oom",       "token_expired",
+                                            "token_revoked", "cancelled", "error"};
 #define N_STATUSES ARRAY_SIZE(task_statuses)
+#define STATUS_ERROR (N_STATUSES - 1)
+/* Why a task ended in "error" (metrics.h, struct metrics_task_result). */
+static const char *const error_causes[] = {"exec",  "cwd",        "mounts",
+                                           "setup", "no_sandbox", "shutdown"};
+#define N_CAUSES ARRAY_SIZE(error_causes)
+/* Why a request was refused by policy (metrics.h, metrics_denied). */
+static const char *const denial_reasons[] = {
+    "token_required", "token_malformed",  "token_unknown", "token_revoked",    "token_expired",
+    "token_used_up",  "pool_not_allowed", "grant_failed",  "issue_not_allowed"};
+#define N_REASONS ARRAY_SIZE(denial_reasons)
 
 /* Error kinds rpc.c and server.c report today; others are created on first sight. */
 static const char *const rpc_error_kinds[] = {
@@ -50,6 +64,7 @@ static const double audit_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0
 
 struct metrics_pool {
     struct metric_series *tasks[N_STATUSES];
+    struct metric_series *errors[N_CAUSES];
     struct metric_series *duration;
     struct metric_series *queue_wait;
     struct metric_series *start;
@@ -80,7 +95,7 @@ struct metrics {
     struct metrics_pool_values *values; /* n_pools entries, filled by src.collect */
     struct metric_family *f_rpc_requests;
     struct metric_family *f_rpc_errors;
-    struct metric_family *f_denied;
+    struct metric_series *denied[N_REASONS];
     struct metric_family *f_proxy;
     struct metric_family *f_audit_suppressed;
     struct metric_series *audit_suppressed[ARRAY_SIZE(suppressed_sources)];
@@ -197,6 +212,8 @@ static void collect_process(struct metrics *m)
  * metrics). */
 struct families {
     struct metric_family *tasks;
+    struct metric_family *errors;
+    struct metric_family *denied;
     struct metric_family *duration;
     struct metric_family *queue_wait;
     struct metric_family *start;
@@ -264,6 +281,10 @@ static int families_new(struct metrics *m, struct families *f, struct err *e)
     const struct family_def defs[] = {
         {&f->tasks, METRIC_COUNTER, "sbx_tasks_total", "Tasks finished, by pool and status.",
          {"pool", "status"}, 2, NULL, 0},
+        {&f->errors, METRIC_COUNTER, "sbx_task_errors_total",
+         "Tasks finished in status error, by pool and cause (exec, cwd: the request's; "
+         "mounts, setup, no_sandbox: sbx's; shutdown: the drain's).", {"pool", "cause"}, 2,
+         NULL, 0},
         {&f->duration, METRIC_HISTOGRAM, "sbx_task_duration_seconds",
          "Task run time, from the task being handed its sandbox to its exit or kill.",
          {"pool"}, 1, HIST(duration_buckets)},
@@ -314,8 +335,8 @@ static int families_new(struct metrics *m, struct families *f, struct err *e)
          NULL, 0},
         {&m->f_rpc_errors, METRIC_COUNTER, "sbx_rpc_errors_total",
          "Protocol-level errors answered or counted, by kind.", {"kind"}, 1, NULL, 0},
-        {&m->f_denied, METRIC_COUNTER, "sbx_denied_total", "Requests refused by policy.",
-         {"reason"}, 1, NULL, 0},
+        {&f->denied, METRIC_COUNTER, "sbx_denied_total",
+         "Requests refused by policy (code denied), by reason.", {"reason"}, 1, NULL, 0},
         {&f->tokens, METRIC_GAUGE, "sbx_tokens_active", "Capability tokens currently valid.",
          {NULL}, 0, NULL, 0},
         {&m->f_proxy, METRIC_COUNTER, "sbx_proxy_requests_total",
@@ -363,6 +384,10 @@ static void pool_series_new(struct metrics_pool *ps, const struct families *f, c
         const char *v[2] = {name, task_statuses[s]};
         ps->tasks[s] = registry_series(f->tasks, v);
     }
+    for (size_t c = 0; c < N_CAUSES; c++) {
+        const char *v[2] = {name, error_causes[c]};
+        ps->errors[c] = registry_series(f->errors, v);
+    }
     ps->duration = registry_series(f->duration, one);
     ps->queue_wait = registry_series(f->queue_wait, one);
     ps->start = registry_series(f->start, one);
@@ -387,8 +412,18 @@ static void pool_series_new(struct metrics_pool *ps, const struct families *f, c
 
 /* The series that are not per pool: known label values at zero, the unlabelled ones, and
  * the values that never change (build info, start time). */
-static void global_series_new(struct metrics *m, const struct families *f)
+static void global_series_new(struct metrics *m, const struct families *f,
+                              const struct metrics_names *names)
 {
+    for (size_t i = 0; i < N_REASONS; i++) {
+        m->denied[i] = registry_series(f->denied, &denial_reasons[i]);
+    }
+    for (size_t i = 0; i < names->n_profiles; i++) {
+        for (size_t o = 0; o < ARRAY_SIZE(proxy_outcomes); o++) {
+            const char *v[2] = {names->profiles[i], proxy_outcomes[o]};
+            (void)registry_series(m->f_proxy, v);
+        }
+    }
     for (size_t i = 0; i < ARRAY_SIZE(rpc_methods); i++) {
         (void)registry_series(m->f_rpc_requests, &rpc_methods[i]);
     }
@@ -414,8 +449,9 @@ static void global_series_new(struct metrics *m, const struct families *f)
     registry_set(m->p_start, process_start_time());
 }
 
-int metrics_new(const char *const *pool_names, size_t n_pools, struct metrics **ret, struct err *e)
+int metrics_new(const struct metrics_names *names, struct metrics **ret, struct err *e)
 {
+    size_t n_pools = names->n_pools;
     struct metrics *m = xcalloc(1, sizeof(*m));
     struct families f;
     memset(&f, 0, sizeof(f));
@@ -429,9 +465,9 @@ int metrics_new(const char *const *pool_names, size_t n_pools, struct metrics **
     m->values = xcalloc(n_pools ? n_pools : 1, sizeof(*m->values));
     m->n_pools = n_pools;
     for (size_t i = 0; i < n_pools; i++) {
-        pool_series_new(&m->pools[i], &f, pool_names[i]);
+        pool_series_new(&m->pools[i], &f, names->pools[i]);
     }
-    global_series_new(m, &f);
+    global_series_new(m, &f, names);
     registry_on_collect(m->reg, collect, m);
     *ret = m;
     return 0;
@@ -528,10 +564,18 @@ void metrics_task_done(struct metrics_pool *ps, const char *status,
     while (s < N_STATUSES && strcmp(task_statuses[s], status) != 0) {
         s++;
     }
-    if (s == N_STATUSES) {
-        s = N_STATUSES - 1; /* "error": the status set stays bounded */
-    }
+    /* The set is sbx's own, documented and bounded: a status outside it is a bug that
+     * would otherwise be counted as something it is not. */
+    assert(s < N_STATUSES);
     registry_inc(ps->tasks[s]);
+    if (s == STATUS_ERROR) {
+        size_t c = 0;
+        while (c < N_CAUSES && (!r->error_cause || strcmp(error_causes[c], r->error_cause) != 0)) {
+            c++;
+        }
+        assert(c < N_CAUSES);
+        registry_inc(ps->errors[c]);
+    }
     if (r->start_ns) {
         uint64_t end = r->exit_ns ? r->exit_ns : clock_now_ns();
         registry_observe(ps->duration, seconds_between(r->start_ns, end));
@@ -571,10 +615,15 @@ void metrics_rpc_error(struct metrics *m, const char *kind)
 
 void metrics_denied(struct metrics *m, const char *reason)
 {
-    if (m) {
-        const char *v[1] = {reason};
-        registry_inc(registry_series(m->f_denied, v));
+    if (!m) {
+        return;
     }
+    size_t i = 0;
+    while (i < N_REASONS && strcmp(denial_reasons[i], reason) != 0) {
+        i++;
+    }
+    assert(i < N_REASONS); /* the reasons are sbx's own (metrics.h) */
+    registry_inc(m->denied[i]);
 }
 
 void metrics_tokens_active(struct metrics *m, uint64_t n)

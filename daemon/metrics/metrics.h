@@ -60,6 +60,11 @@ struct metrics_source {
 
 /* A finished task, as metrics_task_done counts it. */
 struct metrics_task_result {
+    /* With status "error", why (sbx_task_errors_total's cause): "exec" (the command could
+     * not be executed), "cwd" (its working directory), "mounts" (its token's mounts), "setup"
+     * (the sandbox could not set the task up), "no_sandbox" (queued, the pool could not
+     * make one), "shutdown" (sbxd's drain). NULL with any other status. */
+    const char *error_cause;
     uint64_t start_ns;        /* the task had its sandbox; 0 if it never did */
     uint64_t exit_ns;         /* its exit or kill; 0: not known (now is used) */
     uint64_t stdout_bytes;    /* delivered to the client */
@@ -69,11 +74,20 @@ struct metrics_task_result {
     uint32_t seccomp_denials; /* when denials_known */
 };
 
-/* Creates sbxd's registry with every family and, for each of the n_pools pools (pool_names
- * in the order of metrics_pool), every series of a known label value (task statuses,
- * streams, RPC methods and error kinds). Returns 0 or -EINVAL (a programming error in a
- * family definition; e says which). */
-int metrics_new(const char *const *pool_names, size_t n_pools, struct metrics **ret, struct err *e);
+/* The names metrics_new makes series for (copied: they need not outlive the call). */
+struct metrics_names {
+    const char *const *pools; /* n_pools, in the order of metrics_pool */
+    size_t n_pools;
+    const char *const *profiles; /* the configured egress profiles */
+    size_t n_profiles;
+};
+
+/* Creates sbxd's registry with every family and, for each pool and each egress profile of
+ * names, every series of a known label value (task statuses and error causes, streams,
+ * proxy outcomes), and the daemon-wide ones (RPC methods and error kinds, denial reasons),
+ * all at 0. Returns 0 or -EINVAL (a programming error in a family definition; e says
+ * which). */
+int metrics_new(const struct metrics_names *names, struct metrics **ret, struct err *e);
 /* Frees everything. Accepts NULL; returns NULL. */
 struct metrics *metrics_free(struct metrics *m);
 /* The series of pool i (as passed to metrics_new), for its owner to keep and hand to the
@@ -99,10 +113,12 @@ void metrics_task_start(struct metrics_pool *ps, uint64_t request_ns, uint64_t s
 /* The task was handed to its sandbox's init (CTL_TASK sent; the task's process exists,
  * cloned at setup): observes sbx_task_start_seconds (request_ns to now). */
 void metrics_task_running(struct metrics_pool *ps, uint64_t request_ns);
-/* The task's outcome is final (status as in the result: exited, signaled, timeout,
- * output_limit, oom, error; any other counts as error): counts sbx_tasks_total, observes
- * sbx_task_duration_seconds (start to exit), adds sbx_output_bytes_total per stream,
- * sbx_output_truncated_total and sbx_seccomp_denials_total. */
+/* The task's outcome is final, whether it ran or ended while queued (status as in the
+ * trail's task.result: exited, signaled, timeout, output_limit, oom, token_expired,
+ * token_revoked, cancelled, error; another is a programming error and asserts): counts
+ * sbx_tasks_total and, for error, sbx_task_errors_total by r->error_cause; observes
+ * sbx_task_duration_seconds (start to exit) when it ran; adds sbx_output_bytes_total per
+ * stream, sbx_output_truncated_total and sbx_seccomp_denials_total. */
 void metrics_task_done(struct metrics_pool *ps, const char *status,
                        const struct metrics_task_result *r);
 /* A sandbox's init reported READY: observes sbx_sandbox_create_seconds (created_ns, its
@@ -115,15 +131,18 @@ void metrics_rpc_request(struct metrics *m, const char *method);
 /* A protocol-level error by kind (malformed, too_large, limit, busy, bad_request,
  * unknown_pool, unknown_method, ...): sbx_rpc_errors_total{kind}. kind is a string literal. */
 void metrics_rpc_error(struct metrics *m, const char *kind);
-/* A request was refused by policy (reason: a literal such as "token_expired",
- * "token_unknown", "pool_not_allowed", "mount_not_allowed", "profile_not_allowed"):
- * sbx_denied_total{reason}. */
+/* A request was refused by policy (answered with code "denied"): sbx_denied_total{reason}.
+ * reason is one of token_required (tokens.required and none sent), token_malformed,
+ * token_unknown (forged), token_revoked, token_expired, token_used_up, pool_not_allowed
+ * (the token does not name the pool), grant_failed (a granted mount cannot be applied),
+ * issue_not_allowed (token.issue beyond the token policy); another is a programming
+ * error and asserts. A queued task whose token expires or is revoked counts here too. */
 void metrics_denied(struct metrics *m, const char *reason);
 /* Tokens currently valid: sbx_tokens_active. */
 void metrics_tokens_active(struct metrics *m, uint64_t n);
-/* One egress proxy request of a sandbox under profile (a configured profile name) with
- * outcome "allowed", "denied", "limit" (a byte limit cut it) or "error":
- * sbx_proxy_requests_total{profile,outcome}. */
+/* One egress proxy request of a sandbox under profile (a configured profile name, whose
+ * series metrics_new made at 0) with outcome "allowed", "denied", "limit" (a byte limit cut it) or
+ * "error": sbx_proxy_requests_total{profile,outcome}. */
 void metrics_proxy_request(struct metrics *m, const char *profile, const char *outcome);
 /* Sandboxes or cgroups left by a dead or leaking sbxd that the reaper removed:
  * sbx_sandbox_leaks_total += n. */

@@ -610,11 +610,12 @@ int token_revoke(struct token_store *s, const char *token_or_id, size_t len,
 }
 
 int token_authorize(const struct token_store *s, const char *token, size_t len, const char *pool,
-                    const struct token **ret, struct err *e)
+                    const char **why, const struct token **ret, struct err *e)
 {
     uint8_t secret[TOKEN_SECRET_BYTES];
     uint8_t hash[TOKEN_HASH_BYTES];
     if (token_secret_decode(token, len, secret) < 0) {
+        *why = "token_malformed";
         return err_setx(e, -EACCES, "malformed token (expected %s followed by 43 characters)",
                         TOKEN_PREFIX);
     }
@@ -622,14 +623,18 @@ int token_authorize(const struct token_store *s, const char *token, size_t len, 
     sodium_memzero(secret, sizeof(secret));
     const struct token *t = token_find_hash(s, hash);
     if (!t) {
+        *why = "token_unknown";
         return err_setx(e, -EACCES, "unknown token");
     }
     switch (token_state_at(t, s->now_ms())) {
     case TOKEN_REVOKED:
+        *why = "token_revoked";
         return err_setx(e, -EACCES, "token %s was revoked", t->id);
     case TOKEN_EXPIRED:
+        *why = "token_expired";
         return err_setx(e, -EACCES, "token %s has expired", t->id);
     case TOKEN_USED_UP:
+        *why = "token_used_up";
         return err_setx(e, -EACCES, "token %s is used up (%u uses)", t->id, t->uses_max);
     case TOKEN_ACTIVE:
         break;
@@ -639,6 +644,7 @@ int token_authorize(const struct token_store *s, const char *token, size_t len, 
         granted = strcmp(t->pools[i], pool) == 0;
     }
     if (!granted) {
+        *why = "pool_not_allowed";
         return err_setx(e, -EACCES, "token %s does not grant pool '%.32s'", t->id, pool);
     }
     *ret = t;

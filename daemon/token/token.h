@@ -123,9 +123,11 @@ int token_revoke(struct token_store *s, const char *token_or_id, size_t len,
                  const struct token **ret, size_t *ret_killed, struct err *e);
 /* Verifies a token string for a task in pool, from memory only: no side effect. Returns 0
  * with *ret, or -EACCES with e holding the reason (malformed, unknown, revoked, expired,
- * used up, pool not granted); the token string never appears in e. */
+ * used up, pool not granted) and, unlike a ret_ parameter, *why set to its label for
+ * sbx_denied_total (a literal: token_malformed, token_unknown, token_revoked,
+ * token_expired, token_used_up, pool_not_allowed); the token string never appears in e. */
 int token_authorize(const struct token_store *s, const char *token, size_t len, const char *pool,
-                    const struct token **ret, struct err *e);
+                    const char **why, const struct token **ret, struct err *e);
 /* A task authorized under tok was accepted: takes one use (written back in the background)
  * and links l into the token's tasks, so that expiry and revocation reach it. */
 void token_attach(struct token_store *s, const struct token *tok, struct token_link *l);

@@ -218,7 +218,7 @@ bool egress_parse_allow_match(const struct egress_allow *a, const struct egress_
            strcmp(hp->host + hl - sl, a->host) == 0;
 }
 
-/* ---- Methods, routes, paths ---- */
+/* ---- Methods ---- */
 
 uint32_t egress_parse_method_bit(const char *m, size_t n)
 {
@@ -237,58 +237,6 @@ uint32_t egress_parse_method_bit(const char *m, size_t n)
         }
     }
     return 0;
-}
-
-bool egress_parse_path_under(const char *path, size_t len, const char *prefix)
-{
-    size_t plen = strlen(prefix);
-    if (plen == 0 || (plen == 1 && prefix[0] == '/')) {
-        return len > 0 && path[0] == '/';
-    }
-    if (len < plen || memcmp(path, prefix, plen) != 0) {
-        return false;
-    }
-    return len == plen || prefix[plen - 1] == '/' || path[plen] == '/';
-}
-
-bool egress_parse_path_safe(const char *path, size_t len)
-{
-    if (len == 0 || path[0] != '/') {
-        return false;
-    }
-    size_t seg = 1;
-    for (size_t i = 1; i <= len; i++) {
-        if (i == len || path[i] == '/') {
-            size_t n = i - seg;
-            const char *s = path + seg;
-            if ((n == 0 && i < len) || (n == 1 && s[0] == '.') ||
-                (n == 2 && s[0] == '.' && s[1] == '.')) {
-                return false;
-            }
-            seg = i + 1;
-            continue;
-        }
-        char c = path[i];
-        if (c == '%') {
-            int hi = i + 2 < len ? hex_value(path[i + 1]) : -1;
-            int lo = i + 2 < len ? hex_value(path[i + 2]) : -1;
-            if (hi < 0 || lo < 0) {
-                return false;
-            }
-            /* SECURITY: encoded dots, slashes and controls could rebuild a segment upstream. */
-            int v = hi * 16 + lo;
-            if (v == '.' || v == '/' || v == '\\' || v < 0x20 || v == 0x7f) {
-                return false;
-            }
-            i += 2;
-            continue;
-        }
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) ||
-              strchr("-._~!$&'()*+,;=:@", c) != NULL)) {
-            return false;
-        }
-    }
-    return true;
 }
 
 /* ---- Heads ---- */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
 /* The egress proxy's parsing and matching, without I/O: host names and authorities, the
- * CONNECT allowlist, plain-HTTP routes, HTTP/1.x request and response heads (strict: CRLF
- * only, no folding, one framing), message bodies (Content-Length and chunked), and the
- * proxy variables of a task's environment. Bounded by their input; nothing allocates;
- * any thread. */
+ * CONNECT allowlist, methods, HTTP/1.x request and response heads (strict: CRLF only, no
+ * folding, one framing), message bodies (Content-Length and chunked), and the proxy
+ * variables of a task's environment; request paths are wire/egress_path.h's. Bounded by
+ * their input; nothing allocates; any thread. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,14 +63,6 @@ bool egress_parse_allow_match(const struct egress_allow *a, const struct egress_
 
 /* The EGRESS_METHOD_* bit of a method name (exact, capitals), or 0. */
 uint32_t egress_parse_method_bit(const char *m, size_t n);
-
-/* Whether path (len bytes, starting with '/') is safe to forward below a base path: URL
- * characters only, no "." or ".." segment (plain or percent-encoded), no empty segment, no
- * encoded '/', '\' or control character. */
-bool egress_parse_path_safe(const char *path, size_t len);
-/* Whether path (len bytes) lies under prefix, by whole segments ("/v1" covers "/v1" and
- * "/v1/x", not "/v1x"; "/v1/" covers "/v1/x"). */
-bool egress_parse_path_under(const char *path, size_t len, const char *prefix);
 
 struct egress_header {
     const char *name;

@@ -9,7 +9,8 @@
  * Checked besides memory safety: what a parser returns points inside its input; a refusal
  * says why; a body never yields more than it was fed; a scrubbed stream keeps its length
  * and stars exactly the union of the secret's occurrences, split anywhere or whole; a
- * rewritten environment holds the client's strings and each proxy variable exactly once.
+ * rewritten environment holds the client's strings and each proxy variable exactly once; a
+ * request path's normal form is no longer, is its own normal form and matches prefixes alike.
  * And a head the proxy accepts is read again by http_parser (the parser much server code
  * descends from): unless that refuses it (a server that refuses a request cannot have a
  * second one smuggled in; http_parser refuses some the RFC allows, such as a tab after a
@@ -26,6 +27,7 @@
 #include "wire/egress_inspect.h"
 #include "lib/err.h"
 #include "wire/egress_parse.h"
+#include "wire/egress_path.h"
 #include "sandbox/task_spec.h"
 #include "fuzz.h"
 
@@ -246,9 +248,20 @@ static void request_head(const char *buf, size_t n)
         } else {
             FUZZ_CHECK(rq.path_len == 1 && rq.path[0] == '/');
         }
-        (void)egress_parse_path_safe(rq.path, rq.path_len);
-        (void)egress_parse_path_under(rq.path, rq.path_len, "/v1");
-        (void)egress_parse_path_under(rq.path, rq.path_len, "/v1/");
+        /* A normalized path is no longer, normalizes to itself, and is matched alike. */
+        static char norm[EGRESS_HEAD_MAX], again[EGRESS_HEAD_MAX];
+        size_t nl = 0, al = 0;
+        why = NULL;
+        if (egress_path_normalize(rq.path, rq.path_len, norm, &nl, &why) == 0) {
+            FUZZ_CHECK(nl > 0 && nl <= rq.path_len && egress_path_safe(rq.path, rq.path_len));
+            FUZZ_CHECK(egress_path_normalize(norm, nl, again, &al, &why) == 0);
+            FUZZ_CHECK(al == nl && memcmp(norm, again, nl) == 0);
+            FUZZ_CHECK(!egress_path_under(norm, nl, "/v1/") || egress_path_under(norm, nl, "/v1"));
+            FUZZ_CHECK(egress_path_under(norm, nl, "/v1") == egress_path_under(norm, nl, "/%761"));
+        } else {
+            FUZZ_CHECK(why != NULL && strncmp(why, "the path", 8) == 0);
+            FUZZ_CHECK(!egress_path_safe(rq.path, rq.path_len));
+        }
     }
     if (rq.query) {
         within(buf, end, rq.query, rq.query_len);

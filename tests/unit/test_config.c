@@ -597,6 +597,13 @@ static void config_parse__egress_errors(void **state)
                 "t.yaml:5:31: 'egress.profiles.p.routes[0].upstream' ('http://x/a/../b'): the "
                 "base path must be a plain URL path (no query, fragment, '.', '..' or empty "
                 "segments)");
+    /* A prefix the proxy would refuse in every request (the '..;' spelling) is a dead
+     * route: refused at load. */
+    parse_fails("egress:\n  profiles:\n    p:\n      routes:\n"
+                "        - {name: a, upstream: \"http://x\", path_prefix: \"/a/..;/\"}\n",
+                NULL, -EINVAL,
+                "t.yaml:5:56: 'egress.profiles.p.routes[0].path_prefix' ('/a/..;/'): the path "
+                "has a '.' or '..' segment (in some spelling: '..;', '%2e', ...)");
     parse_fails("egress:\n  profiles:\n    p:\n      routes:\n"
                 "        - {name: a, upstream: \"http://x\", methods: [TRACE]}\n",
                 NULL, -EINVAL,

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Unit tests of egress_parse.c: host normalization, authorities, the CONNECT allowlist and
- * its wildcards, path prefixes and path safety, strict request and response heads (framing
- * ambiguities refused), chunked and length-delimited bodies fed in every split, hop-by-hop headers,
- * the task's proxy environment, and 20000 randomly edited heads, bodies and authorities that must
- * be answered without a read outside their input. */
+ * its wildcards, methods, strict request and response heads (framing ambiguities refused),
+ * chunked and length-delimited bodies fed in every split, hop-by-hop headers, the task's
+ * proxy environment, and 20000 randomly edited heads, bodies and authorities that must be
+ * answered without a read outside their input. (Paths: test_egress_path.c.) */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -109,38 +109,7 @@ static void egress_parse_allow_match__exact_and_wildcard(void **state)
     assert_int_equal(egress_parse_allow("*:443", &a), -EINVAL);
 }
 
-/* ---- paths and methods ---- */
-
-static void egress_parse_path_under__whole_segments(void **state)
-{
-    (void)state;
-    assert_true(egress_parse_path_under("/v1", 3, "/v1"));
-    assert_true(egress_parse_path_under("/v1/x", 5, "/v1"));
-    assert_false(egress_parse_path_under("/v1x", 4, "/v1"));
-    assert_true(egress_parse_path_under("/v1/x", 5, "/v1/"));
-    assert_false(egress_parse_path_under("/v1", 3, "/v1/"));
-    assert_true(egress_parse_path_under("/anything", 9, "/"));
-}
-
-static void egress_parse_path_safe__dots_and_encodings(void **state)
-{
-    (void)state;
-    const char *ok[] = {
-        "/", "/v1/items", "/v1/items/", "/a-b_c.d~e/f%41g", "/x:y@z;p=1,2", "/a.b/..c/c..", "/%20"};
-    for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
-        if (!egress_parse_path_safe(ok[i], strlen(ok[i]))) {
-            fail_msg("'%s' refused", ok[i]);
-        }
-    }
-    const char *bad[] = {"",     "v1",        "/v1/../x", "/v1/./x", "/..",    "/.",    "/v1//x",
-                         "//x",  "/%2e%2e/x", "/%2E./x",  "/a%2fb",  "/a%5cb", "/a%00", "/a%0a",
-                         "/a%4", "/a%zz",     "/a b",     "/a\\b",   "/a\"b",  "/a<b",  "/a{b"};
-    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
-        if (egress_parse_path_safe(bad[i], strlen(bad[i]))) {
-            fail_msg("'%s' accepted", bad[i]);
-        }
-    }
-}
+/* ---- methods ---- */
 
 static void egress_parse_method_bit__exact(void **state)
 {
@@ -692,8 +661,6 @@ static void egress_parsers__random_mutations_stay_in_bounds(void **state)
             char out[EGRESS_HOST_SIZE];
             bool ip;
             (void)egress_parse_host_normalize(b, n, out, &ip);
-            (void)egress_parse_path_safe(b, n);
-            (void)egress_parse_path_under(b, n, "/v1");
             (void)egress_parse_method_bit(b, n);
             break;
         }
@@ -715,8 +682,6 @@ int main(void)
         cmocka_unit_test(egress_parse_host_normalize__forms),
         cmocka_unit_test(egress_parse_authority__ports),
         cmocka_unit_test(egress_parse_allow_match__exact_and_wildcard),
-        cmocka_unit_test(egress_parse_path_under__whole_segments),
-        cmocka_unit_test(egress_parse_path_safe__dots_and_encodings),
         cmocka_unit_test(egress_parse_method_bit__exact),
         cmocka_unit_test(egress_parse_request__absolute_form),
         cmocka_unit_test(egress_parse_request__origin_form_and_connect),

@@ -18,6 +18,7 @@
 
 #include "metrics/metrics.h"
 
+#include "lib/util.h"
 #include "metrics/http.h"
 #include "metrics/registry.h"
 
@@ -371,8 +372,10 @@ static int fake_setup(void **state)
 {
     static const struct metrics_source source = {fake_collect, fake_draining};
     static const char *const pools[] = {"python", "heavy"};
+    static const char *const profiles[] = {"pypi", "github"};
+    static const struct metrics_names names = {pools, 2, profiles, 2};
     struct fake *f = calloc(1, sizeof(*f));
-    assert_int_equal(metrics_new(pools, 2, &f->m, NULL), 0);
+    assert_int_equal(metrics_new(&names, &f->m, NULL), 0);
     metrics_set_source(f->m, &source, f);
     *state = f;
     return 0;
@@ -398,12 +401,41 @@ static void metrics_new__every_pool_series_exists_at_zero(void **state)
 {
     struct fake *f = *state;
     char *out = render_daemon(f);
-    const char *statuses[] = {"exited", "signaled", "timeout", "output_limit", "oom", "error"};
-    for (size_t i = 0; i < 6; i++) {
+    /* Every status a task can end with, every cause of an error, every reason of a denial
+     * and every outcome of each configured egress profile: at 0 from the start. */
+    const char *statuses[] = {"exited",        "signaled",      "timeout",   "output_limit", "oom",
+                              "token_expired", "token_revoked", "cancelled", "error"};
+    for (size_t i = 0; i < ARRAY_SIZE(statuses); i++) {
         char line[128];
         snprintf(line, sizeof(line), "sbx_tasks_total{pool=\"heavy\",status=\"%s\"} 0",
                  statuses[i]);
         assert_line(out, line);
+    }
+    const char *causes[] = {"exec", "cwd", "mounts", "setup", "no_sandbox", "shutdown"};
+    for (size_t i = 0; i < ARRAY_SIZE(causes); i++) {
+        char line[128];
+        snprintf(line, sizeof(line), "sbx_task_errors_total{pool=\"python\",cause=\"%s\"} 0",
+                 causes[i]);
+        assert_line(out, line);
+    }
+    const char *reasons[] = {"token_required",   "token_malformed", "token_unknown",
+                             "token_revoked",    "token_expired",   "token_used_up",
+                             "pool_not_allowed", "grant_failed",    "issue_not_allowed"};
+    for (size_t i = 0; i < ARRAY_SIZE(reasons); i++) {
+        char line[128];
+        snprintf(line, sizeof(line), "sbx_denied_total{reason=\"%s\"} 0", reasons[i]);
+        assert_line(out, line);
+    }
+    const char *profiles[] = {"pypi", "github"};
+    const char *outcomes[] = {"allowed", "denied", "limit", "error"};
+    for (size_t i = 0; i < ARRAY_SIZE(profiles); i++) {
+        for (size_t o = 0; o < ARRAY_SIZE(outcomes); o++) {
+            char line[128];
+            snprintf(line, sizeof(line),
+                     "sbx_proxy_requests_total{profile=\"%s\",outcome=\"%s\"} 0", profiles[i],
+                     outcomes[o]);
+            assert_line(out, line);
+        }
     }
     assert_line(out, "sbx_pool_warm{pool=\"python\"} 2");
     assert_line(out, "sbx_pool_target{pool=\"python\"} 3");
@@ -450,20 +482,33 @@ static void metrics_task_done__counts_status_duration_output(void **state)
     r.denials_known = false;
     r.seccomp_denials = 0xffffffffu;
     metrics_task_done(heavy, "output_limit", &r);
-    metrics_task_done(heavy, "no-such-status", &r);
+    /* Each status under its own label: none of these is an error of sbx. */
+    r.truncated = false;
+    metrics_task_done(heavy, "cancelled", &r);
+    metrics_task_done(heavy, "token_expired", &r);
+    metrics_task_done(heavy, "token_revoked", &r);
+    /* An error, by cause; one that never had a sandbox (queued) has no duration. */
+    r.error_cause = "exec";
+    metrics_task_done(heavy, "error", &r);
+    metrics_task_done(heavy, "error", &(struct metrics_task_result){.error_cause = "no_sandbox"});
     char *out = render_daemon(f);
     assert_line(out, "sbx_tasks_total{pool=\"heavy\",status=\"exited\"} 1");
     assert_line(out, "sbx_tasks_total{pool=\"heavy\",status=\"output_limit\"} 1");
-    assert_line(out, "sbx_tasks_total{pool=\"heavy\",status=\"error\"} 1");
-    assert_null(strstr(out, "no-such-status"));
+    assert_line(out, "sbx_tasks_total{pool=\"heavy\",status=\"cancelled\"} 1");
+    assert_line(out, "sbx_tasks_total{pool=\"heavy\",status=\"token_expired\"} 1");
+    assert_line(out, "sbx_tasks_total{pool=\"heavy\",status=\"token_revoked\"} 1");
+    assert_line(out, "sbx_tasks_total{pool=\"heavy\",status=\"error\"} 2");
+    assert_line(out, "sbx_task_errors_total{pool=\"heavy\",cause=\"exec\"} 1");
+    assert_line(out, "sbx_task_errors_total{pool=\"heavy\",cause=\"no_sandbox\"} 1");
+    assert_line(out, "sbx_task_errors_total{pool=\"heavy\",cause=\"setup\"} 0");
     assert_line(out, "sbx_task_duration_seconds_bucket{pool=\"heavy\",le=\"0.25\"} 0");
-    assert_line(out, "sbx_task_duration_seconds_bucket{pool=\"heavy\",le=\"0.5\"} 3");
-    assert_line(out, "sbx_task_duration_seconds_count{pool=\"heavy\"} 3");
+    assert_line(out, "sbx_task_duration_seconds_bucket{pool=\"heavy\",le=\"0.5\"} 6");
+    assert_line(out, "sbx_task_duration_seconds_count{pool=\"heavy\"} 6");
     assert_line(out, "sbx_task_queue_wait_seconds_bucket{pool=\"heavy\",le=\"0.001\"} 0");
     assert_line(out, "sbx_task_queue_wait_seconds_bucket{pool=\"heavy\",le=\"0.0025\"} 1");
-    assert_line(out, "sbx_output_bytes_total{pool=\"heavy\",stream=\"stdout\"} 300");
-    assert_line(out, "sbx_output_bytes_total{pool=\"heavy\",stream=\"stderr\"} 21");
-    assert_line(out, "sbx_output_truncated_total{pool=\"heavy\"} 2");
+    assert_line(out, "sbx_output_bytes_total{pool=\"heavy\",stream=\"stdout\"} 600");
+    assert_line(out, "sbx_output_bytes_total{pool=\"heavy\",stream=\"stderr\"} 42");
+    assert_line(out, "sbx_output_truncated_total{pool=\"heavy\"} 1");
     assert_line(out, "sbx_seccomp_denials_total{pool=\"heavy\"} 3");
     assert_line(out, "sbx_tasks_total{pool=\"python\",status=\"exited\"} 0");
     free(out);

@@ -518,6 +518,7 @@ static void waiter_refused__sandbox_failing_while_the_task_waits(void **state)
      * was admitted, so its result is an error, not a denial. */
     fake_pool_refused("internal", "pool 'p1' cannot create sandboxes: spawn failed");
     fake_expectf("audit result error internal; "
+                 "metrics_task_done error no_sandbox out=0 err=0 truncated=0; "
                  "sink error internal: pool 'p1' cannot create sandboxes: spawn failed; "
                  "sink stdin_written 0; sink done");
     assert_null(fake_pool_waiter);
@@ -531,13 +532,14 @@ static void task_client_gone__while_queued_cancels_the_waiter(void **state)
     new_task(f, NULL);
     queue_task(f);
     task_client_gone(f->t);
-    fake_expectf("sink stdin_written 0; sink done; pool_cancel p1; audit result cancelled");
+    fake_expectf("sink stdin_written 0; sink done; pool_cancel p1; audit result cancelled; "
+                 "metrics_task_done cancelled out=0 err=0 truncated=0");
     assert_null(fake_pool_waiter);
     run_quiet(f);
     fake_expect_none(); /* nothing sent after done (the sink asserts it) */
 }
 
-static void task_client_gone__while_running_kills_and_sends_nothing(void **state)
+static void task_client_gone__while_running_kills_sends_nothing_and_is_cancelled(void **state)
 {
     struct fixture *f = *state;
     running_task(f);
@@ -546,10 +548,11 @@ static void task_client_gone__while_running_kills_and_sends_nothing(void **state
     /* What the task still writes is read (and counted), not sent. */
     fake_task_write(1, "late");
     sandbox_gone(f);
-    fake_expectf(
-        "sandbox_usage sb1; metrics_task_done error out=4 err=0 truncated=0; "
-        "audit finished error; audit destroyed sb1 reaped=1; audit result error (outcome); "
-        "audit_when_committed 1");
+    /* Cancelled, not an error of sbx: in the metrics and in the trail, with a true reason. */
+    fake_expectf("sandbox_usage sb1; metrics_task_done cancelled out=4 err=0 truncated=0; "
+                 "audit finished cancelled; audit destroyed sb1 reaped=1; "
+                 "audit result cancelled (outcome): the client left before the task finished; "
+                 "audit_when_committed 1");
     assert_true(fake_audit_commit(true));
     fake_expectf("sched_task_ended");
     assert_null(f->res_data);
@@ -599,8 +602,9 @@ static void task_sandbox_event__exec_failed_is_an_error_with_its_stage(void **st
     fake_task_close_stdio();
     run_until(f, "audit_when_committed");
     fake_expectf("sandbox_usage sb1; sandbox_kill sb1; sandbox_detach_task sb1; "
-                 "metrics_task_done error out=0 err=0 truncated=0; audit finished error; "
-                 "audit destroyed sb1 reaped=0; audit result error (outcome); "
+                 "metrics_task_done error exec out=0 err=0 truncated=0; audit finished error; "
+                 "audit destroyed sb1 reaped=0; "
+                 "audit result error (outcome): cannot execute the command: true: ENOENT; "
                  "audit_when_committed 1");
     commit_result(f, "error");
     assert_res_str(f, "error_stage", "exec");
@@ -622,8 +626,9 @@ static void task_start__sandbox_refusing_the_task_is_an_error(void **state)
                  "egress_session_start - sb1; sandbox_start_task sb1 argv0=true cwd=/tmp; "
                  "sandbox_kill sb1");
     run_until(f, "audit_when_committed");
-    fake_expectf("metrics_task_done error out=0 err=0 truncated=0; audit finished error; "
-                 "audit destroyed sb1 reaped=1; audit result error (outcome); "
+    fake_expectf("metrics_task_done error setup out=0 err=0 truncated=0; audit finished error; "
+                 "audit destroyed sb1 reaped=1; "
+                 "audit result error (outcome): the fake sandbox refused the task; "
                  "audit_when_committed 1");
     commit_result(f, "error");
     assert_res_str(f, "error", "the fake sandbox refused the task");
@@ -758,17 +763,17 @@ static void task_kill__shutdown_with_the_task_running(void **state)
     task_kill(f->t, KILL_TIMEOUT); /* the first reason stays */
     fake_expectf("sandbox_kill sb1");
     sandbox_gone(f);
-    fake_expectf(
-        "sandbox_usage sb1; metrics_task_done error out=0 err=0 truncated=0; "
-        "audit finished error; audit destroyed sb1 reaped=1; audit result error (outcome); "
-        "audit_when_committed 1");
+    fake_expectf("sandbox_usage sb1; metrics_task_done error shutdown out=0 err=0 truncated=0; "
+                 "audit finished error; audit destroyed sb1 reaped=1; "
+                 "audit result error (outcome): sbxd shut down before the task finished; "
+                 "audit_when_committed 1");
     commit_result(f, "error");
     assert_res_str(f, "error", "sbxd shut down before the task finished");
     assert_res_lacks(f, "error_stage");
     assert_res_nil(f, "exit_code");
 }
 
-static void task_token_kill__queued_task_is_refused_denied(void **state)
+static void task_token_kill__queued_task_is_refused_denied_as_token_expired(void **state)
 {
     struct fixture *f = *state;
     new_task(f, NULL);
@@ -778,7 +783,11 @@ static void task_token_kill__queued_task_is_refused_denied(void **state)
     task_admit(f->t);
     fake_expectf("pool_submit p1; token_attach; audit decision allowed=1");
     task_token_kill(fake_token_link, TOKEN_EXPIRED, NULL);
-    fake_expectf("pool_cancel p1; audit result error denied; "
+    /* A denial (its client hears "denied") and a task that ended for its token, not an
+     * error of sbx. */
+    fake_expectf("pool_cancel p1; metrics_denied token_expired; "
+                 "audit result token_expired denied; "
+                 "metrics_task_done token_expired out=0 err=0 truncated=0; "
                  "sink error denied: the token expired before the task started; "
                  "sink stdin_written 0; sink done; token_detach");
     assert_null(fake_pool_waiter);
@@ -865,7 +874,7 @@ int main(void)
         T(task_fail__draining_answers_shutting_down),
         T(waiter_refused__sandbox_failing_while_the_task_waits),
         T(task_client_gone__while_queued_cancels_the_waiter),
-        T(task_client_gone__while_running_kills_and_sends_nothing),
+        T(task_client_gone__while_running_kills_sends_nothing_and_is_cancelled),
         T(task_sandbox_died__before_the_task_finished_is_signaled),
         T(task_sandbox_died__oom_killed_is_oom),
         T(task_sandbox_event__exec_failed_is_an_error_with_its_stage),
@@ -876,7 +885,7 @@ int main(void)
         T(read_cb__congested_client_stops_reading_until_task_resume),
         T(timeout_cb__the_deadline_kills_with_status_timeout),
         T(task_kill__shutdown_with_the_task_running),
-        T(task_token_kill__queued_task_is_refused_denied),
+        T(task_token_kill__queued_task_is_refused_denied_as_token_expired),
         T(task_token_kill__running_task_is_token_expired),
         T(task_token_kill__running_task_revoked_is_token_revoked),
         T(task_stdin__streams_to_the_child_then_closes),

@@ -182,10 +182,14 @@ static const struct token *issue(struct fixture *f, const struct token_request *
     return t;
 }
 
+/* The label of the last refusal authorize saw (sbx_denied_total's reason). */
+static const char *last_why;
+
 static int authorize(struct fixture *f, const char *token, const char *pool, struct err *e)
 {
     const struct token *t = NULL;
-    return token_authorize(f->s, token, strlen(token), pool, &t, e);
+    last_why = NULL;
+    return token_authorize(f->s, token, strlen(token), pool, &last_why, &t, e);
 }
 
 /* ---- Encoding and hashing ---- */
@@ -379,13 +383,16 @@ static void token_authorize__reasons(void **state)
     /* Pool not granted. */
     assert_int_equal(authorize(f, token, "heavy", &e), -EACCES);
     assert_non_null(strstr(err_msg(&e), "does not grant pool 'heavy'"));
+    assert_string_equal(last_why, "pool_not_allowed");
     /* Forged: well-formed, unknown. The reason never holds the token. */
     memcpy(other, token, sizeof(other));
     other[10] = other[10] == 'A' ? 'B' : 'A';
     assert_int_equal(authorize(f, other, "python", &e), -EACCES);
     assert_string_equal(err_msg(&e), "unknown token");
+    assert_string_equal(last_why, "token_unknown");
     assert_int_equal(authorize(f, "sbx_nope", "python", &e), -EACCES);
     assert_non_null(strstr(err_msg(&e), "malformed"));
+    assert_string_equal(last_why, "token_malformed");
     assert_null(strstr(err_msg(&e), token));
     /* Expired: at the deadline already. */
     struct token_info ti;
@@ -394,6 +401,7 @@ static void token_authorize__reasons(void **state)
     assert_int_equal(authorize(f, token, "python", &e), -EACCES);
     assert_non_null(strstr(err_msg(&e), "has expired"));
     assert_non_null(strstr(err_msg(&e), ti.id));
+    assert_string_equal(last_why, "token_expired");
 }
 
 static void token_attach__uses_run_out(void **state)
@@ -410,6 +418,7 @@ static void token_attach__uses_run_out(void **state)
     token_attach(f->s, t, &l2);
     assert_int_equal(authorize(f, token, "p", &e), -EACCES);
     assert_non_null(strstr(err_msg(&e), "used up (2 uses)"));
+    assert_string_equal(last_why, "token_used_up");
     struct token_info ti;
     token_get_info(f->s, t, &ti);
     assert_int_equal(ti.state, TOKEN_USED_UP);
@@ -444,6 +453,7 @@ static void token_revoke__kills_linked_tasks_and_denies(void **state)
     assert_null(l.tok);
     assert_int_equal(authorize(f, token, "p", &e), -EACCES);
     assert_non_null(strstr(err_msg(&e), "was revoked"));
+    assert_string_equal(last_why, "token_revoked");
     /* By the token string, again: no error, nobody left to kill. */
     assert_int_equal(token_revoke(f->s, token, strlen(token), &rt, &killed, &e), 0);
     assert_int_equal(killed, 0);
@@ -563,7 +573,8 @@ static void token_store_open__tokens_survive_and_only_hashes_are_stored(void **s
     assert_int_equal(open_store(f), 0);
     assert_int_equal(token_count(f->s), 2);
     const struct token *t2 = NULL;
-    assert_int_equal(token_authorize(f->s, keep, strlen(keep), "heavy", &t2, &e), 0);
+    const char *why = NULL;
+    assert_int_equal(token_authorize(f->s, keep, strlen(keep), "heavy", &why, &t2, &e), 0);
     token_get_info(f->s, t2, &ti);
     assert_int_equal(ti.uses, 3);
     assert_int_equal(ti.uses_left, 2);

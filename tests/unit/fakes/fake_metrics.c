@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* metrics/metrics.c's hooks of the pool and of its tasks, logged (fakes.h). */
+/* metrics/metrics.c's hooks of the pool, of its tasks and of their denials, logged (fakes.h). */
 #include "metrics/metrics.h"
 
 #include "fakes.h"
@@ -30,7 +30,14 @@ void metrics_task_done(struct metrics_pool *ps, const char *status,
                        const struct metrics_task_result *r)
 {
     (void)ps;
-    fake_call("metrics_task_done %s out=%llu err=%llu truncated=%d", status,
+    fake_call("metrics_task_done %s%s%s out=%llu err=%llu truncated=%d", status,
+              r->error_cause ? " " : "", r->error_cause ? r->error_cause : "",
               (unsigned long long)r->stdout_bytes, (unsigned long long)r->stderr_bytes,
               r->truncated);
+}
+
+void metrics_denied(struct metrics *m, const char *reason)
+{
+    (void)m;
+    fake_call("metrics_denied %s", reason);
 }

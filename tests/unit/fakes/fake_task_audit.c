@@ -43,8 +43,9 @@ uint64_t task_audit_result(const struct task *t, const char *status, const char 
                            const char *message, const struct task_outcome *o)
 {
     (void)t;
-    (void)message;
-    fake_call("audit result %s%s%s%s", status, code ? " " : "", code ? code : "",
-              o ? " (outcome)" : "");
+    /* A finished task's message (status error or cancelled) is logged; an unstarted one's
+     * is what its client was sent. */
+    fake_call("audit result %s%s%s%s%s%s", status, code ? " " : "", code ? code : "",
+              o ? " (outcome)" : "", o && message ? ": " : "", o && message ? message : "");
     return ++fake_audit_ticket;
 }
