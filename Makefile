@@ -177,7 +177,9 @@ TEST_cgroup_EXTRA := $(CGROUP_SRCS)
 TEST_outcap_EXTRA :=
 TEST_idslot_EXTRA :=
 TEST_workq_EXTRA := $(L)/loopwake.c
-TEST_audit_EXTRA := daemon/audit/audit_writer.c $(L)/scrub.c daemon/audit/audit_query.c \
+TEST_audit_EXTRA := daemon/audit/audit_writer.c daemon/audit/audit_prune.c \
+                    daemon/audit/audit_limit.c daemon/audit/audit_gaps.c \
+                    $(L)/scrub.c daemon/audit/audit_query.c \
                     daemon/wire/proto.c $(L)/loopwake.c
 TEST_scrub_EXTRA :=
 TEST_metrics_EXTRA := daemon/metrics/registry.c

@@ -224,7 +224,10 @@ int daemon_audit_start(struct daemon *d, struct err *e)
         .enabled = cfg->audit_enabled,
         .max_age_ns = cfg->audit_max_age_ns,
         .max_rows = cfg->audit_max_rows,
+        .max_bytes = cfg->audit_max_bytes,
         .fsync = cfg->audit_fsync,
+        .budget_window_ns = cfg->audit_budget_window_ns,
+        .summary_interval_ns = cfg->audit_summary_interval_ns,
     };
     scoped_free char *path = xasprintf("%s/%s", cfg->state_dir, AUDIT_DB_NAME);
     int r = audit_open(d->loop, path, &ao, d->scrub, &d->audit, e);

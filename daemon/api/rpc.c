@@ -49,12 +49,30 @@ static void rpc_note_error(struct rpc *r, const char *kind)
     metrics_rpc_error(r->env.metrics, kind);
 }
 
+/* Whether a refusal with code is recorded one by one: not while the trail is behind
+ * (counted in audit.suppressed), nor beyond the connection's or its peer's budget (counted
+ * in the peer's rpc.refused.summary). Either way sbx_audit_suppressed_total counts it. */
+static bool refusal_recorded(struct rpc_conn *rc, const char *code)
+{
+    const struct rpc_env *env = &rc->rpc->env;
+    if (audit_suppress(env->audit)) {
+        metrics_audit_suppressed(env->metrics, "backlog");
+        return false;
+    }
+    if (!rpc_refusals_take(rc->refusals, server_conn_peer_pid(rc->c), server_conn_id(rc->c),
+                           code)) {
+        metrics_audit_suppressed(env->metrics, "rpc");
+        return false;
+    }
+    return true;
+}
+
 void rpc_refused(struct rpc_conn *rc, const char *kind, const char *code, const char *method,
                  size_t method_len, const char *reason)
 {
     const struct rpc_env *env = &rc->rpc->env;
     rpc_note_error(rc->rpc, kind);
-    if (!audit_suppress(env->audit)) {
+    if (refusal_recorded(rc, code)) {
         struct task_audit_peer peer = audit_peer(rc);
         task_audit_refused(env->tenv, &peer, code, method, method_len, reason);
     }
@@ -141,22 +159,18 @@ static void m_pools(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *a
 }
 
 /* Refuses an exec request that never became a task: its chain (request, denied decision,
- * result) goes to the audit trail, or is only counted while the trail is behind. The
- * request is recorded from spec when it decoded, else (spec NULL) from its raw args. */
+ * result, marked as a refusal's) goes to the audit trail within the budgets, else it is
+ * counted (refusal_recorded). The request is recorded from spec when it decoded, else
+ * (spec NULL) from its raw args. */
 static void deny_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args,
                       const struct task_spec *spec, const char *code, const char *message)
 {
     const struct rpc_env *env = &rc->rpc->env;
-    if (!audit_suppress(env->audit)) {
+    if (refusal_recorded(rc, code)) {
         char id[24];
         task_make_id(env->tenv, id, sizeof(id));
         struct task_audit_peer peer = audit_peer(rc);
-        if (spec) {
-            task_audit_request(env->tenv, id, &peer, spec);
-        } else {
-            task_audit_request_raw(env->tenv, id, &peer, args);
-        }
-        task_audit_denied(env->tenv, id, code, message);
+        task_audit_refused_exec(env->tenv, id, &peer, spec, args, code, message);
     }
     server_conn_send_error(rc->c, msgid, code, message);
 }
@@ -195,7 +209,8 @@ static void exec_refuse(struct rpc_conn *rc, uint32_t msgid, const struct task_s
     if (r == -EACCES) {
         metrics_denied(rc->rpc->env.metrics, why);
     }
-    /* Debug only: an agent may knock at exec rate; the audit trail has every refusal. */
+    /* Debug only: an agent may knock at exec rate; the audit trail records refusals within
+     * their budgets and counts the rest (rpc_refusals.h). */
     log_debug("conn=%llu msg=\"exec %s\" detail=%s", (unsigned long long)server_conn_id(rc->c),
               r == -EACCES ? "denied" : "refused", log_quote(err_msg(e), q, sizeof(q)));
     deny_exec(rc, msgid, NULL, spec, code, err_msg(e));
@@ -492,6 +507,8 @@ static void *h_open(void *arg, struct conn *c)
     struct rpc_conn *rc = xcalloc(1, sizeof(*rc));
     rc->rpc = rpc;
     rc->c = c;
+    rc->refusals = rpc_refusals_conn_new(rpc->refusals, server_conn_kind(c) == SERVER_ADMIN,
+                                         (uint32_t)server_conn_peer_uid(c));
     DLIST_PUSH(rpc->conns, rc);
     return rc;
 }
@@ -526,6 +543,7 @@ static void h_gone(void *arg, struct conn *c)
         s = next;
     }
     DLIST_REMOVE(rpc->conns, rc);
+    rpc_refusals_conn_free(rc->refusals);
     free(rc);
 }
 
@@ -541,6 +559,7 @@ int rpc_new(const struct rpc_env *env, struct rpc **ret)
 {
     struct rpc *r = xcalloc(1, sizeof(*r));
     r->env = *env;
+    r->refusals = rpc_refusals_new(env->audit, env->cfg);
     *ret = r;
     return 0;
 }
@@ -549,6 +568,7 @@ struct rpc *rpc_free(struct rpc *r)
 {
     if (r) {
         assert(!r->conns);
+        rpc_refusals_free(r->refusals);
         free(r);
     }
     return NULL;

@@ -35,7 +35,9 @@ struct audit_ev {
     bool need_comma;
     bool in_array;
     bool array_comma;
+    bool in_object;
     bool truncated;
+    bool refusal;
 };
 
 /* ---- hashing ---------------------------------------------------------------------- */
@@ -353,6 +355,32 @@ void audit_array_end(struct audit_ev *ev)
     }
 }
 
+void audit_object_begin(struct audit_ev *ev, const char *key)
+{
+    if (ev && !ev->in_object && field_start(ev, key)) {
+        jb_put(&ev->j, "{", 1);
+        ev->in_object = true;
+        ev->need_comma = false;
+    }
+}
+
+void audit_object_end(struct audit_ev *ev)
+{
+    if (ev && ev->in_object) {
+        audit_array_end(ev);
+        jb_put(&ev->j, "}", 1);
+        ev->in_object = false;
+        ev->need_comma = true;
+    }
+}
+
+void audit_mark_refusal(struct audit_ev *ev)
+{
+    if (ev) {
+        ev->refusal = true;
+    }
+}
+
 /* ---- queue and waits (loop side) ---------------------------------------------------- */
 
 static void run_waiters(struct audit *a);
@@ -374,6 +402,7 @@ uint64_t audit_end(struct audit_ev *ev)
     }
     struct audit *a = ev->a;
     audit_array_end(ev);
+    audit_object_end(ev);
     if (ev->truncated) {
         jb_puts(&ev->j, ev->need_comma ? ",\"_truncated\":true" : "\"_truncated\":true");
     }
@@ -384,6 +413,7 @@ uint64_t audit_end(struct audit_ev *ev)
     memcpy(r->type, ev->type, sizeof(r->type));
     memcpy(r->task, ev->task, sizeof(r->task));
     r->has_task = ev->has_task;
+    r->refusal = ev->refusal;
     r->len = ev->j.len;
     memcpy(r->fields, ev->j.p, ev->j.len + 1);
     buf_free(&ev->j);
@@ -631,6 +661,7 @@ int audit_open(uv_loop_t *loop, const char *path, const struct audit_options *o,
             return err_prefix(e, r, "audit");
         }
         uv_timer_init(loop, &a->flush_timer);
+        uv_timer_init(loop, &a->limit_timer);
         a->loop_handles_open = true;
     }
     *ret = a;
@@ -710,6 +741,8 @@ void audit_shutdown(struct audit *a)
     if (!a || !a->o.enabled) {
         return;
     }
+    /* What sources counted so far is written now; later counts when each source ends. */
+    audit_limit_flush_all(a);
     pthread_mutex_lock(&a->mu);
     bool was_open = a->loop_handles_open;
     a->loop_handles_open = false;
@@ -717,6 +750,8 @@ void audit_shutdown(struct audit *a)
     if (was_open) {
         loopwake_stop(&a->wake, NULL);
         uv_close((uv_handle_t *)&a->flush_timer, NULL);
+        uv_close((uv_handle_t *)&a->limit_timer, NULL);
+        a->limit_timer_on = false;
     }
 }
 
@@ -746,6 +781,7 @@ struct audit *audit_close(struct audit *a)
                  (unsigned long long)a->head_seq, head);
     }
     audit_writer_free_recs(a->q_head);
+    audit_limit_detach_all(a);
     while (a->w_head) {
         struct waiter *w = a->w_head;
         a->w_head = w->next;

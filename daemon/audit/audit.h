@@ -9,20 +9,23 @@
  * callbacks waiting for those events (audit_when_committed): a task's result is sent only
  * from such a callback, so every result a client received is in the trail.
  *
- * Bounds: events of admitted tasks are always queued (their number is bounded by the
- * tasks in flight); when more than AUDIT_BACKLOG_EVENTS events or AUDIT_BACKLOG_BYTES
- * bytes wait, audit_backlogged() is true and new tasks are refused, and the refusals are
- * counted (audit_suppress) rather than written one by one; an "audit.suppressed" event
- * records their number once the backlog clears.
+ * Bounds: events of admitted tasks are always queued; when more than AUDIT_BACKLOG_EVENTS
+ * events or AUDIT_BACKLOG_BYTES bytes wait, audit_backlogged() is true and new tasks are
+ * refused, and the refusals are counted (audit_suppress) rather than written one by one; an
+ * "audit.suppressed" event records their number once the backlog clears. Refusals and
+ * denials, which a client or a task can cause at any rate, are recorded one by one only
+ * within a budget per source (audit_limit.h), then as counted summaries. Retention prunes
+ * the rows of refused requests (audit_mark_refusal) before any other row younger than
+ * max_age, and holds the file under max_bytes as well as max_rows.
  *
  * Other modules record their own events with audit_event(), e.g. the token module:
  *     audit_event(d->audit, "token.issue", NULL, "token_id", AUDIT_ID, id,
  *                 "pools", AUDIT_STR, pools, "expires_ns", AUDIT_U64, (uint64_t)exp, NULL);
  * Event types in use: daemon.start, daemon.stop, task.request, policy.decision,
  * sandbox.assigned, task.started, task.finished, sandbox.destroyed, task.result,
- * reaper.startup, reaper.leak, audit.pruned, audit.suppressed, rpc.refused; token.issue,
- * token.revoke, token.expire and proxy.denied are reserved for the token and egress
- * modules.
+ * reaper.startup, reaper.leak, audit.pruned, audit.suppressed, rpc.refused,
+ * rpc.refused.summary; token.issue, token.revoke, token.expire, proxy.denied and
+ * proxy.denied.summary are reserved for the token and egress modules.
  *
  * Thread: everything here is loop-thread only unless a comment says otherwise; the writer
  * thread is private to audit.c. */
@@ -54,8 +57,14 @@ struct audit_ev;
 struct audit_options {
     bool enabled;        /* false: nothing is written, waits end at once (benchmarks only) */
     uint64_t max_age_ns; /* rows older than this are pruned; 0: no age limit */
-    uint64_t max_rows;   /* rows above this are pruned, oldest first; 0: no limit */
+    uint64_t max_rows;   /* rows above this are pruned, refused requests' first; 0: no limit */
+    uint64_t max_bytes;  /* the database file is held under this many bytes; 0: no limit */
     bool fsync;          /* synchronous=FULL (power-loss safe) rather than NORMAL */
+    /* audit_limit.h: a source's budget of events recorded one by one renews every
+     * budget_window_ns (0: 1 h); what it only counted is written as a summary every
+     * summary_interval_ns (0: 1 min) and when the source ends. */
+    uint64_t budget_window_ns;
+    uint64_t summary_interval_ns;
 };
 
 /* Field kinds for audit_event's variadic list. */
@@ -109,6 +118,13 @@ void audit_array_begin(struct audit_ev *ev, const char *key);
 void audit_array_str(struct audit_ev *ev, const char *val, size_t len);
 void audit_array_id(struct audit_ev *ev, const char *val);
 void audit_array_end(struct audit_ev *ev);
+/* An object of fields: begin, any field calls above (no nested object or array), end. */
+void audit_object_begin(struct audit_ev *ev, const char *key);
+void audit_object_end(struct audit_ev *ev);
+/* The event belongs to a request that was refused before it became a task (rpc.refused,
+ * its summaries, a refused exec's chain): retention prunes such rows before any other
+ * younger than max_age, so that refusals can never push a task's chain out. */
+void audit_mark_refusal(struct audit_ev *ev);
 /* Queues the event and frees ev. Returns its ticket (> 0) for audit_when_committed, or 0
  * when ev is NULL. */
 uint64_t audit_end(struct audit_ev *ev);

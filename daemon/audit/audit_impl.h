@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* Private to audit.c (the loop side: events, queue, waits) and audit_writer.c (the writer
- * thread: SQLite, the hash chain, pruning). Nothing else includes this. */
+/* Private to audit.c (the loop side: events, queue, waits), audit_limit.c (budgets and
+ * summaries, on the loop) and audit_writer.c and audit_prune.c (the writer thread: SQLite,
+ * the hash chain, retention). Nothing else includes this. */
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdbool.h>
@@ -14,6 +15,8 @@
 /* Events nobody waits for are committed at most this late, or when this many queued. */
 #define AUDIT_FLUSH_NS (10ULL * 1000000ULL)
 #define AUDIT_FLUSH_EVENTS 512
+/* Rows one retention step removes at most. */
+#define AUDIT_PRUNE_CHUNK 20000
 
 /* One queued event. */
 struct rec {
@@ -24,6 +27,7 @@ struct rec {
     char type[AUDIT_TYPE_MAX];
     char task[AUDIT_TASK_MAX];
     bool has_task;
+    bool refusal; /* audit_mark_refusal: pruned first */
     size_t len;
     char fields[];
 };
@@ -51,6 +55,9 @@ struct audit {
     uint64_t head_seq;
     unsigned char head_hash[AUDIT_HASH_BYTES];
     uint64_t next_prune_ns;
+    uint64_t rows;          /* rows in the table (counted at open, then kept) */
+    uint64_t page_size;     /* of the database */
+    uint64_t prune_warn_ns; /* when pruning records (not refusals) may be logged again */
 
     pthread_mutex_t mu;
     pthread_cond_t cond;
@@ -85,6 +92,11 @@ struct audit {
     void *idle_arg;
     uint64_t suppressed_pending;
     bool reader_busy;
+    /* audit_limit.c: every live source (limits_all), and a timer that writes the summaries
+     * of those that counted something (open while loop_handles_open) */
+    struct audit_limit *limits_all;
+    uv_timer_t limit_timer;
+    bool limit_timer_on;
 };
 
 /* audit_writer.c: opens the database (WAL, schema, the chain's head, statements) on the
@@ -94,6 +106,31 @@ int audit_writer_db_open(struct audit *a, struct err *e);
 void audit_writer_db_close(struct audit *a);
 /* audit_writer.c: the writer thread's body (pthread_create argument: a). */
 void *audit_writer_main(void *arg);
+/* audit_writer.c: inserts one chained row after (*seq, hash), advancing both, inside a
+ * transaction. Writer thread. Returns 0 or -errno. */
+int audit_writer_insert(struct audit *a, uint64_t *seq, unsigned char hash[AUDIT_HASH_BYTES],
+                        int64_t time_ns, const char *type, const char *task, const char *fields,
+                        size_t len, bool refusal, struct err *e);
+/* audit_writer.c: BEGIN IMMEDIATE; and the end of a transaction chained up to (seq, hash):
+ * when r is 0 the head moves there and it commits, else it rolls back. Writer thread. */
+int audit_writer_begin(struct audit *a, struct err *e);
+int audit_writer_finish(struct audit *a, int r, uint64_t seq,
+                        const unsigned char hash[AUDIT_HASH_BYTES], struct err *e);
+/* audit_prune.c: counts the rows and reads the page size (at open). Returns 0 or -errno. */
+int audit_prune_open(struct audit *a, struct err *e);
+/* audit_prune.c: true when the trail is over max_rows or max_bytes (prune now). */
+bool audit_prune_over(struct audit *a);
+/* audit_prune.c: one retention step (rows beyond max_age, then refused requests' rows,
+ * then the oldest, as the limits need), recorded by an audit.pruned event in the same
+ * transaction. Returns rows deleted (more may be due) or -errno. Writer thread. */
+int audit_prune_step(struct audit *a, struct err *e);
+/* audit.c: a summary source's timer; audit_limit.c: writes the summary of every source
+ * that counted something (the timer fired, or the audit shuts down). Loop. */
+void audit_limit_flush_all(struct audit *a);
+/* audit_limit.c: the audit closes; sources that outlive it only log. Loop. */
+void audit_limit_detach_all(struct audit *a);
+/* audit_limit.c: a source counted its first event since its last summary: arms the timer. */
+void audit_limit_arm(struct audit *a);
 /* Frees a list of queued events. Any thread. */
 void audit_writer_free_recs(struct rec *r);
 /* CLOCK_REALTIME in nanoseconds. Any thread. */

@@ -14,6 +14,7 @@
 
 #include <sqlite3.h>
 
+#include "audit/audit_gaps.h"
 #include "lib/alloc.h"
 #include "lib/log.h"
 #include "lib/strv.h"
@@ -64,6 +65,11 @@ static void finalizep(sqlite3_stmt **st)
     }
 }
 
+static void audit_gaps_freep(struct audit_gaps **g)
+{
+    *g = audit_gaps_free(*g);
+}
+
 /* ---- verification --------------------------------------------------------------------- */
 
 static int meta_text(sqlite3 *db, const char *key, char *buf, size_t size)
@@ -109,7 +115,11 @@ static bool walk(sqlite3 *db, struct audit_verify_result *v, const unsigned char
                  const unsigned char head_hash[], struct err *e, int *ret_r)
 {
     scoped(finalizep) sqlite3_stmt *st = NULL;
-    *ret_r = 0;
+    scoped(audit_gaps_freep) struct audit_gaps *gaps = NULL;
+    *ret_r = audit_gaps_load(db, &gaps, e);
+    if (*ret_r < 0) {
+        return false;
+    }
     if (sqlite3_prepare_v2(db,
                            "SELECT id, seq, time, type, task, fields, prev, hash FROM events "
                            "ORDER BY id",
@@ -146,7 +156,10 @@ static bool walk(sqlite3 *db, struct audit_verify_result *v, const unsigned char
                 (long long)id, (unsigned long long)seq, (unsigned long long)(n - 1));
             return false;
         }
-        if (seq > n) {
+        /* Retention may remove refused requests' rows inside the chain; each such gap is
+         * recorded by a later audit.pruned event with the hash the next row links to. */
+        bool gap = seq > n && audit_gaps_cover(gaps, n, seq - 1, prev_hex, pl);
+        if (seq > n && !gap) {
             bad(v, "removed", n, -1, "rows seq %llu..%llu are missing (removed)",
                 (unsigned long long)n, (unsigned long long)(seq - 1));
             return false;
@@ -168,7 +181,7 @@ static bool walk(sqlite3 *db, struct audit_verify_result *v, const unsigned char
                 (unsigned long long)seq, (long long)id);
             return false;
         }
-        if (memcmp(prev, p, sizeof(p)) != 0) {
+        if (!gap && memcmp(prev, p, sizeof(p)) != 0) {
             if (seq == v->start_seq) {
                 bad(v, "altered", seq, id,
                     "row seq %llu (id %lld) does not link to the recorded chain start: it or "

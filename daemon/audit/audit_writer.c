@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The audit trail's writer thread: the SQLite database (WAL, schema, the recorded chain
  * start and head), one transaction per batch of queued events extending the hash chain,
- * retention pruning that records where the kept chain starts, and the wake-up (loopwake.h) of
+ * retention (audit_prune.c) after commits and every minute, and the wake-up (loopwake.h) of
  * the loop after each commit. It never touches loop state; the loop never touches SQLite
  * after start-up. */
 #define LOG_MOD "audit"
@@ -16,9 +16,10 @@
 #include "lib/log.h"
 #include "lib/util.h"
 
-#define AUDIT_SCHEMA_VERSION "1"
+#define AUDIT_SCHEMA_VERSION "2"
 #define PRUNE_INTERVAL_NS (60ULL * 1000000000ULL)
-#define PRUNE_CHUNK 20000
+/* The write-ahead log is cut back to this size after each checkpoint. */
+#define WAL_SIZE_LIMIT (8LL << 20)
 #define RETRY_MIN_MS 50
 #define RETRY_MAX_MS 2000
 #define GIVE_UP_AFTER_NS (10ULL * 1000000000ULL)
@@ -50,7 +51,10 @@ static const char schema_sql[] =
     " task TEXT,"
     " fields TEXT NOT NULL,"
     " prev TEXT NOT NULL,"
-    " hash TEXT NOT NULL);"
+    " hash TEXT NOT NULL,"
+    /* 1: a row of a request refused before it became a task (pruned first). Not part of
+     * the hash: it only orders pruning, and every pruned row is recorded either way. */
+    " refusal INTEGER NOT NULL DEFAULT 0);"
     /* Few indexes, each touched in one place per commit: the commit cost is the pages
      * it dirties. Partial indexes serve the listing (requests by time) and the rare
      * marks (daemon.start, audit.pruned). */
@@ -58,6 +62,7 @@ static const char schema_sql[] =
     "CREATE INDEX IF NOT EXISTS events_request ON events(time) WHERE type = 'task.request';"
     "CREATE INDEX IF NOT EXISTS events_start ON events(type) WHERE type = 'daemon.start';"
     "CREATE INDEX IF NOT EXISTS events_pruned ON events(type) WHERE type = 'audit.pruned';"
+    "CREATE INDEX IF NOT EXISTS events_refusal ON events(id) WHERE refusal = 1;"
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
     "INSERT OR IGNORE INTO meta(key, value) VALUES"
     " ('schema', '" AUDIT_SCHEMA_VERSION "'),"
@@ -130,8 +135,8 @@ static int prepare(struct audit *a, struct err *e)
         {offsetof(struct audit, st_commit), "COMMIT"},
         {offsetof(struct audit, st_rollback), "ROLLBACK"},
         {offsetof(struct audit, st_insert),
-         "INSERT INTO events(seq, time, type, task, fields, prev, hash) "
-         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
+         "INSERT INTO events(seq, time, type, task, fields, prev, hash, refusal) "
+         "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
         {offsetof(struct audit, st_head),
          "INSERT OR REPLACE INTO meta(key, value) VALUES('head_seq', ?1), ('head_hash', ?2)"},
     };
@@ -143,6 +148,41 @@ static int prepare(struct audit *a, struct err *e)
         }
     }
     return 0;
+}
+
+/* Schema 1 (before refused requests' rows were marked) gains the refusal column; its rows
+ * count as records. Inside the opening transaction. */
+static int migrate(struct audit *a, struct err *e)
+{
+    char v[16];
+    if (meta_get(a->db, "schema", v, sizeof(v)) < 0 || strcmp(v, "1") != 0) {
+        return 0;
+    }
+    log_info("path=%s msg=\"upgrading the audit trail's schema from 1 to 2\"", a->path);
+    return db_exec(a->db,
+                   "ALTER TABLE events ADD COLUMN refusal INTEGER NOT NULL DEFAULT 0;"
+                   "UPDATE meta SET value = '" AUDIT_SCHEMA_VERSION "' WHERE key = 'schema';",
+                   e);
+}
+
+/* A file made before auto_vacuum was set keeps its pages when rows go: with max_bytes it is
+ * rewritten once (VACUUM, at start-up) so that pruning can shrink it. */
+static int convert_vacuum(struct audit *a, struct err *e)
+{
+    sqlite3_stmt *st = NULL;
+    int mode = 2;
+    if (sqlite3_prepare_v2(a->db, "PRAGMA auto_vacuum", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        mode = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+    if (mode == 2 || !a->o.max_bytes) {
+        return 0;
+    }
+    log_info("path=%s msg=\"rewriting the audit trail once so that max_bytes can shrink it "
+             "(VACUUM)\"",
+             a->path);
+    return db_exec(a->db, "PRAGMA auto_vacuum=INCREMENTAL; VACUUM", e);
 }
 
 int audit_writer_db_open(struct audit *a, struct err *e)
@@ -160,6 +200,10 @@ int audit_writer_db_open(struct audit *a, struct err *e)
         return db_fail(a->db, e, a->path);
     }
     (void)sqlite3_busy_timeout(a->db, 5000);
+    /* Pruned pages go back to the file system (audit_prune.c), so that max_bytes bounds the
+     * file and not only what is in it. Takes effect only before the first table exists;
+     * older files are converted below. */
+    (void)db_exec(a->db, "PRAGMA auto_vacuum=INCREMENTAL", NULL);
     sqlite3_stmt *st = NULL;
     bool wal = false;
     if (sqlite3_prepare_v2(a->db, "PRAGMA journal_mode=WAL", -1, &st, NULL) == SQLITE_OK &&
@@ -177,7 +221,15 @@ int audit_writer_db_open(struct audit *a, struct err *e)
      * commits. FULL (audit.fsync): on disk too, one fsync per batch (docs/AUDIT.md). */
     int r = db_exec(a->db, a->o.fsync ? "PRAGMA synchronous=FULL" : "PRAGMA synchronous=NORMAL", e);
     if (r == 0) {
+        char sql[64];
+        (void)snprintf(sql, sizeof(sql), "PRAGMA journal_size_limit=%lld", WAL_SIZE_LIMIT);
+        r = db_exec(a->db, sql, e);
+    }
+    if (r == 0) {
         r = db_exec(a->db, "BEGIN IMMEDIATE", e);
+    }
+    if (r == 0) {
+        r = migrate(a, e);
     }
     if (r == 0) {
         r = db_exec(a->db, schema_sql, e);
@@ -187,10 +239,15 @@ int audit_writer_db_open(struct audit *a, struct err *e)
             (void)db_exec(a->db, "ROLLBACK", NULL);
         }
     }
-    if (r < 0) {
-        return r;
+    if (r == 0) {
+        r = convert_vacuum(a, e);
     }
-    r = read_head(a, e);
+    if (r == 0) {
+        r = read_head(a, e);
+    }
+    if (r == 0) {
+        r = audit_prune_open(a, e);
+    }
     if (r < 0) {
         return r;
     }
@@ -227,10 +284,9 @@ static int step_done(struct audit *a, sqlite3_stmt *st, struct err *e, const cha
     return 0;
 }
 
-/* Inserts one chained row after (*seq, hash), advancing both. Inside a transaction. */
-static int insert_row(struct audit *a, uint64_t *seq, unsigned char hash[AUDIT_HASH_BYTES],
-                      int64_t time_ns, const char *type, const char *task, const char *fields,
-                      size_t len, struct err *e)
+int audit_writer_insert(struct audit *a, uint64_t *seq, unsigned char hash[AUDIT_HASH_BYTES],
+                        int64_t time_ns, const char *type, const char *task, const char *fields,
+                        size_t len, bool refusal, struct err *e)
 {
     unsigned char next[AUDIT_HASH_BYTES];
     char prev_hex[AUDIT_HASH_HEX], hex[AUDIT_HASH_HEX];
@@ -250,10 +306,12 @@ static int insert_row(struct audit *a, uint64_t *seq, unsigned char hash[AUDIT_H
     (void)sqlite3_bind_text(st, 5, fields, (int)len, SQLITE_STATIC);
     (void)sqlite3_bind_text(st, 6, prev_hex, -1, SQLITE_STATIC);
     (void)sqlite3_bind_text(st, 7, hex, -1, SQLITE_STATIC);
+    (void)sqlite3_bind_int(st, 8, refusal ? 1 : 0);
     int r = step_done(a, st, e, "insert");
     if (r < 0) {
         return r;
     }
+    a->rows++;
     *seq = s;
     memcpy(hash, next, AUDIT_HASH_BYTES);
     return 0;
@@ -270,7 +328,7 @@ static int write_head(struct audit *a, uint64_t seq, const unsigned char hash[AU
     return step_done(a, a->st_head, e, "update head");
 }
 
-static int tx_begin(struct audit *a, struct err *e)
+int audit_writer_begin(struct audit *a, struct err *e)
 {
     return step_done(a, a->st_begin, e, "begin");
 }
@@ -291,11 +349,8 @@ static void tx_rollback(struct audit *a)
     }
 }
 
-/* Ends a transaction of rows chained up to (seq, hash): when r is 0 the new head is
- * written and committed, and becomes ours; otherwise everything is rolled back. Returns 0
- * or -errno. */
-static int tx_finish(struct audit *a, int r, uint64_t seq,
-                     const unsigned char hash[AUDIT_HASH_BYTES], struct err *e)
+int audit_writer_finish(struct audit *a, int r, uint64_t seq,
+                        const unsigned char hash[AUDIT_HASH_BYTES], struct err *e)
 {
     if (r == 0) {
         r = write_head(a, seq, hash, e);
@@ -320,170 +375,47 @@ static int write_batch(struct audit *a, struct rec *batch, size_t *ret_n, struct
     unsigned char hash[AUDIT_HASH_BYTES];
     memcpy(hash, a->head_hash, sizeof(hash));
     size_t n = 0;
-    int r = tx_begin(a, e);
+    uint64_t rows = a->rows;
+    int r = audit_writer_begin(a, e);
     for (struct rec *x = batch; r == 0 && x; x = x->next) {
-        r = insert_row(a, &seq, hash, x->time_ns, x->type, x->has_task ? x->task : NULL, x->fields,
-                       x->len, e);
+        r = audit_writer_insert(a, &seq, hash, x->time_ns, x->type, x->has_task ? x->task : NULL,
+                                x->fields, x->len, x->refusal, e);
         n++;
     }
-    r = tx_finish(a, r, seq, hash, e);
+    r = audit_writer_finish(a, r, seq, hash, e);
     if (r < 0) {
+        a->rows = rows;
         return r;
     }
     *ret_n = n;
     return 0;
 }
 
-static int64_t one_i64(sqlite3 *db, const char *sql, int64_t arg, int64_t dflt)
-{
-    sqlite3_stmt *st = NULL;
-    int64_t v = dflt;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        return dflt;
-    }
-    (void)sqlite3_bind_int64(st, 1, arg);
-    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        v = sqlite3_column_int64(st, 0);
-    }
-    sqlite3_finalize(st);
-    return v;
-}
-
-/* The smallest id whose row is not older than cutoff_ns (rows are in time order). */
-static int64_t first_id_since(sqlite3 *db, int64_t lo, int64_t hi, int64_t cutoff_ns)
-{
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        int64_t t = one_i64(db, "SELECT time FROM events WHERE id >= ?1 ORDER BY id LIMIT 1", mid,
-                            INT64_MAX);
-        if (t < cutoff_ns) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
-/* One pruning step: deletes up to PRUNE_CHUNK of the oldest rows beyond the retention,
- * moves the recorded chain start to the first kept row, and appends an audit.pruned event
- * saying so, all in one transaction. Returns rows deleted (more may remain) or -errno. */
-static int prune_step(struct audit *a, struct err *e)
-{
-    int64_t min_id = one_i64(a->db, "SELECT min(id) FROM events", 0, 0);
-    int64_t max_id = one_i64(a->db, "SELECT max(id) FROM events", 0, 0);
-    if (max_id <= 0) {
-        return 0;
-    }
-    int64_t cut = min_id;
-    const char *why = NULL;
-    if (a->o.max_rows && (uint64_t)(max_id - min_id + 1) > a->o.max_rows) {
-        cut = max_id - (int64_t)a->o.max_rows + 1;
-        why = "max_rows";
-    }
-    if (a->o.max_age_ns) {
-        int64_t c =
-            first_id_since(a->db, min_id, max_id, audit_realtime_ns() - (int64_t)a->o.max_age_ns);
-        if (c > cut) {
-            cut = c;
-            why = "max_age";
-        }
-    }
-    if (cut > min_id + PRUNE_CHUNK) {
-        cut = min_id + PRUNE_CHUNK;
-    }
-    if (cut > max_id) {
-        cut = max_id; /* the newest row always stays */
-    }
-    if (cut <= min_id) {
-        return 0;
-    }
-    int r = tx_begin(a, e);
-    if (r < 0) {
-        return r;
-    }
-    sqlite3_stmt *st = NULL;
-    int deleted = 0;
-    uint64_t start_seq = 0;
-    char start_prev[AUDIT_HASH_HEX] = "";
-    if (sqlite3_prepare_v2(a->db, "DELETE FROM events WHERE id < ?1", -1, &st, NULL) == SQLITE_OK) {
-        (void)sqlite3_bind_int64(st, 1, cut);
-        if (sqlite3_step(st) == SQLITE_DONE) {
-            deleted = sqlite3_changes(a->db);
-        } else {
-            r = db_fail(a->db, e, "prune");
-        }
-    } else {
-        r = db_fail(a->db, e, "prune");
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    if (r == 0 &&
-        sqlite3_prepare_v2(a->db, "SELECT seq, prev FROM events ORDER BY id LIMIT 1", -1, &st,
-                           NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW) {
-        start_seq = (uint64_t)sqlite3_column_int64(st, 0);
-        const char *p = (const char *)sqlite3_column_text(st, 1);
-        str_copy(start_prev, p ? p : "", sizeof(start_prev));
-    } else if (r == 0) {
-        r = db_fail(a->db, e, "prune: first kept row");
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    if (r == 0) {
-        char num[24];
-        (void)snprintf(num, sizeof(num), "%llu", (unsigned long long)start_seq);
-        if (sqlite3_prepare_v2(a->db,
-                               "INSERT OR REPLACE INTO meta(key, value) VALUES"
-                               "('start_seq', ?1), ('start_prev', ?2)",
-                               -1, &st, NULL) == SQLITE_OK) {
-            (void)sqlite3_bind_text(st, 1, num, -1, SQLITE_TRANSIENT);
-            (void)sqlite3_bind_text(st, 2, start_prev, -1, SQLITE_TRANSIENT);
-            if (sqlite3_step(st) != SQLITE_DONE) {
-                r = db_fail(a->db, e, "prune: meta");
-            }
-        } else {
-            r = db_fail(a->db, e, "prune: meta");
-        }
-        sqlite3_finalize(st);
-    }
-    uint64_t seq = a->head_seq;
-    unsigned char hash[AUDIT_HASH_BYTES];
-    memcpy(hash, a->head_hash, sizeof(hash));
-    if (r == 0) {
-        char fields[256];
-        int n =
-            snprintf(fields, sizeof(fields),
-                     "{\"rows\":%d,\"reason\":\"%s\",\"start_seq\":%llu,\"start_prev\":\"%s\"}",
-                     deleted, why ? why : "max_rows", (unsigned long long)start_seq, start_prev);
-        r = insert_row(a, &seq, hash, audit_realtime_ns(), "audit.pruned", NULL, fields, (size_t)n,
-                       e);
-    }
-    r = tx_finish(a, r, seq, hash, e);
-    if (r < 0) {
-        return r;
-    }
-    log_info("rows=%d start_seq=%llu reason=%s msg=\"audit trail pruned\"", deleted,
-             (unsigned long long)start_seq, why ? why : "max_rows");
-    return deleted;
-}
-
+/* Retention: every minute (max_age), and at once while the trail is over max_rows or
+ * max_bytes, one step (AUDIT_PRUNE_CHUNK rows at most) after each batch, so that writing goes
+ * on while a large excess is pruned. */
 static void maybe_prune(struct audit *a)
 {
-    if ((!a->o.max_rows && !a->o.max_age_ns) || clock_now_ns() < a->next_prune_ns) {
+    uint64_t now = clock_now_ns();
+    if (!a->o.max_rows && !a->o.max_age_ns && !a->o.max_bytes) {
+        return;
+    }
+    if (now < a->next_prune_ns && !audit_prune_over(a)) {
         return;
     }
     struct err e = ERR_INIT;
-    int r = prune_step(a, &e);
+    int r = audit_prune_step(a, &e);
     if (r < 0) {
         log_warn("msg=\"audit pruning failed, retrying in a minute\" detail=\"%s\"", err_msg(&e));
-    } else {
+    }
+    if (r > 0) {
         pthread_mutex_lock(&a->mu);
         a->st.pruned += (uint64_t)r;
         pthread_mutex_unlock(&a->mu);
     }
-    /* A full chunk means more is due: go on after the next batch. */
-    a->next_prune_ns = clock_now_ns() + (r == PRUNE_CHUNK ? 0 : PRUNE_INTERVAL_NS);
+    /* A full step means more is due: go on after the next batch (or at once when idle). */
+    bool more = r >= AUDIT_PRUNE_CHUNK || (r > 0 && audit_prune_over(a));
+    a->next_prune_ns = clock_now_ns() + (more ? 0 : PRUNE_INTERVAL_NS);
 }
 
 void audit_writer_free_recs(struct rec *r)
@@ -531,7 +463,7 @@ void *audit_writer_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&a->mu);
         bool take = false;
-        bool prune_on = a->o.max_rows || a->o.max_age_ns;
+        bool prune_on = a->o.max_rows || a->o.max_age_ns || a->o.max_bytes;
         for (;;) {
             if (batch || a->stopping) {
                 take = true;

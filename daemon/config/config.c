@@ -69,6 +69,17 @@ static const struct field audit_fields[] = {
     RANGE("max_age", T_DURATION, CM_AUDIT_MAX_AGE, TOP(c.audit_max_age_ns), 0, UINT64_MAX),
     RANGE("max_rows", T_U32, CM_AUDIT_MAX_ROWS, TOP(c.audit_max_rows), 0, UINT32_MAX),
     FIELD("fsync", T_BOOL, CM_AUDIT_FSYNC, 0, TOP(c.audit_fsync)),
+    RANGE("max_bytes", T_SIZE, CM_AUDIT_MAX_BYTES, TOP(c.audit_max_bytes), 0, UINT64_MAX),
+    RANGE("refusals_per_connection", T_U32, CM_AUDIT_PER_CONN, TOP(c.audit_refusals_per_conn), 0,
+          UINT32_MAX),
+    RANGE("refusals_per_peer", T_U32, CM_AUDIT_PER_PEER, TOP(c.audit_refusals_per_peer), 0,
+          UINT32_MAX),
+    RANGE("denials_per_task", T_U32, CM_AUDIT_PER_TASK, TOP(c.audit_denials_per_task), 0,
+          UINT32_MAX),
+    RANGE("budget_window", T_DURATION, CM_AUDIT_WINDOW, TOP(c.audit_budget_window_ns),
+          1000000000ULL, 30ULL * 24 * 3600 * 1000000000ULL),
+    RANGE("summary_interval", T_DURATION, CM_AUDIT_INTERVAL, TOP(c.audit_summary_interval_ns),
+          100000000ULL, 24ULL * 3600 * 1000000000ULL),
     END,
 };
 
@@ -251,6 +262,12 @@ static void config_defaults(struct config *c)
         .audit_enabled = true,
         .audit_max_age_ns = 720ULL * 3600ULL * 1000000000ULL,
         .audit_max_rows = 2000000,
+        .audit_max_bytes = 1ULL << 30,
+        .audit_refusals_per_conn = 20,
+        .audit_refusals_per_peer = 100,
+        .audit_denials_per_task = 20,
+        .audit_budget_window_ns = 3600ULL * 1000000000ULL,
+        .audit_summary_interval_ns = 60ULL * 1000000000ULL,
         .pools = NULL,
         .n_pools = 0,
     };
@@ -367,6 +384,10 @@ static int config_check_globals(const struct config *c, const struct mark *m, st
     if (c->audit_max_rows != 0 && c->audit_max_rows < 1000) {
         return fail(e, f, config_walk_mark_pick(m, CM_AUDIT_MAX_ROWS, CM_AUDIT),
                     "'audit.max_rows' must be 0 (no limit) or at least 1000");
+    }
+    if (c->audit_max_bytes != 0 && c->audit_max_bytes < MIB) {
+        return fail(e, f, config_walk_mark_pick(m, CM_AUDIT_MAX_BYTES, CM_AUDIT),
+                    "'audit.max_bytes' must be 0 (no limit) or at least 1MiB");
     }
     return config_egress_check(c, m, e);
 }

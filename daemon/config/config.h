@@ -118,8 +118,18 @@ struct config {
     bool audit_fsync;          /* default false: commits survive sbxd's death, not the
                                   machine's; true: each commit is on disk (fsync) */
     uint64_t audit_max_age_ns; /* older rows are pruned; default 720 h; 0 keeps them */
-    uint32_t audit_max_rows;   /* rows beyond are pruned, oldest first; default 2000000;
-                                  0: no limit, else at least 1000 */
+    uint32_t audit_max_rows;   /* rows beyond are pruned, refused requests' first, then the
+                                  oldest; default 2000000; 0: no limit, else at least 1000 */
+    uint64_t audit_max_bytes;  /* the database file is held under it, pruning as for max_rows;
+                                  default 1 GiB; 0: no limit, else at least 1 MiB */
+    /* Budgets (docs/AUDIT.md, "Budgets and summaries"): refusals and proxy denials recorded
+     * one by one per budget window, per connection, per peer uid and per task; the rest are
+     * counted and written as one summary per source per summary interval. */
+    uint32_t audit_refusals_per_conn;   /* default 20 */
+    uint32_t audit_refusals_per_peer;   /* default 100 */
+    uint32_t audit_denials_per_task;    /* default 20 */
+    uint64_t audit_budget_window_ns;    /* default 1 h */
+    uint64_t audit_summary_interval_ns; /* default 1 min */
 
     /* Capability tokens (docs/TOKENS.md). */
     char **token_mount_roots;      /* host dirs tokens may expose (absolute); default none */

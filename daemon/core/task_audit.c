@@ -61,6 +61,7 @@ void task_audit_refused(struct task_env *tenv, const struct task_audit_peer *pee
     if (!ev) {
         return;
     }
+    audit_mark_refusal(ev);
     peer_fields(ev, peer);
     audit_id(ev, "code", code);
     if (method) {
@@ -96,12 +97,16 @@ static void timeout_field(struct audit_ev *ev, double secs)
     }
 }
 
-void task_audit_request(struct task_env *tenv, const char *task_id,
-                        const struct task_audit_peer *peer, const struct task_spec *spec)
+static void request_spec(struct task_env *tenv, const char *task_id,
+                         const struct task_audit_peer *peer, const struct task_spec *spec,
+                         bool refusal)
 {
     struct audit_ev *ev = audit_begin(tenv->audit, "task.request", task_id);
     if (!ev) {
         return;
+    }
+    if (refusal) {
+        audit_mark_refusal(ev);
     }
     peer_fields(ev, peer);
     audit_id(ev, "token_id", spec->token_id);
@@ -141,12 +146,22 @@ void task_audit_request(struct task_env *tenv, const char *task_id,
     audit_end(ev);
 }
 
-void task_audit_request_raw(struct task_env *tenv, const char *task_id,
-                            const struct task_audit_peer *peer, const msgpack_object *args)
+void task_audit_request(struct task_env *tenv, const char *task_id,
+                        const struct task_audit_peer *peer, const struct task_spec *spec)
+{
+    request_spec(tenv, task_id, peer, spec, false);
+}
+
+static void request_raw(struct task_env *tenv, const char *task_id,
+                        const struct task_audit_peer *peer, const msgpack_object *args,
+                        bool refusal)
 {
     struct audit_ev *ev = audit_begin(tenv->audit, "task.request", task_id);
     if (!ev) {
         return;
+    }
+    if (refusal) {
+        audit_mark_refusal(ev);
     }
     peer_fields(ev, peer);
     audit_id(ev, "token_id", NULL);
@@ -208,10 +223,13 @@ void task_audit_request_raw(struct task_env *tenv, const char *task_id,
     audit_end(ev);
 }
 
-void task_audit_decision(struct task_env *tenv, const char *task_id, bool allowed, const char *code,
-                         const char *reason)
+static void decision(struct task_env *tenv, const char *task_id, bool allowed, const char *code,
+                     const char *reason, bool refusal)
 {
     struct audit_ev *ev = audit_begin(tenv->audit, "policy.decision", task_id);
+    if (refusal) {
+        audit_mark_refusal(ev);
+    }
     audit_bool(ev, "allowed", allowed);
     if (allowed) {
         audit_str(ev, "reason", reason ? reason : "valid request");
@@ -222,16 +240,37 @@ void task_audit_decision(struct task_env *tenv, const char *task_id, bool allowe
     audit_end(ev);
 }
 
-void task_audit_denied(struct task_env *tenv, const char *task_id, const char *code,
-                       const char *reason)
+void task_audit_decision(struct task_env *tenv, const char *task_id, bool allowed, const char *code,
+                         const char *reason)
 {
-    task_audit_decision(tenv, task_id, false, code, reason);
+    decision(tenv, task_id, allowed, code, reason, false);
+}
+
+static void denied(struct task_env *tenv, const char *task_id, const char *code, const char *reason,
+                   bool refusal)
+{
+    decision(tenv, task_id, false, code, reason, refusal);
     struct audit_ev *ev = audit_begin(tenv->audit, "task.result", task_id);
+    if (refusal) {
+        audit_mark_refusal(ev);
+    }
     audit_id(ev, "status", "denied");
     audit_id(ev, "code", code);
     audit_str(ev, "error", reason);
     audit_bool(ev, "delivered", true);
     audit_end(ev);
+}
+
+void task_audit_refused_exec(struct task_env *tenv, const char *task_id,
+                             const struct task_audit_peer *peer, const struct task_spec *spec,
+                             const msgpack_object *args, const char *code, const char *reason)
+{
+    if (spec) {
+        request_spec(tenv, task_id, peer, spec, true);
+    } else {
+        request_raw(tenv, task_id, peer, args, true);
+    }
+    denied(tenv, task_id, code, reason, true);
 }
 
 void task_audit_assigned(const struct task *t)

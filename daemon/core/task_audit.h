@@ -33,22 +33,22 @@ struct task_audit_peer {
  * and cwd, timeout and stdin when the request gave them. */
 void task_audit_request(struct task_env *tenv, const char *task_id,
                         const struct task_audit_peer *peer, const struct task_spec *spec);
-/* task.request, the same fields, from the raw exec arguments of a request that did not
- * decode (or was refused before it was): what it asked for, whatever its types; the pool
- * as asked, else the default; token_id null. A non-map is recorded as malformed. */
-void task_audit_request_raw(struct task_env *tenv, const char *task_id,
-                            const struct task_audit_peer *peer, const msgpack_object *args);
 /* rpc.refused (no task id): bad input refused outside an exec, from peer: code, the
- * method when there was one (at most 64 bytes, scrubbed), reason. */
+ * method when there was one (at most 64 bytes, scrubbed), reason. Marked as a refusal's
+ * (audit_mark_refusal: pruned first). */
 void task_audit_refused(struct task_env *tenv, const struct task_audit_peer *peer, const char *code,
                         const char *method, size_t method_len, const char *reason);
+/* The chain of an exec refused before it became a task, every row marked as a refusal's
+ * (pruned first): task.request from spec when the request decoded, else (spec NULL) from
+ * its raw args: what it asked for, whatever its types; the pool as asked, else the
+ * default; token_id null; a non-map is recorded as malformed. Then policy.decision
+ * (allowed false, code, reason) and task.result (status "denied", code). */
+void task_audit_refused_exec(struct task_env *tenv, const char *task_id,
+                             const struct task_audit_peer *peer, const struct task_spec *spec,
+                             const msgpack_object *args, const char *code, const char *reason);
 /* policy.decision. code is NULL when allowed; reason may be (then "valid request"). */
 void task_audit_decision(struct task_env *tenv, const char *task_id, bool allowed, const char *code,
                          const char *reason);
-/* policy.decision (denied) and task.result (status "denied") for a request refused before
- * it became a task. */
-void task_audit_denied(struct task_env *tenv, const char *task_id, const char *code,
-                       const char *reason);
 /* sandbox.assigned: the sandbox, warm (taken from the warm set) or cold (waited for one),
  * and the time spent queued. */
 void task_audit_assigned(const struct task *t);

@@ -17,6 +17,7 @@
 
 #include "lib/alloc.h"
 #include "audit/audit.h"
+#include "audit/audit_limit.h"
 #include "config/config.h"
 #include "egress/egress_impl.h"
 #include "lib/log.h"
@@ -154,6 +155,7 @@ int egress_new(const struct config *cfg, const struct egress_handles *h, struct 
         g->h = *h;
     }
     g->port = (uint16_t)cfg->egress_port;
+    g->denials_per_task = cfg->audit_denials_per_task;
     g->profiles = xcalloc(cfg->n_egress_profiles + 1, sizeof(*g->profiles));
     for (size_t i = 0; i < cfg->n_egress_profiles; i++) {
         const struct egress_profile_config *pc = &cfg->egress_profiles[i];
@@ -217,8 +219,9 @@ static const struct eprofile *profile_find(const struct egress *g, const char *n
     return NULL;
 }
 
-/* A request the profile refused or a limit cut: counted, logged, audited. The reason is a
- * one-line phrase built only from validated names (never request bytes as sent). */
+/* A request the profile refused or a limit cut: counted; logged and audited within the
+ * task's budget, else counted in its summary. The reason is a one-line phrase built only
+ * from validated names (never request bytes as sent). */
 void egress_note_denial(struct econn *c, const char *outcome, const char *reason)
 {
     struct egress_session *s = c->s;
@@ -230,15 +233,21 @@ void egress_note_denial(struct econn *c, const char *outcome, const char *reason
     bool flag_now = !s->st.flagged && s->st.denials >= EGRESS_FLAG_DENIALS;
     if (flag_now) {
         s->st.flagged = true;
-    }
-    log_info("task=%s profile=%s dest=%s msg=\"egress %s\" reason=%s", s->task_id, econn_profile(c),
-             log_quote(c->dest_desc[0] ? c->dest_desc : "-", q2, sizeof(q2)), outcome,
-             log_quote(reason, q1, sizeof(q1)));
-    if (flag_now) {
         log_warn("task=%s profile=%s denials=%u msg=\"task keeps trying egress outside its "
                  "profile, flagged\"",
                  s->task_id, econn_profile(c), s->st.denials);
     }
+    /* SECURITY: a task can be denied as fast as it can connect; beyond its budget its
+     * denials are only counted (proxy.denied.summary, sbx_audit_suppressed_total), so that
+     * it can neither flood the log nor push other tasks' records out of the trail. */
+    if (!audit_limit_take(s->denied, s->g->denials_per_task)) {
+        audit_limit_count(s->denied, outcome);
+        metrics_audit_suppressed(s->g->h.metrics, "egress");
+        return;
+    }
+    log_info("task=%s profile=%s dest=%s msg=\"egress %s\" reason=%s", s->task_id, econn_profile(c),
+             log_quote(c->dest_desc[0] ? c->dest_desc : "-", q2, sizeof(q2)), outcome,
+             log_quote(reason, q1, sizeof(q1)));
     audit_event(s->g->h.audit, "proxy.denied", s->task_id, "profile", AUDIT_ID, econn_profile(c),
                 "outcome", AUDIT_ID, outcome, "method", AUDIT_STR, c->method[0] ? c->method : NULL,
                 "destination", AUDIT_STR, c->dest_desc[0] ? c->dest_desc : NULL, "reason",
@@ -246,9 +255,19 @@ void egress_note_denial(struct econn *c, const char *outcome, const char *reason
                 AUDIT_BOOL, (int)s->st.flagged, NULL);
 }
 
+/* A proxy.denied.summary names the task's profile, and its denials and flag so far. */
+static void denied_fill(void *arg, struct audit_ev *ev)
+{
+    struct egress_session *s = arg;
+    audit_id(ev, "profile", s->p->pc->name);
+    audit_u64(ev, "denials", s->st.denials);
+    audit_bool(ev, "flagged", s->st.flagged);
+}
+
 void egress_session_unref(struct egress_session *s)
 {
     if (--s->refs == 0) {
+        audit_limit_free(s->denied);
         free(s);
     }
 }
@@ -315,6 +334,9 @@ int egress_session_start(struct egress *g, const char *profile, int proxy_fd, co
     s->refs = 1;
     s->st.active = true;
     str_copy(s->task_id, task_id, sizeof(s->task_id));
+    char label[80];
+    (void)snprintf(label, sizeof(label), "profile=%s", p->pc->name);
+    s->denied = audit_limit_new(g->h.audit, "proxy.denied.summary", task_id, label, denied_fill, s);
     uv_tcp_init(g->h.loop, &s->listener);
     s->listener.data = s;
     r = uv_tcp_open(&s->listener, fd);
@@ -347,6 +369,8 @@ struct egress_session *egress_session_end(struct egress_session *s, struct egres
     for (struct econn *c = s->conns; c; c = c->next) {
         egress_conn_close(c);
     }
+    /* Before the task's result: its summary is part of its chain. */
+    audit_limit_flush(s->denied);
     if (ret) {
         *ret = s->st;
     }

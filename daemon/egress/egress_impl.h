@@ -32,6 +32,8 @@
 #define EGRESS_BUF_CAP                                                                             \
     ((EGRESS_HEAD_MAX > EGRESS_HELLO_BUF ? EGRESS_HEAD_MAX : EGRESS_HELLO_BUF) + EGRESS_READ_CHUNK)
 
+struct audit_limit;
+
 struct eroute {
     const struct egress_route_config *rc;
     struct egress_hostport up; /* the upstream's host and port */
@@ -50,6 +52,7 @@ struct eprofile {
 struct egress {
     struct egress_handles h;
     uint16_t port;
+    uint32_t denials_per_task; /* audit.denials_per_task: recorded one by one per window */
     struct eprofile *profiles;
     size_t n;
 };
@@ -67,6 +70,7 @@ struct egress_session {
     uint32_t active; /* connections counted against max_connections */
     uint32_t total;  /* every connection, lingering ones too */
     struct egress_stats st;
+    struct audit_limit *denied; /* the budget of denials recorded one by one, and the rest */
     char task_id[24];
 };
 
@@ -153,8 +157,9 @@ static inline const char *econn_profile(const struct econn *c)
 /* egress.c */
 
 /* A request the profile refused, or a limit cut: counted in the session (flagging the task
- * at EGRESS_FLAG_DENIALS), logged and audited (proxy.denied). reason is one line built
- * from validated names only. */
+ * at EGRESS_FLAG_DENIALS), logged and audited (proxy.denied) within the task's budget
+ * (audit.denials_per_task per window), else counted in its proxy.denied.summary. reason is
+ * one line built from validated names only. */
 void egress_note_denial(struct econn *c, const char *outcome, const char *reason);
 /* Drops a reference of the session; frees it at zero. */
 void egress_session_unref(struct egress_session *s);

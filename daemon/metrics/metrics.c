@@ -46,6 +46,9 @@ static const char *const rpc_error_kinds[] = {
 /* Methods of the method tables today; methods added later are created on first sight. */
 static const char *const rpc_methods[] = {"ping", "pools", "exec", "unknown"};
 static const char *const proxy_outcomes[] = {"allowed", "denied", "limit", "error"};
+/* Where audit events were only counted: refusals over a connection's or peer's budget,
+ * proxy denials over a task's, refusals while the trail was behind. */
+static const char *const suppressed_sources[] = {"rpc", "egress", "backlog"};
 
 /* Request to sandbox in hand, and request to task running: sub-millisecond when warm. */
 static const double latency_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -94,6 +97,8 @@ struct metrics {
     struct metric_family *f_rpc_errors;
     struct metric_series *denied[N_REASONS];
     struct metric_family *f_proxy;
+    struct metric_family *f_audit_suppressed;
+    struct metric_series *audit_suppressed[ARRAY_SIZE(suppressed_sources)];
     struct metric_series *rpc_connections;
     struct metric_series *tokens_active;
     struct metric_series *leaks;
@@ -340,6 +345,10 @@ static int families_new(struct metrics *m, struct families *f, struct err *e)
          "Audit batch write time, from begin to commit.", {NULL}, 0, HIST(audit_buckets)},
         {&f->audit_queue, METRIC_GAUGE, "sbx_audit_queue_depth",
          "Audit events waiting to be written.", {NULL}, 0, NULL, 0},
+        {&m->f_audit_suppressed, METRIC_COUNTER, "sbx_audit_suppressed_total",
+         "Refusals and denials counted in a summary rather than recorded one by one, by "
+         "source (rpc, egress: over a budget; backlog: while the trail was behind).",
+         {"source"}, 1, NULL, 0},
         {&f->rss, METRIC_GAUGE, "process_resident_memory_bytes", "Resident memory size in bytes.",
          {NULL}, 0, NULL, 0},
         {&f->vsize, METRIC_GAUGE, "process_virtual_memory_bytes",
@@ -426,6 +435,9 @@ static void global_series_new(struct metrics *m, const struct families *f,
     m->tokens_active = registry_series(f->tokens, NULL);
     m->audit_batch = registry_series(f->audit_batch, NULL);
     m->audit_queue = registry_series(f->audit_queue, NULL);
+    for (size_t i = 0; i < ARRAY_SIZE(suppressed_sources); i++) {
+        m->audit_suppressed[i] = registry_series(m->f_audit_suppressed, &suppressed_sources[i]);
+    }
     m->p_rss = registry_series(f->rss, NULL);
     m->p_vsize = registry_series(f->vsize, NULL);
     m->p_cpu = registry_series(f->cpu, NULL);
@@ -634,6 +646,19 @@ void metrics_proxy_request(struct metrics *m, const char *profile, const char *o
     }
     const char *v[2] = {profile, o};
     registry_inc(registry_series(m->f_proxy, v));
+}
+
+void metrics_audit_suppressed(struct metrics *m, const char *source)
+{
+    if (!m) {
+        return;
+    }
+    for (size_t i = 0; i < ARRAY_SIZE(suppressed_sources); i++) {
+        if (strcmp(suppressed_sources[i], source) == 0) {
+            registry_inc(m->audit_suppressed[i]);
+            return;
+        }
+    }
 }
 
 void metrics_sandbox_leaks(struct metrics *m, uint64_t n)

@@ -150,5 +150,9 @@ void metrics_sandbox_leaks(struct metrics *m, uint64_t n);
 /* One audit batch committed in `seconds` (begin to commit): sbx_audit_batch_seconds.
  * Any thread (the audit writer); m never changes after start-up. */
 void metrics_audit_batch(struct metrics *m, double seconds);
+/* One refusal or denial counted in a summary instead of recorded one by one:
+ * sbx_audit_suppressed_total{source}, source "rpc", "egress" or "backlog" (others are
+ * ignored). */
+void metrics_audit_suppressed(struct metrics *m, const char *source);
 /* Audit events waiting to be written: sbx_audit_queue_depth. Any thread. */
 void metrics_audit_queue_depth(struct metrics *m, uint64_t n);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of the audit trail (audit.c, audit_query.c): events are committed in batches
- * and waits end after the commit, strings are scrubbed, the hash chain verifies and names
- * the first altered, removed or inserted row, pruning keeps it verifiable, open tasks are
- * found, and stored JSON comes back as msgpack. Real SQLite files in a temp dir. */
+/* Unit tests of the audit trail (audit.c, audit_query.c, audit_prune.c, audit_limit.c):
+ * events are committed in batches and waits end after the commit, strings are scrubbed,
+ * the hash chain verifies and names the first altered, removed or inserted row, pruning
+ * keeps it verifiable and takes refused requests' rows first, budgets summarize what they
+ * hold back, open tasks are found, and stored JSON comes back as msgpack. Real SQLite files
+ * in a temp dir. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 
 #include "lib/alloc.h"
 #include "audit/audit.h"
+#include "audit/audit_limit.h"
 #include "audit/audit_query.h"
 #include "lib/scrub.h"
 #include "lib/util.h"
@@ -581,6 +584,108 @@ static void audit_open__file_is_private(void **state)
     assert_int_equal(st.st_mode & 0777, 0600);
 }
 
+/* A refused request's row (pruned first). */
+static uint64_t refusal_event(struct audit *a, int i)
+{
+    struct audit_ev *ev = audit_begin(a, "rpc.refused", NULL);
+    audit_mark_refusal(ev);
+    audit_id(ev, "code", "unknown_pool");
+    audit_u64(ev, "i", (uint64_t)i);
+    return audit_end(ev);
+}
+
+static void audit_prune__refusals_first_with_recorded_gaps(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f, 0);
+    /* Tasks' rows between runs of refusals: 40 tasks, 3000 refusals. */
+    uint64_t t = 0;
+    for (int i = 0; i < 40; i++) {
+        char task[24];
+        (void)snprintf(task, sizeof(task), "t%d", i);
+        t = task_event(f->a, "task.request", task);
+        for (int j = 0; j < 75; j++) {
+            t = refusal_event(f->a, i * 75 + j);
+        }
+    }
+    wait_for(f, f->a, t);
+    fx_close(f);
+    fx_open(f, 1000);
+    for (int i = 0; i < 500 && count_rows(f, "1") > 1000; i++) {
+        usleep(10000);
+    }
+    wait_for(f, f->a, task_event(f->a, "task.result", "t0"));
+    fx_close(f);
+    assert_true(count_rows(f, "1") <= 1000);
+    /* Every task row stayed; only refusals went, recorded as gaps. */
+    assert_int_equal(count_rows(f, "type = 'task.request'"), 40);
+    assert_int_equal(count_rows(f, "type = 'audit.pruned' AND "
+                                   "json_extract(fields, '$.reason') <> 'refusals'"),
+                     0);
+    assert_true(count_rows(f, "type = 'audit.pruned' AND "
+                              "json_array_length(fields, '$.gaps') > 0") > 0);
+    struct audit_verify_result v = verify(f);
+    if (!v.ok) {
+        fail_msg("verify after pruning refusals: %s", v.message);
+    }
+    /* A task's row removed next to a recorded gap: the gap no longer explains the jump. */
+    rw_exec(f, "DELETE FROM events WHERE id = (SELECT min(id) FROM events WHERE "
+               "type = 'task.request' AND task = 't5')");
+    v = verify(f);
+    assert_false(v.ok);
+    assert_string_equal(v.problem, "removed");
+}
+
+static void fill_peer(void *arg, struct audit_ev *ev)
+{
+    audit_u64(ev, "peer_uid", *(uint32_t *)arg);
+}
+
+static void audit_limit__budget_then_one_summary(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f, 0);
+    uint32_t uid = 1234;
+    struct audit_limit *l =
+        audit_limit_new(f->a, "rpc.refused.summary", NULL, "uid=1234", fill_peer, &uid);
+    int recorded = 0;
+    for (int i = 0; i < 1000; i++) {
+        if (audit_limit_take(l, 3)) {
+            recorded++;
+        } else {
+            audit_limit_count(l, i % 2 ? "unknown_pool" : "bad_request");
+        }
+    }
+    assert_int_equal(recorded, 3);
+    assert_int_equal(audit_limit_pending(l), 997);
+    /* Nine more kinds than fit: the rest under "other". */
+    for (int i = 0; i < 9; i++) {
+        char kind[16];
+        (void)snprintf(kind, sizeof(kind), "k%d", i);
+        audit_limit_count(l, kind);
+    }
+    audit_limit_flush(l);
+    assert_int_equal(audit_limit_pending(l), 0);
+    audit_limit_flush(l); /* nothing counted: no second summary */
+    l = audit_limit_free(l);
+    wait_for(f, f->a, task_event(f->a, "task.result", "t1"));
+    fx_close(f);
+    assert_int_equal(count_rows(f, "type = 'rpc.refused.summary'"), 1);
+    assert_int_equal(count_rows(f, "type = 'rpc.refused.summary' AND "
+                                   "json_extract(fields, '$.count') = 1006 AND "
+                                   "json_extract(fields, '$.peer_uid') = 1234 AND "
+                                   "json_extract(fields, '$.by.unknown_pool') = 499 AND "
+                                   "json_extract(fields, '$.by.bad_request') = 498 AND "
+                                   "json_extract(fields, '$.by.k5') = 1 AND "
+                                   "json_extract(fields, '$.other') IS NULL AND "
+                                   "json_extract(fields, '$.by.other') = 3 AND "
+                                   "json_extract(fields, '$.last_ns') >= "
+                                   "json_extract(fields, '$.first_ns')"),
+                     1);
+    struct audit_verify_result v = verify(f);
+    assert_true(v.ok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -595,6 +700,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(audit_query_verify__names_altered_removed_inserted, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(audit_prune__keeps_the_rest_verifiable, setup, teardown),
+        cmocka_unit_test_setup_teardown(audit_prune__refusals_first_with_recorded_gaps, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(audit_limit__budget_then_one_summary, setup, teardown),
         cmocka_unit_test_setup_teardown(audit_query_open_tasks__since_last_start, setup, teardown),
         cmocka_unit_test_setup_teardown(audit_query_pack__filters_and_newest_first, setup,
                                         teardown),

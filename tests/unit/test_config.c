@@ -409,6 +409,24 @@ static void config_parse__audit(void **state)
     assert_true(c->audit_max_age_ns == 720ULL * 3600ULL * 1000000000ULL);
     assert_int_equal(c->audit_max_rows, 2000000);
     assert_false(c->audit_fsync);
+    /* deploy/sbxd.yaml's values, the same as the built-in defaults. */
+    assert_true(c->audit_max_bytes == 1ULL << 30);
+    assert_int_equal(c->audit_refusals_per_conn, 20);
+    assert_int_equal(c->audit_refusals_per_peer, 100);
+    assert_int_equal(c->audit_denials_per_task, 20);
+    assert_true(c->audit_budget_window_ns == 3600ULL * 1000000000ULL);
+    assert_true(c->audit_summary_interval_ns == 60ULL * 1000000000ULL);
+    config_free(c);
+    c = parse_ok("audit:\n  max_bytes: 2MiB\n  refusals_per_connection: 0\n"
+                 "  refusals_per_peer: 7\n  denials_per_task: 3\n  budget_window: 10m\n"
+                 "  summary_interval: 500ms\n",
+                 NULL);
+    assert_true(c->audit_max_bytes == 2ULL << 20);
+    assert_int_equal(c->audit_refusals_per_conn, 0);
+    assert_int_equal(c->audit_refusals_per_peer, 7);
+    assert_int_equal(c->audit_denials_per_task, 3);
+    assert_true(c->audit_budget_window_ns == 600ULL * 1000000000ULL);
+    assert_true(c->audit_summary_interval_ns == 500ULL * 1000000ULL);
     config_free(c);
     c = parse_ok("audit:\n  enabled: false\n  max_age: 24h\n  max_rows: 5000\n  fsync: true\n",
                  NULL);
@@ -425,6 +443,8 @@ static void config_parse__audit(void **state)
     config_free(c);
     parse_fails("audit: {max_rows: 10}\n", NULL, -EINVAL,
                 "t.yaml:1:19: 'audit.max_rows' must be 0 (no limit) or at least 1000");
+    parse_fails("audit: {max_bytes: 64KiB}\n", NULL, -EINVAL,
+                "t.yaml:1:20: 'audit.max_bytes' must be 0 (no limit) or at least 1MiB");
     parse_fails("audit:\n  max_rowz: 10\n", NULL, -EINVAL,
                 "t.yaml:2:3: unknown key 'max_rowz' in 'audit'");
     parse_fails("audit: {enabled: maybe}\n", NULL, -EINVAL,
