@@ -332,6 +332,17 @@ static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
         exec_refuse(rc, msgid, &spec, r, why, &e);
         return;
     }
+    /* A full pool is refused before the task exists, through the budgeted refusal path:
+     * a client that fills a pool with its own tasks must not be able to write an unbudgeted
+     * three-row chain per further request. */
+    if (pool_full(p)) {
+        char msg[128];
+        (void)snprintf(msg, sizeof(msg), "pool '%s' is full: %u tasks already waiting",
+                       pool_config(p)->name, pool_queued(p));
+        rpc_note_error(rpc, "busy");
+        deny_exec(rc, msgid, args, &spec, "busy", msg);
+        return;
+    }
     /* Before the request is audited, so that it names its token; a grant that fails is
      * refused once the task exists, as any later refusal. */
     struct err ge = ERR_INIT;

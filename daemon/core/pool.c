@@ -94,6 +94,11 @@ static struct sandbox *warm_pop(struct pool *p)
     return sb;
 }
 
+bool pool_full(const struct pool *p)
+{
+    return (p->q_head || !p->warm_head) && p->n_queued >= p->pc->queue;
+}
+
 int pool_submit(struct pool *p, struct pool_waiter *w)
 {
     if (sched_draining(p->sched)) {

@@ -98,4 +98,7 @@ struct pool_stats {
 const struct pool_config *pool_config(const struct pool *p);
 /* Tasks waiting in its queue. */
 uint32_t pool_queued(const struct pool *p);
+/* Whether pool_submit would refuse a task now (-EBUSY): no warm sandbox for it and the
+ * queue full. Lets a caller refuse before it creates and audits a task. */
+bool pool_full(const struct pool *p);
 void pool_get_stats(const struct pool *p, struct pool_stats *ret);

@@ -169,6 +169,46 @@ class AgentsSocketFlood(unittest.TestCase):
         self.assertLess(rows, 1000)
 
 
+class FullPoolFlood(unittest.TestCase):
+    """A client fills a pool with its own tasks (one running, one queued), then knocks with
+    valid execs that the full pool refuses: those refusals are budgeted like any other."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon(pools=[pool_yaml("python", warm=1, max=1, queue=1, timeout="60s")],
+                       config_extra=BUDGETS)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def test_busy_refusals_are_budgeted(self):
+        d = self.d
+        with d.client() as c:
+            victim, _, _ = c.exec(["true"])
+        with sbx_client.Client(d.sock) as c:
+            running = threading.Event()
+            hold = c.exec_start(["sleep", "30"], on_started=lambda x: running.set())[0]
+            while not running.is_set():
+                try:
+                    c.wait(hold, timeout=0.05)
+                except TimeoutError:
+                    pass
+            c.start("exec", {"argv": ["true"]})  # the queue's one place
+            n = 2000
+            codes = refused_flood(d.sock, n, {"argv": ["true"], "pool": "python"})
+            self.assertEqual(codes, ["busy"] * n)
+            # 10 one by one (the connection's budget), the rest in the peer's summaries.
+            got = wait_for(lambda: (sum(s["count"] for s in summaries(d, "rpc.refused.summary"))
+                                    == n - 10) or None, "summaries of %d busy refusals" % (n - 10))
+            self.assertTrue(got)
+            self.assertEqual(query(d, "SELECT count(*) FROM events WHERE type = 'task.result' AND "
+                                      "json_extract(fields, '$.code') = 'busy'")[0][0], 10)
+        self.assertEqual(len(task_events(d, victim["task"])), 7)
+        v, rc = verify(d)
+        self.assertEqual(rc, 0, v)
+
+
 class RefusalsPrunedFirst(unittest.TestCase):
     """With budgets too large to hold anything back, a flood of refused execs with large
     argv takes the trail over max_rows and max_bytes: refused requests' rows are pruned,

@@ -145,8 +145,10 @@ static void pool_submit__full_queue_returns_ebusy(void **state)
 {
     struct fixture *f = *state = fixture_new(0, 1, 1);
     struct waiter w1 = WAITER("w1"), w2 = WAITER("w2");
+    assert_false(pool_full(f->p));
     assert_int_equal(pool_submit(f->p, &w1.w), 0);
     fake_expectf("sched_refill");
+    assert_true(pool_full(f->p)); /* what pool_submit is about to say */
     assert_int_equal(pool_submit(f->p, &w2.w), -EBUSY);
     fake_expect_none(); /* no op, no refill */
     assert_false(w2.w.cold);
@@ -159,6 +161,7 @@ static void pool_submit__full_queue_returns_ebusy(void **state)
     /* A queue of 0: no task ever waits. */
     f->pc.queue = 0;
     pool_cancel(f->p, &w1.w);
+    assert_true(pool_full(f->p));
     assert_int_equal(pool_submit(f->p, &w1.w), -EBUSY);
     fake_expect_none();
     assert_null(f->p->q_head);
@@ -170,6 +173,9 @@ static void pool_submit__warm_sandbox_is_handed_at_once(void **state)
     struct sandbox *sb = warm_one(f->p);
     assert_ptr_equal(f->p->warm_head, sb);
     fake_calls_reset();
+    f->pc.queue = 0;
+    assert_false(pool_full(f->p)); /* a full queue does not matter with a warm sandbox */
+    f->pc.queue = 4;
 
     struct waiter w = WAITER("w1");
     assert_int_equal(pool_submit(f->p, &w.w), 0);
