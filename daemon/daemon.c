@@ -260,11 +260,13 @@ int daemon_audit_start(struct daemon *d, struct err *e)
  * that failed has no run to end). */
 void daemon_audit_stop(struct daemon *d)
 {
+    /* First, so that the summaries it writes of what was only counted come before
+     * daemon.stop, the run's last event (events queued after it are still written). */
+    audit_shutdown(d->audit);
     if (d->drain_done) {
         audit_event(d->audit, "daemon.stop", NULL, "pid", AUDIT_I64, (int64_t)getpid(), "reason",
                     AUDIT_ID, d->killing ? "drained, remaining tasks killed" : "drained", NULL);
     }
-    audit_shutdown(d->audit);
 }
 
 /* The reaper's live set, for sandbox/kit.h. */
