@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* Unit tests of scrub.c: every secret shape is redacted wherever it sits in a string,
- * ordinary text passes through unchanged, and the registry redacts what is registered. */
+/* Unit tests of scrub.c, linked alone: every secret shape is redacted wherever it sits in a
+ * string, ordinary text passes through unchanged, and the registry redacts what is
+ * registered. Two corpora (scrub_corpus/ordinary.txt and secrets.txt, read from
+ * SBX_SCRUB_CORPUS or tests/unit/scrub_corpus) hold the commands agents run and the secrets
+ * they carry; the last test prints the scrubber's cost per call over them. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,10 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
+#include "lib/buf.h"
 #include "lib/scrub.h"
+#include "lib/strv.h"
 #include "lib/util.h"
 
 static char *scrub(const struct scrub *s, const char *text)
@@ -246,6 +253,155 @@ static void scrub_copy__truncates_and_counts(void **state)
     assert_int_equal(count, 2);
 }
 
+/* ---- the corpora ---- */
+
+static const char *corpus_dir(void)
+{
+    const char *d = getenv("SBX_SCRUB_CORPUS");
+    return d && *d ? d : "tests/unit/scrub_corpus";
+}
+
+/* The corpus file's lines, comments ("# ...") and empty lines left out. A missing file
+ * fails the test: a corpus that is not read must not pass. */
+static void corpus_read(const char *name, struct strv *ret)
+{
+    char path[512];
+    (void)snprintf(path, sizeof(path), "%s/%s", corpus_dir(), name);
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        fail_msg("%s: %s (run from the top of the tree or set SBX_SCRUB_CORPUS)", path,
+                 strerror(errno));
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        if (line[n - 1] == '\n') {
+            line[--n] = '\0';
+        }
+        if (n == 0 || strncmp(line, "# ", 2) == 0) {
+            continue;
+        }
+        strv_pushn(ret, line, (size_t)n);
+    }
+    free(line);
+    (void)fclose(f);
+}
+
+/* A line of secrets.txt into the text to scrub (braces dropped, <NL> a newline) and what
+ * must come out (each {{...}} one SCRUB_MARK). */
+static void secret_case(const char *line, struct buf *in, struct buf *want)
+{
+    bool inside = false;
+    for (const char *p = line; *p;) {
+        if (strncmp(p, "{{", 2) == 0 && !inside) {
+            inside = true;
+            (void)buf_puts(want, SCRUB_MARK);
+            p += 2;
+        } else if (strncmp(p, "}}", 2) == 0 && inside) {
+            inside = false;
+            p += 2;
+        } else if (strncmp(p, "<NL>", 4) == 0) {
+            (void)buf_puts(in, "\n");
+            if (!inside) {
+                (void)buf_puts(want, "\n");
+            }
+            p += 4;
+        } else {
+            (void)buf_append(in, p, 1);
+            if (!inside) {
+                (void)buf_append(want, p, 1);
+            }
+            p++;
+        }
+    }
+    if (inside) {
+        fail_msg("secrets.txt: unclosed {{ in \"%s\"", line);
+    }
+}
+
+/* Every ordinary command comes out byte for byte as it went in; all failures are listed. */
+static void scrub_dup__ordinary_corpus_unchanged(void **state)
+{
+    (void)state;
+    scoped_strv struct strv lines = STRV_INIT;
+    corpus_read("ordinary.txt", &lines);
+    assert_true(lines.n >= 200);
+    size_t bad = 0;
+    for (size_t i = 0; i < lines.n; i++) {
+        size_t count = 0;
+        scoped_free char *got = scrub_dup(NULL, lines.v[i], strlen(lines.v[i]), NULL, &count);
+        if (strcmp(got, lines.v[i]) != 0 || count != 0) {
+            print_message("changed: %s\n     got: %s\n", lines.v[i], got);
+            bad++;
+        }
+    }
+    if (bad) {
+        fail_msg("%zu of %zu ordinary commands were changed", bad, lines.n);
+    }
+}
+
+/* Every secret goes, and what surrounds it stays as it was. */
+static void scrub_dup__secret_corpus_redacted(void **state)
+{
+    (void)state;
+    scoped_strv struct strv lines = STRV_INIT;
+    corpus_read("secrets.txt", &lines);
+    assert_true(lines.n >= 50);
+    size_t bad = 0;
+    for (size_t i = 0; i < lines.n; i++) {
+        struct buf in = BUF_INIT, want = BUF_INIT;
+        secret_case(lines.v[i], &in, &want);
+        scoped_free char *got = scrub_dup(NULL, in.p, in.len, NULL, NULL);
+        if (strcmp(got, want.p) != 0) {
+            print_message("  input: %s\n    got: %s\n   want: %s\n", in.p, got, want.p);
+            bad++;
+        }
+        buf_free(&in);
+        buf_free(&want);
+    }
+    if (bad) {
+        fail_msg("%zu of %zu secret lines were not scrubbed as expected", bad, lines.n);
+    }
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A measurement, not an assertion: the cost of one scrub_dup over each corpus, with a
+ * scrubber that knows the token prefix and a few registered secrets as sbxd's does. */
+static void scrub_dup__cost_per_call(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"ordinary.txt", "secrets.txt"};
+    struct scrub *s = scrub_new();
+    (void)scrub_register_prefix(s, "sbx_");
+    (void)scrub_register(s, "route-credential-1", 18);
+    (void)scrub_register(s, "Basic cm91dGU6Y3JlZA==", 22);
+    for (size_t k = 0; k < ARRAY_SIZE(names); k++) {
+        scoped_strv struct strv lines = STRV_INIT;
+        corpus_read(names[k], &lines);
+        size_t bytes = 0, calls = 0;
+        uint64_t t0 = now_ns();
+        for (int round = 0; round < 200; round++) {
+            for (size_t i = 0; i < lines.n; i++) {
+                size_t n = strlen(lines.v[i]);
+                free(scrub_dup(s, lines.v[i], n, NULL, NULL));
+                bytes += n;
+                calls++;
+            }
+        }
+        uint64_t dt = now_ns() - t0;
+        print_message("scrub_dup over %s: %.0f ns/call, %.1f ns/byte (%zu calls)\n", names[k],
+                      (double)dt / (double)calls, (double)dt / (double)bytes, calls);
+    }
+    s = scrub_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +417,9 @@ int main(void)
         cmocka_unit_test(scrub_name_is_secret__names),
         cmocka_unit_test(scrub_arg_takes_secret__options),
         cmocka_unit_test(scrub_copy__truncates_and_counts),
+        cmocka_unit_test(scrub_dup__ordinary_corpus_unchanged),
+        cmocka_unit_test(scrub_dup__secret_corpus_redacted),
+        cmocka_unit_test(scrub_dup__cost_per_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
