@@ -178,11 +178,15 @@ TEST_idslot_EXTRA :=
 TEST_workq_EXTRA := $(L)/loopwake.c
 TEST_audit_EXTRA := daemon/audit/audit_writer.c $(L)/scrub.c daemon/audit/audit_query.c \
                     daemon/wire/proto.c $(L)/loopwake.c
-TEST_scrub_EXTRA :=
+# lib/scrub.c with its context matchers, alone (tests/unit/scrub_corpus/ holds its corpora);
+# whatever links scrub.c links scrub_context.c too.
+TEST_scrub_EXTRA := $(L)/scrub_context.c
+TEST_audit_EXTRA += $(L)/scrub_context.c
 TEST_metrics_EXTRA := daemon/metrics/registry.c
 TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token/token_db.c daemon/token/token_secret.c \
-                    daemon/token/token_policy.c daemon/token/token_mount.c $(L)/scrub.c
+                    daemon/token/token_policy.c daemon/token/token_mount.c $(L)/scrub.c \
+                    $(L)/scrub_context.c
 TEST_egress_route_EXTRA := daemon/wire/egress_parse.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c $(CGROUP_SRCS)
 # Link seams (tests/unit/fakes/): pool.c and sandbox.c linked alone, each with fakes of

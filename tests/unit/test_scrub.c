@@ -158,6 +158,104 @@ static void scrub_dup__random_tokens_detected(void **state)
     assert_true(missed <= 10);
 }
 
+/* Each built-in token prefix, followed by enough token characters, goes whole; followed by
+ * too few, or glued to a word before it, it stays. The list is scrub.c's builtin_prefixes
+ * (whose first characters C_PFX must hold). */
+static void scrub_dup__every_builtin_prefix(void **state)
+{
+    (void)state;
+    static const char *const prefixes[] = {
+        "sk-",   "sk_live_", "sk_test_", "rk_live_", "rk_test_",    "whsec_", "ghp_",
+        "gho_",  "ghu_",     "ghs_",     "ghr_",     "github_pat_", "glpat-", "xoxb-",
+        "xoxp-", "xoxa-",    "xoxr-",    "xoxs-",    "xapp-",       "AIza",   "ya29.",
+        "npm_",  "pypi-",    "hf_",      "dop_v1_",
+    };
+    char in[128];
+    for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++) {
+        (void)snprintf(in, sizeof(in), "use %s%s now", prefixes[i],
+                       "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8s9T0");
+        expect(NULL, in, "use " SCRUB_MARK " now");
+        (void)snprintf(in, sizeof(in), "%sab", prefixes[i]);
+        expect(NULL, in, in);
+        (void)snprintf(in, sizeof(in), "x9%sabcdefghijklmnopqrstuvwxyzabcdef", prefixes[i]);
+        expect(NULL, in, in);
+    }
+}
+
+/* Random texts made of the characters the matchers look for (and any byte) never make
+ * scrub_dup read out of bounds (run under SAN=1), count every mark it writes, and never let
+ * a registered secret through, wherever it sits. */
+static void scrub_dup__random_texts(void **state)
+{
+    (void)state;
+    static const char *const bits[] = {
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "-----END ",
+        "--password",
+        " ",
+        "=",
+        ":",
+        ": ",
+        "://",
+        "@",
+        "\"",
+        "'",
+        "$",
+        "{{",
+        "/",
+        ".",
+        "sha256:",
+        "sha512-",
+        "eyJ",
+        "Bearer ",
+        "token",
+        "AKIA",
+        "ghp_",
+        "sbx_",
+        "a1B2c3D4e5F6g7H8",
+        "\n",
+        "::",
+        "==",
+        "x",
+        "9",
+        "\xff",
+        "secret-one-42",
+    };
+    struct scrub *s = scrub_new();
+    assert_int_equal(scrub_register(s, "secret-one-42", 13), 0);
+    assert_int_equal(scrub_register_prefix(s, "sbx_"), 0);
+    /* A registered secret inside what a pattern passes over (a key's name) still goes. */
+    expect(s, "xsecret-one-42_token=abc", "x" SCRUB_MARK "_token=abc");
+    unsigned seed = 4242;
+    char text[512];
+    for (int n = 0; n < 20000; n++) {
+        size_t len = 0;
+        seed = seed * 1103515245u + 12345u;
+        size_t parts = (seed >> 16) % 24;
+        for (size_t k = 0; k < parts; k++) {
+            seed = seed * 1103515245u + 12345u;
+            const char *b = bits[(seed >> 16) % ARRAY_SIZE(bits)];
+            size_t m = strlen(b);
+            if (len + m >= sizeof(text)) {
+                break;
+            }
+            memcpy(text + len, b, m);
+            len += m;
+        }
+        size_t out_len = 0, count = 0;
+        scoped_free char *got = scrub_dup(s, text, len, &out_len, &count);
+        size_t marks = 0;
+        for (const char *m = got;
+             (m = memmem(m, out_len - (size_t)(m - got), SCRUB_MARK, sizeof(SCRUB_MARK) - 1));
+             m++) {
+            marks++;
+        }
+        assert_true(marks >= count);
+        assert_null(memmem(got, out_len, "secret-one-42", 13));
+    }
+    s = scrub_free(s);
+}
+
 static void scrub_dup__userinfo(void **state)
 {
     (void)state;
@@ -187,6 +285,11 @@ static void scrub_register__redacts_and_forgets(void **state)
     assert_int_equal(scrub_register_prefix(s, "sbxt_"), -EEXIST);
     expect(s, "use sbxt_abcdefgh12 now", "use " SCRUB_MARK " now");
     expect(s, "sbxt_short", "sbxt_short");
+    /* A name made of words after the prefix is not a token: sbx's own metric names. */
+    assert_int_equal(scrub_register_prefix(s, "sbx_"), 0);
+    expect(s, "query=rate(sbx_tasks_total[5m]) sbx_exec_duration_seconds_bucket",
+           "query=rate(sbx_tasks_total[5m]) sbx_exec_duration_seconds_bucket");
+    expect(s, "sbx_Xk3q_Zp0vLmNoPqRsTuVwXyZ0123456789abcdEF", SCRUB_MARK);
     s = scrub_free(s);
     assert_null(s);
 }
@@ -212,9 +315,46 @@ static void scrub_name_is_secret__names(void **state)
                          "DB_PASS",
                          "MYSQL_PWD",
                          "--password",
-                         "signingkey"};
-    const char *no[] = {"PATH",       "HOME",     "PWD",  "OLDPWD", "LANG", "TMPDIR",
-                        "PYTHONPATH", "KEYBOARD", "USER", "COLOR",  "TERM", "pool"};
+                         "signingkey",
+                         "accessToken",
+                         "_authToken",
+                         "postgresPassword",
+                         "CLIENTSECRET",
+                         "X-Amz-Signature",
+                         "sig",
+                         "SECRET_KEY_BASE",
+                         "cookie_id",
+                         "AUTH_HEADER"};
+    /* Words, not substrings; and a last word saying what the value is about. */
+    const char *no[] = {"PATH",
+                        "HOME",
+                        "PWD",
+                        "OLDPWD",
+                        "LANG",
+                        "TMPDIR",
+                        "PYTHONPATH",
+                        "KEYBOARD",
+                        "USER",
+                        "COLOR",
+                        "TERM",
+                        "pool",
+                        "--author",
+                        "authority",
+                        "TOKENIZERS_PARALLELISM",
+                        "--tokenizer",
+                        "--secret-id",
+                        "key_id",
+                        "TOKEN_TTL",
+                        "token_type",
+                        "password_stdin",
+                        "--token-file",
+                        "credential.helper",
+                        "auth.enabled",
+                        "SESSION_TIMEOUT",
+                        "--sig-proxy",
+                        "private",
+                        "--cookie-jar",
+                        "JWT_ALGORITHM"};
     for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
         if (!scrub_name_is_secret(yes[i], strlen(yes[i]))) {
             fail_msg("'%s' should look secret", yes[i]);
@@ -236,6 +376,13 @@ static void scrub_arg_takes_secret__options(void **state)
     assert_false(scrub_arg_takes_secret("--token=x", 9));
     assert_false(scrub_arg_takes_secret("--verbose", 9));
     assert_false(scrub_arg_takes_secret("token", 5));
+    assert_true(scrub_arg_takes_secret("--sig", 5));
+    assert_true(scrub_arg_takes_secret("--with-token", 12));
+    assert_false(scrub_arg_takes_secret("--password-stdin", 16));
+    assert_false(scrub_arg_takes_secret("--no-auth", 9));
+    assert_false(scrub_arg_takes_secret("--author", 8));
+    assert_false(scrub_arg_takes_secret("--secret-id", 11));
+    assert_false(scrub_arg_takes_secret("-----BEGIN RSA PRIVATE KEY-----", 31));
 }
 
 static void scrub_copy__truncates_and_counts(void **state)
@@ -373,7 +520,8 @@ static uint64_t now_ns(void)
 }
 
 /* A measurement, not an assertion: the cost of one scrub_dup over each corpus, with a
- * scrubber that knows the token prefix and a few registered secrets as sbxd's does. */
+ * scrubber that knows the token prefix and a few registered secrets as sbxd's does. The
+ * machine is shared, so the best of ten trials is printed. */
 static void scrub_dup__cost_per_call(void **state)
 {
     (void)state;
@@ -385,19 +533,24 @@ static void scrub_dup__cost_per_call(void **state)
     for (size_t k = 0; k < ARRAY_SIZE(names); k++) {
         scoped_strv struct strv lines = STRV_INIT;
         corpus_read(names[k], &lines);
-        size_t bytes = 0, calls = 0;
-        uint64_t t0 = now_ns();
-        for (int round = 0; round < 200; round++) {
-            for (size_t i = 0; i < lines.n; i++) {
-                size_t n = strlen(lines.v[i]);
-                free(scrub_dup(s, lines.v[i], n, NULL, NULL));
-                bytes += n;
-                calls++;
-            }
+        size_t bytes = 0;
+        for (size_t i = 0; i < lines.n; i++) {
+            bytes += strlen(lines.v[i]);
         }
-        uint64_t dt = now_ns() - t0;
-        print_message("scrub_dup over %s: %.0f ns/call, %.1f ns/byte (%zu calls)\n", names[k],
-                      (double)dt / (double)calls, (double)dt / (double)bytes, calls);
+        uint64_t best = UINT64_MAX;
+        for (int trial = 0; trial < 10; trial++) {
+            uint64_t t0 = now_ns();
+            for (int round = 0; round < 20; round++) {
+                for (size_t i = 0; i < lines.n; i++) {
+                    free(scrub_dup(s, lines.v[i], strlen(lines.v[i]), NULL, NULL));
+                }
+            }
+            uint64_t dt = (now_ns() - t0) / 20;
+            best = dt < best ? dt : best;
+        }
+        print_message("scrub_dup over %s (%zu lines, %zu bytes): %.0f ns/call, %.1f ns/byte\n",
+                      names[k], lines.n, bytes, (double)best / (double)lines.n,
+                      (double)best / (double)bytes);
     }
     s = scrub_free(s);
 }
@@ -412,6 +565,8 @@ int main(void)
         cmocka_unit_test(scrub_dup__aws_keys),
         cmocka_unit_test(scrub_dup__known_prefixes_and_entropy),
         cmocka_unit_test(scrub_dup__random_tokens_detected),
+        cmocka_unit_test(scrub_dup__every_builtin_prefix),
+        cmocka_unit_test(scrub_dup__random_texts),
         cmocka_unit_test(scrub_dup__userinfo),
         cmocka_unit_test(scrub_register__redacts_and_forgets),
         cmocka_unit_test(scrub_name_is_secret__names),
