@@ -321,38 +321,59 @@ static bool match_aws_key_id(const struct scrub_text *t, size_t i, size_t *re)
     return true;
 }
 
-/* PEM private keys (RSA, EC, OPENSSH, ENCRYPTED, PGP ... BLOCK): the body between the
- * BEGIN and END lines, or to the end of a text cut short. Certificates and public keys
- * are not secret and stay. */
-static bool match_pem(const struct scrub_text *t, size_t i, size_t *rs, size_t *re)
+enum scan { SCAN_NONE, SCAN_SECRET, SCAN_CLEAN };
+
+/* PEM blocks: a private key's body (RSA, EC, OPENSSH, ENCRYPTED, PGP ... BLOCK) goes,
+ * from its BEGIN line to the next "-----" (its END line) or to the end of a text cut
+ * short; a certificate's or a public key's is not secret and is skipped whole. */
+static enum scan match_pem(const struct scrub_text *t, size_t i, size_t *rs, size_t *re)
 {
     if (!starts_with(t, i, "-----BEGIN ", 11)) {
-        return false;
+        return SCAN_NONE;
     }
     size_t j = i + 11, k = j;
     while (k < t->len && k - j < 48 && (is_upper(t->p[k]) || is_digit(t->p[k]) || t->p[k] == ' ')) {
         k++;
     }
     if (!starts_with(t, k, "-----", 5)) {
-        return false;
+        return SCAN_NONE;
     }
     struct scrub_text label = {t->p + j, k - j};
     bool key = false;
     for (size_t n = 11; n <= 17 && !key; n += 6) { /* "PRIVATE KEY", "PRIVATE KEY BLOCK" */
         key = label.len >= n && memcmp(label.p + label.len - n, "PRIVATE KEY BLOCK", n) == 0;
     }
-    if (!key) {
-        return false;
-    }
     size_t b = k + 5;
-    const unsigned char *end = memmem(t->p + b, t->len - b, "-----END ", 9);
+    const unsigned char *end = memmem(t->p + b, t->len - b, "-----", 5);
     size_t e = end ? (size_t)(end - t->p) : t->len;
     if (e == b) {
-        return false;
+        return SCAN_NONE;
     }
     *rs = b;
     *re = e;
-    return true;
+    return key ? SCAN_SECRET : SCAN_CLEAN;
+}
+
+/* An SSH public key (authorized_keys, known_hosts): its base64 is public, skipped whole. */
+static bool match_ssh_pubkey(const struct scrub_text *t, size_t i, size_t *re)
+{
+    static const char *const types[] = {
+        "ssh-ed25519 ",         "ssh-rsa ", "ecdsa-sha2-nistp256 ",       "ecdsa-sha2-nistp384 ",
+        "ecdsa-sha2-nistp521 ", "ssh-dss ", "sk-ssh-ed25519@openssh.com "};
+    if (t->p[i] != 's' && t->p[i] != 'e') {
+        return false;
+    }
+    for (size_t k = 0; k < ARRAY_SIZE(types); k++) {
+        size_t n = strlen(types[k]);
+        if (starts_with(t, i, types[k], n) && starts_with(t, i + n, "AAAA", 4)) {
+            *re = span(t, i + n, C_RUN);
+            while (*re < t->len && t->p[*re] == '=') {
+                (*re)++;
+            }
+            return true;
+        }
+    }
+    return false;
 }
 
 static double entropy(const unsigned char *p, size_t n)
@@ -435,8 +456,6 @@ static bool digest_label(const struct scrub_text *t, size_t i)
     return false;
 }
 
-enum scan { SCAN_NONE, SCAN_SECRET, SCAN_CLEAN };
-
 /* A run of base64 characters (with '/' and without, since paths split at '/'). A run after
  * a digest label, or one that carries its label (sha512-...), is skipped whole. */
 static enum scan match_entropy(const struct scrub_text *t, size_t i, size_t *re)
@@ -479,8 +498,12 @@ static enum scan match_at(const struct scrub *s, const struct scrub_text *t, siz
         return SCAN_NONE;
     }
     *rs = i;
-    if (match_pem(t, i, rs, re)) {
-        return SCAN_SECRET;
+    enum scan pem = match_pem(t, i, rs, re);
+    if (pem != SCAN_NONE) {
+        return pem;
+    }
+    if (boundary(t, i, C_ALNUM) && match_ssh_pubkey(t, i, re)) {
+        return SCAN_CLEAN;
     }
     *rs = i;
     if ((boundary(t, i, C_ALNUM) && (match_prefix(s, t, i, re) || match_aws_key_id(t, i, re))) ||
