@@ -354,26 +354,29 @@ static enum scan match_pem(const struct scrub_text *t, size_t i, size_t *rs, siz
     return key ? SCAN_SECRET : SCAN_CLEAN;
 }
 
-/* An SSH public key (authorized_keys, known_hosts): its base64 is public, skipped whole. */
-static bool match_ssh_pubkey(const struct scrub_text *t, size_t i, size_t *re)
+/* Public keys say so in their first bytes: an SSH public key's base64 starts with its
+ * encoded type ("\0\0\0\x0bssh-ed25519" is AAAAC3NzaC1lZDI1NTE5), an X.509 public key's
+ * with its algorithm (EC P-256, Ed25519, or RSA's "rsaEncryption" then a BIT STRING, where
+ * a PKCS#8 private key has an OCTET STRING: ...AASC). Such a run is public, skipped whole. */
+static bool is_public_key(const struct scrub_text *t, size_t i)
 {
-    static const char *const types[] = {
-        "ssh-ed25519 ",         "ssh-rsa ", "ecdsa-sha2-nistp256 ",       "ecdsa-sha2-nistp384 ",
-        "ecdsa-sha2-nistp521 ", "ssh-dss ", "sk-ssh-ed25519@openssh.com "};
-    if (t->p[i] != 's' && t->p[i] != 'e') {
-        return false;
-    }
-    for (size_t k = 0; k < ARRAY_SIZE(types); k++) {
-        size_t n = strlen(types[k]);
-        if (starts_with(t, i, types[k], n) && starts_with(t, i + n, "AAAA", 4)) {
-            *re = span(t, i + n, C_RUN);
-            while (*re < t->len && t->p[*re] == '=') {
-                (*re)++;
-            }
+    static const char *const starts[] = {
+        "AAAAB3NzaC1yc2E",
+        "AAAAC3NzaC1lZDI1NTE5",
+        "AAAAE2VjZHNhLXNoYTItbmlzdHA",
+        "AAAAB3NzaC1kc3M",
+        "AAAAGnNrLXNzaC1lZDI1NTE5",
+        "AAAAInNrLWVjZHNhLXNoYTItbmlzdHA",
+        "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE",
+        "MCowBQYDK2VwAyEA",
+    };
+    for (size_t k = 0; k < ARRAY_SIZE(starts); k++) {
+        if (starts_with(t, i, starts[k], strlen(starts[k]))) {
             return true;
         }
     }
-    return false;
+    return starts_with(t, i, "MII", 3) && t->len - i > 6 &&
+           starts_with(t, i + 6, "ANBgkqhkiG9w0BAQEFAAOC", 22);
 }
 
 static double entropy(const unsigned char *p, size_t n)
@@ -457,13 +460,15 @@ static bool digest_label(const struct scrub_text *t, size_t i)
 }
 
 /* A run of base64 characters (with '/' and without, since paths split at '/'). A run after
- * a digest label, or one that carries its label (sha512-...), is skipped whole. */
+ * a digest label, one that carries its label (sha512-...) and a public key are skipped
+ * whole. */
 static enum scan match_entropy(const struct scrub_text *t, size_t i, size_t *re)
 {
     if (t->p[i] != '/' && in_class(t->p[i], C_RUN) && boundary(t, i, C_RUN)) {
         size_t j = span_run(t, i, C_RUN);
         size_t sri = starts_with(t, i, "sha", 3) ? span(t, i, C_ALNUM) : i;
-        if (digest_label(t, i) || (sri < j && t->p[sri] == '-' && digest_label(t, sri + 1))) {
+        if (digest_label(t, i) || (sri < j && t->p[sri] == '-' && digest_label(t, sri + 1)) ||
+            is_public_key(t, i)) {
             *re = j;
             return SCAN_CLEAN;
         }
@@ -501,9 +506,6 @@ static enum scan match_at(const struct scrub *s, const struct scrub_text *t, siz
     enum scan pem = match_pem(t, i, rs, re);
     if (pem != SCAN_NONE) {
         return pem;
-    }
-    if (boundary(t, i, C_ALNUM) && match_ssh_pubkey(t, i, re)) {
-        return SCAN_CLEAN;
     }
     *rs = i;
     if ((boundary(t, i, C_ALNUM) && (match_prefix(s, t, i, re) || match_aws_key_id(t, i, re))) ||

@@ -55,7 +55,8 @@ bool scrub_name_is_secret(const char *name, size_t len);
 bool scrub_arg_takes_secret(const char *arg, size_t len);
 /* For argv: whether the argument after such an option is the secret itself, and so
  * redacted whole; not when it refers to one ($TOKEN, ${TOKEN}, {{ .Values.token }}), is a
- * file path (/run/secrets/token, reports/2024/q1.csv, tls.key) or a boolean. */
+ * file path (/run/secrets/token, reports/2024/q1.csv, tls.key), a boolean, or a spec of
+ * NAME=value pairs (id=npmrc,src=$HOME/.npmrc), whose pairs scrub_dup judges one by one. */
 bool scrub_arg_value_is_secret(const char *val, size_t len);
 
 /* Returns a malloc'ed, NUL-terminated scrubbed copy of text (len bytes, any content but

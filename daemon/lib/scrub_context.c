@@ -289,9 +289,33 @@ static bool value_is_reference(const unsigned char *p, size_t n)
     return value_is_path(p, n);
 }
 
+/* Whether p starts with NAME= (NAME a letter, then token characters). */
+static size_t pair_name(const unsigned char *p, size_t n)
+{
+    size_t k = span(&(struct scrub_text){p, n}, 0, C_TOKEN);
+    return k > 0 && k < n && p[k] == '=' && (is_lower(p[0]) || is_upper(p[0])) ? k : 0;
+}
+
+/* An option's value that is a spec of two or more NAME=value pairs joined by commas
+ * (docker build --secret id=npmrc,src=$HOME/.npmrc, --mount type=secret,id=x): not the
+ * secret itself; each pair is judged by its own NAME where it stands. */
+static bool value_is_spec(const unsigned char *p, size_t n)
+{
+    if (!pair_name(p, n)) {
+        return false;
+    }
+    for (size_t k = 0; k + 1 < n; k++) {
+        if (p[k] == ',' && pair_name(p + k + 1, n - k - 1)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 bool scrub_arg_value_is_secret(const char *val, size_t len)
 {
-    return !value_is_reference((const unsigned char *)val, len);
+    const unsigned char *p = (const unsigned char *)val;
+    return !value_is_reference(p, len) && !value_is_spec(p, len);
 }
 
 /* HTTP header names, whose value runs to the end of the line and may follow the colon with
@@ -367,9 +391,17 @@ static bool match_key_value(const struct scrub_text *t, size_t i, size_t *rs, si
     while (j < t->len && is_space(p[j])) {
         j++;
     }
+    /* 'Authorization: Bearer x' inside quotes ends at the quote that opened it. */
+    unsigned char kq = 0;
+    if (i > 0 && (p[i - 1] == '"' || p[i - 1] == '\'') && (k >= t->len || p[k] != p[i - 1])) {
+        kq = p[i - 1];
+    }
     unsigned char q = 0;
     if (j < t->len && (p[j] == '"' || p[j] == '\'')) {
         q = p[j++];
+    }
+    if (q && q == kq) {
+        return false; /* the quote closes what opened before NAME: grep 'password:' file */
     }
     /* Keep an authorization scheme word visible, redact its credential. */
     static const char *const schemes[] = {"BEARER ",    "BASIC ", "DIGEST ",          "TOKEN ",
@@ -382,11 +414,6 @@ static bool match_key_value(const struct scrub_text *t, size_t i, size_t *rs, si
             }
             break;
         }
-    }
-    /* 'Authorization: Bearer x' inside quotes ends at the quote that opened it. */
-    unsigned char kq = 0;
-    if (i > 0 && (p[i - 1] == '"' || p[i - 1] == '\'') && (k >= t->len || p[k] != p[i - 1])) {
-        kq = p[i - 1];
     }
     size_t e = j;
     if (q) {
@@ -449,7 +476,7 @@ static bool match_option(const struct scrub_text *t, size_t i, size_t *rs, size_
             e++;
         }
     }
-    if (e == j || value_is_reference(p + j, e - j)) {
+    if (e == j || !scrub_arg_value_is_secret((const char *)p + j, e - j)) {
         return false;
     }
     *rs = j;
