@@ -289,7 +289,7 @@ static bool value_is_reference(const unsigned char *p, size_t n)
     return value_is_path(p, n);
 }
 
-/* Whether p starts with NAME= (NAME a letter, then token characters). */
+/* The length of NAME when p starts with NAME= (a letter, then token characters), else 0. */
 static size_t pair_name(const unsigned char *p, size_t n)
 {
     size_t k = span(&(struct scrub_text){p, n}, 0, C_TOKEN);
