@@ -466,6 +466,9 @@ static enum scan match_entropy(const struct scrub_text *t, size_t i, size_t *re)
 {
     if (t->p[i] != '/' && in_class(t->p[i], C_RUN) && boundary(t, i, C_RUN)) {
         size_t j = span_run(t, i, C_RUN);
+        if (j - i < SCRUB_ENTROPY_MIN_LEN) {
+            return SCAN_NONE; /* nor is a segment of it long enough */
+        }
         size_t sri = starts_with(t, i, "sha", 3) ? span(t, i, C_ALNUM) : i;
         if (digest_label(t, i) || (sri < j && t->p[sri] == '-' && digest_label(t, sri + 1)) ||
             is_public_key(t, i)) {
