@@ -181,7 +181,8 @@ TEST_audit_EXTRA := daemon/audit/audit_writer.c daemon/audit/audit_prune.c \
                     daemon/audit/audit_limit.c daemon/audit/audit_gaps.c \
                     $(L)/scrub.c daemon/audit/audit_query.c \
                     daemon/wire/proto.c $(L)/loopwake.c
-TEST_scrub_EXTRA :=
+# lib/scrub.c with its context matchers, alone (tests/unit/scrub_corpus/ holds its corpora).
+TEST_scrub_EXTRA := $(L)/scrub_context.c
 TEST_metrics_EXTRA := daemon/metrics/registry.c
 TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token/token_db.c daemon/token/token_secret.c \
@@ -209,6 +210,9 @@ TEST_task_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_pool.c $(FAKES)/fake_sand
                    daemon/core/outcap.c daemon/sandbox/task_spec.c daemon/wire/egress_parse.c \
                    daemon/wire/proto.c
 .SECONDARY: $(call obj,$(wildcard $(FAKES)/*.c))
+# Whatever links lib/scrub.c links its context matchers too.
+TEST_audit_EXTRA += $(L)/scrub_context.c
+TEST_token_EXTRA += $(L)/scrub_context.c
 # Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
 # apart. make test links each with replay.c and runs it over its committed corpus
 # (tests/fuzz/corpus/<name>/); `make fuzz` links them with libFuzzer and searches for more.

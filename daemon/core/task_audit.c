@@ -72,7 +72,7 @@ void task_audit_refused(struct task_env *tenv, const struct task_audit_peer *pee
 }
 
 /* argv with its redaction rule: an argument after an option that takes a secret (such as
- * --token) is redacted whole. */
+ * --token) is redacted whole, unless it only refers to one ($TOKEN, a file path). */
 static void argv_begin(struct audit_ev *ev, uint64_t argc)
 {
     audit_u64(ev, "argc", argc);
@@ -81,7 +81,7 @@ static void argv_begin(struct audit_ev *ev, uint64_t argc)
 
 static void argv_item(struct audit_ev *ev, const char *s, size_t len, bool *secret_next)
 {
-    if (*secret_next) {
+    if (*secret_next && scrub_arg_value_is_secret(s, len)) {
         audit_array_id(ev, "[REDACTED]");
     } else {
         arg_item(ev, s, len);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Secret scrubbing for the audit trail and the log: one left-to-right pass over the text
- * that tries each matcher at each position and replaces what matches by SCRUB_MARK. It
- * owns the registry of secrets other modules register (wiped when forgotten); it never
- * stores or logs what it scrubs. */
+ * that tries each matcher at each position and replaces what matches by SCRUB_MARK. Here:
+ * the registry of secrets other modules register (wiped when forgotten) and the secrets
+ * known by their shape (token prefixes, JWTs, AWS key ids, PEM keys, random base64);
+ * scrub_context.c has those known by their context. It never stores or logs what it
+ * scrubs, and never takes hex for a secret by its length. */
 #include "lib/scrub.h"
 
 #include <errno.h>
@@ -12,13 +14,11 @@
 
 #include "lib/alloc.h"
 #include "lib/buf.h"
+#include "lib/scrub_impl.h"
 #include "lib/util.h"
 
 #define SCRUB_SECRET_MAX 4096
 #define SCRUB_PREFIX_MAX 32
-#define SCRUB_NAME_MAX 256
-#define SCRUB_KEY_MAX 64 /* longest NAME of a NAME=value pair */
-#define SCRUB_USERINFO_MAX 256
 
 struct secret {
     struct secret *next;
@@ -39,6 +39,7 @@ struct scrub {
     size_t n_secrets;
     struct prefix *prefixes;
     size_t n_prefixes;
+    uint8_t prefix_first[32]; /* bitmap of the registered prefixes' first bytes */
 };
 
 /* Well-known token formats: prefix and how many token characters must follow. */
@@ -47,8 +48,9 @@ static const struct prefix builtin_prefixes[] = {
     {"rk_test_", 8, 16}, {"whsec_", 6, 16},   {"ghp_", 4, 30},     {"gho_", 4, 30},
     {"ghu_", 4, 30},     {"ghs_", 4, 30},     {"ghr_", 4, 30},     {"github_pat_", 11, 30},
     {"glpat-", 6, 20},   {"xoxb-", 5, 10},    {"xoxp-", 5, 10},    {"xoxa-", 5, 10},
-    {"xoxr-", 5, 10},    {"xoxs-", 5, 10},    {"AIza", 4, 30},     {"ya29.", 5, 20},
-    {"npm_", 4, 30},     {"pypi-", 5, 30},    {"hf_", 3, 30},      {"dop_v1_", 7, 40},
+    {"xoxr-", 5, 10},    {"xoxs-", 5, 10},    {"xapp-", 5, 20},    {"AIza", 4, 30},
+    {"ya29.", 5, 20},    {"npm_", 4, 30},     {"pypi-", 5, 30},    {"hf_", 3, 30},
+    {"dop_v1_", 7, 40},
 };
 
 static const char *const aws_key_prefixes[] = {"AKIA", "ASIA", "AIDA", "AROA", "AGPA",
@@ -59,63 +61,6 @@ static const char *const aws_key_prefixes[] = {"AKIA", "ASIA", "AIDA", "AROA", "
 static void out_put(struct buf *o, const char *s, size_t n)
 {
     (void)buf_append(o, s, n);
-}
-
-static bool is_alnum(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-}
-
-static bool is_upper(unsigned char c)
-{
-    return c >= 'A' && c <= 'Z';
-}
-
-static bool is_lower(unsigned char c)
-{
-    return c >= 'a' && c <= 'z';
-}
-
-static bool is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static bool is_hex(unsigned char c)
-{
-    return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-static unsigned char to_upper(unsigned char c)
-{
-    return is_lower(c) ? (unsigned char)(c - 'a' + 'A') : c;
-}
-
-/* Characters of tokens after a known prefix, of JWT segments and of NAME in NAME=value. */
-static bool is_token(unsigned char c)
-{
-    return is_alnum(c) || c == '_' || c == '-' || c == '.';
-}
-
-static bool is_b64url(unsigned char c)
-{
-    return is_alnum(c) || c == '_' || c == '-';
-}
-
-/* Characters of an entropy run, with and without '/' (paths split at '/'). */
-static bool is_run(unsigned char c)
-{
-    return is_alnum(c) || c == '+' || c == '/' || c == '=' || c == '_' || c == '-';
-}
-
-static bool is_seg(unsigned char c)
-{
-    return is_run(c) && c != '/';
-}
-
-static bool is_space(unsigned char c)
-{
-    return c == ' ' || c == '\t';
 }
 
 static uint64_t secret_key(const char *p)
@@ -257,115 +202,15 @@ int scrub_register_prefix(struct scrub *s, const char *prefix)
     memcpy(p->p, prefix, len);
     p->len = len;
     p->min_rest = 8;
+    unsigned char c = (unsigned char)prefix[0];
+    s->prefix_first[c >> 3] |= (uint8_t)(1u << (c & 7));
     return 0;
-}
-
-/* Case-insensitive search of needle (upper case) in the upper-cased name. */
-static bool contains(const char *up, size_t n, const char *needle)
-{
-    size_t m = strlen(needle);
-    for (size_t i = 0; i + m <= n; i++) {
-        if (memcmp(up + i, needle, m) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static bool word_is_secret(const char *w, size_t n, bool whole)
-{
-    if (n == 3 && memcmp(w, "KEY", 3) == 0) {
-        return true;
-    }
-    if (n > 3 && memcmp(w + n - 3, "KEY", 3) == 0) {
-        return true; /* APIKEY, PRIVKEY, SIGNINGKEY */
-    }
-    if ((n == 4 && memcmp(w, "PASS", 4) == 0) || (n == 2 && memcmp(w, "PW", 2) == 0)) {
-        return true;
-    }
-    /* PWD alone is the working directory, not a password. */
-    return n == 3 && memcmp(w, "PWD", 3) == 0 && !whole;
-}
-
-bool scrub_name_is_secret(const char *name, size_t len)
-{
-    static const char *const needles[] = {
-        "TOKEN",  "SECRET",  "PASSWORD", "PASSWD",    "PASSPHRASE", "CREDENTIAL", "AUTH",
-        "COOKIE", "SESSION", "PRIVATE",  "SIGNATURE", "APIKEY",     "ACCESSKEY",
-    };
-    char up[SCRUB_NAME_MAX];
-    size_t n = len < sizeof(up) ? len : sizeof(up);
-    for (size_t i = 0; i < n; i++) {
-        up[i] = (char)to_upper((unsigned char)name[i]);
-    }
-    for (size_t i = 0; i < ARRAY_SIZE(needles); i++) {
-        if (contains(up, n, needles[i])) {
-            return true;
-        }
-    }
-    /* Words: runs of letters and digits. */
-    size_t start = 0;
-    for (size_t i = 0; i <= n; i++) {
-        if (i == n || !is_alnum((unsigned char)up[i])) {
-            if (i > start && word_is_secret(up + start, i - start, start == 0 && i == n)) {
-                return true;
-            }
-            start = i + 1;
-        }
-    }
-    return false;
-}
-
-bool scrub_arg_takes_secret(const char *arg, size_t len)
-{
-    if (len < 2 || arg[0] != '-' || memchr(arg, '=', len)) {
-        return false;
-    }
-    size_t skip = arg[1] == '-' ? 2 : 1;
-    return len > skip && scrub_name_is_secret(arg + skip, len - skip);
 }
 
 /* ---- matchers: each looks at position i and, on a match, sets [*rs, *re) to redact ---- */
 
-struct text {
-    const unsigned char *p;
-    size_t len;
-};
-
-static bool boundary(const struct text *t, size_t i, bool (*in_class)(unsigned char))
-{
-    return i == 0 || !in_class(t->p[i - 1]);
-}
-
-static size_t span(const struct text *t, size_t i, bool (*in_class)(unsigned char))
-{
-    size_t j = i;
-    while (j < t->len && in_class(t->p[j])) {
-        j++;
-    }
-    return j;
-}
-
-static bool starts_with(const struct text *t, size_t i, const char *s, size_t n)
-{
-    return t->len - i >= n && memcmp(t->p + i, s, n) == 0;
-}
-
-static bool starts_with_nocase(const struct text *t, size_t i, const char *up)
-{
-    size_t n = strlen(up);
-    if (t->len - i < n) {
-        return false;
-    }
-    for (size_t k = 0; k < n; k++) {
-        if (to_upper(t->p[i + k]) != (unsigned char)up[k]) {
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool match_registered(const struct scrub *s, const struct text *t, size_t i, size_t *re)
+static bool match_registered(const struct scrub *s, const struct scrub_text *t, size_t i,
+                             size_t *re)
 {
     if (!s || s->n_secrets == 0 || t->len - i < SCRUB_MIN_SECRET) {
         return false;
@@ -380,13 +225,26 @@ static bool match_registered(const struct scrub *s, const struct text *t, size_t
     return false;
 }
 
-static bool match_prefix_list(const struct prefix *v, size_t n, const struct text *t, size_t i,
-                              size_t *re)
+/* Whether a token's rest is random-looking: a digit or an upper-case letter in it. A
+ * random base64url rest of 8 or more characters has one almost always (43 characters, as
+ * sbx's tokens have: but for 1 in 10^15); names such as the metric sbx_tasks_total do not. */
+static bool rest_is_random(const unsigned char *p, size_t n)
 {
     for (size_t k = 0; k < n; k++) {
-        if (starts_with(t, i, v[k].p, v[k].len)) {
-            size_t j = span(t, i + v[k].len, is_token);
-            if (j - (i + v[k].len) >= v[k].min_rest) {
+        if (is_digit(p[k]) || is_upper(p[k])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool match_prefix_list(const struct prefix *v, size_t n, bool random,
+                              const struct scrub_text *t, size_t i, size_t *re)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (v[k].p[0] == (char)t->p[i] && starts_with(t, i, v[k].p, v[k].len)) {
+            size_t r = i + v[k].len, j = span(t, r, C_TOKEN);
+            if (j - r >= v[k].min_rest && (!random || rest_is_random(t->p + r, j - r))) {
                 *re = j;
                 return true;
             }
@@ -395,31 +253,31 @@ static bool match_prefix_list(const struct prefix *v, size_t n, const struct tex
     return false;
 }
 
-static bool match_prefix(const struct scrub *s, const struct text *t, size_t i, size_t *re)
+static bool match_prefix(const struct scrub *s, const struct scrub_text *t, size_t i, size_t *re)
 {
-    if (!boundary(t, i, is_alnum)) {
-        return false;
-    }
-    if (s && match_prefix_list(s->prefixes, s->n_prefixes, t, i, re)) {
+    unsigned char c = t->p[i];
+    if (s && (s->prefix_first[c >> 3] & (1u << (c & 7))) &&
+        match_prefix_list(s->prefixes, s->n_prefixes, true, t, i, re)) {
         return true;
     }
-    return match_prefix_list(builtin_prefixes, ARRAY_SIZE(builtin_prefixes), t, i, re);
+    return in_class(c, C_PFX) &&
+           match_prefix_list(builtin_prefixes, ARRAY_SIZE(builtin_prefixes), false, t, i, re);
 }
 
 /* JWT (and JWE): base64url segments joined by dots, the first an encoded JSON object. A
  * single long "eyJ" segment is encoded JSON too (docker auths, service account keys). */
-static bool match_jwt(const struct text *t, size_t i, size_t *re)
+static bool match_jwt(const struct scrub_text *t, size_t i, size_t *re)
 {
-    if (!starts_with(t, i, "eyJ", 3) || !boundary(t, i, is_b64url)) {
+    if (!starts_with(t, i, "eyJ", 3) || !boundary(t, i, C_B64URL)) {
         return false;
     }
-    size_t j = span(t, i, is_b64url);
+    size_t j = span(t, i, C_B64URL);
     if (j - i < 10) {
         return false;
     }
     size_t segs = 1;
     while (j < t->len && t->p[j] == '.') {
-        size_t k = span(t, j + 1, is_b64url);
+        size_t k = span(t, j + 1, C_B64URL);
         if (k == j + 1 && segs >= 2) {
             j = k; /* empty signature (alg "none") */
             segs++;
@@ -438,9 +296,9 @@ static bool match_jwt(const struct text *t, size_t i, size_t *re)
     return true;
 }
 
-static bool match_aws_key_id(const struct text *t, size_t i, size_t *re)
+static bool match_aws_key_id(const struct scrub_text *t, size_t i, size_t *re)
 {
-    if (t->len - i < 20 || !boundary(t, i, is_alnum)) {
+    if (t->p[i] != 'A' || t->len - i < 20) {
         return false;
     }
     bool pre = false;
@@ -463,158 +321,62 @@ static bool match_aws_key_id(const struct text *t, size_t i, size_t *re)
     return true;
 }
 
-static bool is_cred_char(unsigned char c)
-{
-    return is_alnum(c) || c == '.' || c == '_' || c == '~' || c == '+' || c == '/' || c == '=' ||
-           c == '-' || c == ':' || c == '%';
-}
+enum scan { SCAN_NONE, SCAN_SECRET, SCAN_CLEAN };
 
-/* "Bearer TOKEN", "Basic BASE64": the credential after the scheme. */
-static bool match_scheme(const struct text *t, size_t i, size_t *rs, size_t *re)
+/* PEM blocks: a private key's body (RSA, EC, OPENSSH, ENCRYPTED, PGP ... BLOCK) goes,
+ * from its BEGIN line to the next "-----" (its END line) or to the end of a text cut
+ * short; a certificate's or a public key's is not secret and is skipped whole. */
+static enum scan match_pem(const struct scrub_text *t, size_t i, size_t *rs, size_t *re)
 {
-    static const struct {
-        const char *up;
-        size_t min;
-    } schemes[] = {{"BEARER", 1}, {"BASIC", 8}};
-    if (!boundary(t, i, is_alnum)) {
-        return false;
+    if (!starts_with(t, i, "-----BEGIN ", 11)) {
+        return SCAN_NONE;
     }
-    for (size_t k = 0; k < ARRAY_SIZE(schemes); k++) {
-        if (!starts_with_nocase(t, i, schemes[k].up)) {
-            continue;
-        }
-        size_t j = i + strlen(schemes[k].up);
-        if (j >= t->len || !is_space(t->p[j])) {
-            continue;
-        }
-        while (j < t->len && is_space(t->p[j])) {
-            j++;
-        }
-        size_t e = span(t, j, is_cred_char);
-        if (e - j >= schemes[k].min) {
-            *rs = j;
-            *re = e;
-            return true;
-        }
+    size_t j = i + 11, k = j;
+    while (k < t->len && k - j < 48 && (is_upper(t->p[k]) || is_digit(t->p[k]) || t->p[k] == ' ')) {
+        k++;
     }
-    return false;
-}
-
-static bool is_key_char(unsigned char c)
-{
-    return is_alnum(c) || c == '_' || c == '-' || c == '.';
-}
-
-static bool ends_value(unsigned char c)
-{
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '&' || c == ';' || c == ',' ||
-           c == '"' || c == '\'' || c == ')' || c == '}' || c == ']' || c == '>' || c == '<';
-}
-
-/* NAME=value, NAME: value, "NAME": "value" where NAME looks secret. */
-static bool match_key_value(const struct text *t, size_t i, size_t *rs, size_t *re)
-{
-    if (!is_key_char(t->p[i]) || !boundary(t, i, is_key_char)) {
-        return false;
+    if (!starts_with(t, k, "-----", 5)) {
+        return SCAN_NONE;
     }
-    size_t k = span(t, i, is_key_char);
-    if (k - i > SCRUB_KEY_MAX) {
-        return false;
+    struct scrub_text label = {t->p + j, k - j};
+    bool key = false;
+    for (size_t n = 11; n <= 17 && !key; n += 6) { /* "PRIVATE KEY", "PRIVATE KEY BLOCK" */
+        key = label.len >= n && memcmp(label.p + label.len - n, "PRIVATE KEY BLOCK", n) == 0;
     }
-    size_t j = k;
-    if (j < t->len && (t->p[j] == '"' || t->p[j] == '\'')) {
-        j++;
+    size_t b = k + 5;
+    const unsigned char *end = memmem(t->p + b, t->len - b, "-----", 5);
+    size_t e = end ? (size_t)(end - t->p) : t->len;
+    if (e == b) {
+        return SCAN_NONE;
     }
-    while (j < t->len && is_space(t->p[j])) {
-        j++;
-    }
-    if (j >= t->len || (t->p[j] != '=' && t->p[j] != ':')) {
-        return false;
-    }
-    unsigned char sep = t->p[j++];
-    if (sep == ':' && j < t->len && t->p[j] == '/') {
-        return false; /* scheme://: the userinfo matcher's business */
-    }
-    if (!scrub_name_is_secret((const char *)t->p + i, k - i)) {
-        return false;
-    }
-    while (j < t->len && is_space(t->p[j])) {
-        j++;
-    }
-    unsigned char q = 0;
-    if (j < t->len && (t->p[j] == '"' || t->p[j] == '\'')) {
-        q = t->p[j++];
-    }
-    /* Keep an authorization scheme word visible, redact its credential. */
-    static const char *const schemes[] = {"BEARER ",    "BASIC ", "DIGEST ",          "TOKEN ",
-                                          "NEGOTIATE ", "NTLM ",  "AWS4-HMAC-SHA256 "};
-    for (size_t s = 0; s < ARRAY_SIZE(schemes); s++) {
-        if (starts_with_nocase(t, j, schemes[s])) {
-            j += strlen(schemes[s]);
-            while (j < t->len && is_space(t->p[j])) {
-                j++;
-            }
-            break;
-        }
-    }
-    /* 'Authorization: Bearer x' inside quotes ends at the quote that opened it. */
-    unsigned char kq = 0;
-    if (i > 0 && (t->p[i - 1] == '"' || t->p[i - 1] == '\'') &&
-        (k >= t->len || t->p[k] != t->p[i - 1])) {
-        kq = t->p[i - 1];
-    }
-    size_t e = j;
-    if (q) {
-        while (e < t->len && t->p[e] != q) {
-            e += (t->p[e] == '\\' && e + 1 < t->len) ? 2 : 1;
-        }
-        if (e > t->len) {
-            e = t->len;
-        }
-    } else if (sep == ':') {
-        /* A header or YAML value runs to the end of its line. */
-        while (e < t->len && t->p[e] != '\n' && t->p[e] != '\r' && t->p[e] != kq) {
-            e++;
-        }
-    } else {
-        while (e < t->len && !ends_value(t->p[e])) {
-            e++;
-        }
-    }
-    if (e == j) {
-        return false;
-    }
-    *rs = j;
+    *rs = b;
     *re = e;
-    return true;
+    return key ? SCAN_SECRET : SCAN_CLEAN;
 }
 
-/* scheme://user:PASSWORD@host */
-static bool match_userinfo(const struct text *t, size_t i, size_t *rs, size_t *re)
+/* Public keys say so in their first bytes: an SSH public key's base64 starts with its
+ * encoded type ("\0\0\0\x0bssh-ed25519" is AAAAC3NzaC1lZDI1NTE5), an X.509 public key's
+ * with its algorithm (EC P-256, Ed25519, or RSA's "rsaEncryption" then a BIT STRING, where
+ * a PKCS#8 private key has an OCTET STRING: ...AASC). Such a run is public, skipped whole. */
+static bool is_public_key(const struct scrub_text *t, size_t i)
 {
-    if (!starts_with(t, i, "://", 3)) {
-        return false;
-    }
-    size_t j = i + 3;
-    size_t limit = t->len - j > SCRUB_USERINFO_MAX ? j + SCRUB_USERINFO_MAX : t->len;
-    size_t colon = 0;
-    for (size_t k = j; k < limit; k++) {
-        unsigned char c = t->p[k];
-        if (c == '/' || c == ' ' || c == '\t' || c == '\n' || c == '?' || c == '#') {
-            return false;
-        }
-        if (c == ':' && !colon) {
-            colon = k;
-        } else if (c == '@') {
-            if (!colon || k == colon + 1) {
-                return false;
-            }
-            *rs = colon + 1;
-            *re = k;
+    static const char *const starts[] = {
+        "AAAAB3NzaC1yc2E",
+        "AAAAC3NzaC1lZDI1NTE5",
+        "AAAAE2VjZHNhLXNoYTItbmlzdHA",
+        "AAAAB3NzaC1kc3M",
+        "AAAAGnNrLXNzaC1lZDI1NTE5",
+        "AAAAInNrLWVjZHNhLXNoYTItbmlzdHA",
+        "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE",
+        "MCowBQYDK2VwAyEA",
+    };
+    for (size_t k = 0; k < ARRAY_SIZE(starts); k++) {
+        if (starts_with(t, i, starts[k], strlen(starts[k]))) {
             return true;
         }
     }
-    return false;
+    return starts_with(t, i, "MII", 3) && t->len - i > 6 &&
+           starts_with(t, i + 6, "ANBgkqhkiG9w0BAQEFAAOC", 22);
 }
 
 static double entropy(const unsigned char *p, size_t n)
@@ -633,8 +395,10 @@ static double entropy(const unsigned char *p, size_t n)
     return h;
 }
 
-/* A long random-looking run: hex with letters and digits, or base64 with upper case, lower
- * case and digits whose character entropy is close to that of random text. */
+/* A long random-looking run of base64: upper case, lower case and digits, character
+ * entropy close to that of random text, and not made of words. Hex alone never is: a
+ * 40-hex commit id or a sha256 digest looks exactly like a hex key, so hex secrets are
+ * recognised only by their context (a secret-named key or option, a scheme, a header). */
 static bool high_entropy(const unsigned char *p, size_t n)
 {
     if (n < SCRUB_ENTROPY_MIN_LEN) {
@@ -647,11 +411,7 @@ static bool high_entropy(const unsigned char *p, size_t n)
         low = low || is_lower(p[i]);
         dig = dig || is_digit(p[i]);
     }
-    double h = entropy(p, n);
-    if (hex) {
-        return dig && (up || low) && h >= 3.0;
-    }
-    if (!up || !low || !dig || h < 4.0) {
+    if (hex || !up || !low || !dig || entropy(p, n) < 4.0) {
         return false;
     }
     /* Identifiers (getUserAccountById2024) are as varied as random text but made of
@@ -671,48 +431,128 @@ static bool high_entropy(const unsigned char *p, size_t n)
     return in_words * 2 < n;
 }
 
-static bool match_entropy(const struct text *t, size_t i, size_t *re)
+/* Base64 with its padding ('=' only at the end, so NAME=value splits). */
+static size_t span_run(const struct scrub_text *t, size_t i, uint8_t cls)
 {
-    if (t->p[i] != '/' && is_run(t->p[i]) && boundary(t, i, is_run)) {
-        size_t j = span(t, i, is_run);
-        if (high_entropy(t->p + i, j - i)) {
-            *re = j;
-            return true;
-        }
+    size_t j = span(t, i, cls);
+    for (int pad = 0; pad < 3 && j < t->len && t->p[j] == '='; pad++) {
+        j++;
     }
-    if (is_seg(t->p[i]) && boundary(t, i, is_seg)) {
-        size_t j = span(t, i, is_seg);
-        if (high_entropy(t->p + i, j - i)) {
-            *re = j;
+    return j;
+}
+
+/* A digest named by its algorithm is a checksum, not a secret: sha256:<hex> (docker, pip
+ * --hash), sha512-<base64> (npm integrity), h1:<base64> (go.sum). */
+static bool digest_label(const struct scrub_text *t, size_t i)
+{
+    static const char *const algs[] = {"sha1", "sha224", "sha256", "sha384", "sha512", "md5", "h1"};
+    if (i < 3 || !(t->p[i - 1] == ':' || t->p[i - 1] == '-' || t->p[i - 1] == '=')) {
+        return false;
+    }
+    for (size_t k = 0; k < ARRAY_SIZE(algs); k++) {
+        size_t n = strlen(algs[k]);
+        if (i - 1 >= n && memcmp(t->p + i - 1 - n, algs[k], n) == 0 &&
+            (i - 1 == n || !is_alnum(t->p[i - 2 - n]))) {
             return true;
         }
     }
     return false;
 }
 
-static bool match_at(const struct scrub *s, const struct text *t, size_t i, size_t *rs, size_t *re)
+/* A run of base64 characters (with '/' and without, since paths split at '/'). A run after
+ * a digest label, one that carries its label (sha512-...) and a public key are skipped
+ * whole. */
+static enum scan match_entropy(const struct scrub_text *t, size_t i, size_t *re)
+{
+    if (t->p[i] != '/' && in_class(t->p[i], C_RUN) && boundary(t, i, C_RUN)) {
+        size_t j = span_run(t, i, C_RUN);
+        if (j - i < SCRUB_ENTROPY_MIN_LEN) {
+            return SCAN_NONE; /* nor is a segment of it long enough */
+        }
+        size_t sri = starts_with(t, i, "sha", 3) ? span(t, i, C_ALNUM) : i;
+        if (digest_label(t, i) || (sri < j && t->p[sri] == '-' && digest_label(t, sri + 1)) ||
+            is_public_key(t, i)) {
+            *re = j;
+            return SCAN_CLEAN;
+        }
+        if (high_entropy(t->p + i, j - i)) {
+            *re = j;
+            return SCAN_SECRET;
+        }
+    }
+    if (in_class(t->p[i], C_SEG) && boundary(t, i, C_SEG)) {
+        size_t j = span_run(t, i, C_SEG);
+        if (high_entropy(t->p + i, j - i)) {
+            *re = j;
+            return SCAN_SECRET;
+        }
+    }
+    return SCAN_NONE;
+}
+
+static enum scan match_at(const struct scrub *s, const struct scrub_text *t, size_t i, size_t *rs,
+                          size_t *re)
 {
     *rs = i;
-    if (match_registered(s, t, i, re) || match_prefix(s, t, i, re) || match_jwt(t, i, re) ||
-        match_aws_key_id(t, i, re)) {
-        return true;
+    if (match_registered(s, t, i, re)) {
+        return SCAN_SECRET;
     }
-    if (match_scheme(t, i, rs, re) || match_key_value(t, i, rs, re) ||
-        match_userinfo(t, i, rs, re)) {
-        return true;
+    if (scrub_context_userinfo(t, i, rs, re)) {
+        return SCAN_SECRET;
+    }
+    /* Every other matcher starts at a word's first character: inside a word of letters
+     * and digits only registered secrets and "://" can begin. */
+    if (i > 0 && is_alnum(t->p[i]) && is_alnum(t->p[i - 1])) {
+        return SCAN_NONE;
+    }
+    *rs = i;
+    enum scan pem = match_pem(t, i, rs, re);
+    if (pem != SCAN_NONE) {
+        return pem;
+    }
+    *rs = i;
+    if ((boundary(t, i, C_ALNUM) && (match_prefix(s, t, i, re) || match_aws_key_id(t, i, re))) ||
+        match_jwt(t, i, re)) {
+        return SCAN_SECRET;
+    }
+    if (scrub_context_match(t, i, rs, re)) {
+        return SCAN_SECRET;
     }
     *rs = i;
     return match_entropy(t, i, re);
 }
 
+/* A registered secret that begins in (i, end): in what a match passes over without
+ * redacting it (a key's name before its value, a digest skipped whole). Registered secrets
+ * win over every pattern. */
+static bool registered_within(const struct scrub *s, const struct scrub_text *t, size_t i,
+                              size_t end, size_t *rs, size_t *re)
+{
+    if (!s || s->n_secrets == 0) {
+        return false;
+    }
+    for (size_t k = i + 1; k < end; k++) {
+        if (match_registered(s, t, k, re)) {
+            *rs = k;
+            return true;
+        }
+    }
+    return false;
+}
+
 static void scrub_into(const struct scrub *s, const char *text, size_t len, struct buf *o,
                        size_t *ret_count)
 {
-    struct text t = {(const unsigned char *)text, len};
+    struct scrub_text t = {(const unsigned char *)text, len};
     size_t copied = 0, count = 0, i = 0;
     while (i < len) {
         size_t rs, re;
-        if (match_at(s, &t, i, &rs, &re) && re > rs) {
+        enum scan m = match_at(s, &t, i, &rs, &re);
+        size_t passed = m == SCAN_SECRET ? rs : m == SCAN_CLEAN ? re : i;
+        if (passed > i + 1 && registered_within(s, &t, i, passed, &rs, &re)) {
+            m = SCAN_SECRET;
+        }
+        if (m == SCAN_SECRET && re > rs) {
             out_put(o, text + copied, rs - copied);
             out_put(o, SCRUB_MARK, sizeof(SCRUB_MARK) - 1);
             copied = re;
@@ -720,7 +560,7 @@ static void scrub_into(const struct scrub *s, const char *text, size_t len, stru
             count++;
             continue;
         }
-        i++;
+        i = m == SCAN_CLEAN && re > i ? re : i + 1;
     }
     out_put(o, text + copied, len - copied);
     if (ret_count) {
