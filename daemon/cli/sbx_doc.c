@@ -101,7 +101,8 @@ void sbx_doc_man(FILE *f)
     sbx_doc_man_opts(f, sbx_global_opts);
     (void)fputs(".SH EXIT STATUS\n"
                 "\\fBsbx exec\\fR exits as docker run, podman and GNU timeout do:\n"
-                ".TP\n.B 0..123\nthe command's own exit status\n"
+                ".TP\n.B 0..255\nthe command's own exit status (which may be one of those below "
+                "too: with \\fB\\-\\-json\\fR, \\fIstatus\\fR tells them apart)\n"
                 ".TP\n.B 124\nthe task timed out\n"
                 ".TP\n.B 125\nsbx failed: a usage error, sbxd unreachable, a request sbxd "
                 "refused, a broken connection, a write error\n"
