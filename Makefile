@@ -9,7 +9,8 @@ endif
 CC       ?= cc
 DEB_PKGS := build-essential pkg-config libuv1-dev libmsgpack-dev libyaml-dev libseccomp-dev \
             libsqlite3-dev libjemalloc-dev libcmocka-dev libsodium-dev python3 python3-msgpack \
-            bubblewrap iproute2 procps sqlite3 libhttp-parser-dev prometheus musl-tools
+            bubblewrap iproute2 procps sqlite3 libhttp-parser-dev prometheus musl-tools \
+            groff-base man-db
 PKGS     := libuv msgpack yaml-0.1 libseccomp sqlite3 jemalloc libsodium
 
 Q := @
@@ -52,15 +53,17 @@ LOAD_SRCS   := $(wildcard loadtest/*.c)
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
 BINS := $(BUILD)/sbxd $(BUILD)/sbxd-init $(BUILD)/sbx $(BUILD)/probe
+CLI_DOCS := $(BUILD)/sbx.1 $(BUILD)/sbx.bash-completion
 ifneq ($(LOAD_SRCS),)
 BINS += $(BUILD)/sbx-load $(BUILD)/spawnbench
 endif
 
-.PHONY: all deps demo test unit e2e bench fmt lint clean images image-deps fuzz clients
+.PHONY: all deps demo test unit e2e bench fmt lint clean images image-deps fuzz clients man \
+        completion
 all: deps
 	$(Q)$(MAKE) --no-print-directory binaries
 
-binaries: $(BINS) unit-bins
+binaries: $(BINS) unit-bins $(CLI_DOCS)
 
 # Installs what is missing; does nothing when everything is there.
 # $(call apt_install,WHO,PACKAGES): installs those of PACKAGES that are missing, with
@@ -107,6 +110,15 @@ $(BUILD)/sbxd: $(call obj,$(SBXD_SRCS))
 $(BUILD)/sbx: $(call obj,$(CLI_SRCS))
 	@[ -n "$(Q)" ] && echo "  LD   $@" || true
 	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(shell pkg-config --libs msgpack) -lm
+
+# sbx's man page and bash completion, written by sbx from its command table (the source of
+# its help too: daemon/cli/sbx_doc.c). tests/e2e/test_cli.py renders the one with man and
+# groff and drives the other with bash. `make install` (issue 34) is to install both.
+$(BUILD)/sbx.1: $(BUILD)/sbx
+	$(Q)$(BUILD)/sbx help --man > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/sbx.bash-completion: $(BUILD)/sbx
+	$(Q)$(BUILD)/sbx completion bash > $@.tmp && mv $@.tmp $@
 
 # spawnbench is plain libc (the unisolated floor and per-task bwrap in make bench); it is
 # built without -iquote daemon so that <spawn.h> is the system's.
@@ -258,6 +270,9 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $$(FUZZ_$$*_SRCS) $(
 	@[ -n "$(Q)" ] && echo "  FUZZ $@ (libFuzzer)" || true
 	$(Q)clang $(FUZZ_CFLAGS) $(shell pkg-config --cflags msgpack yaml-0.1 libseccomp) \
 	    $(filter %.c,$^) -o $@ $(FUZZ_LIBS) $(FUZZ_$*_LIBS) -lm
+
+man: $(BUILD)/sbx.1
+completion: $(BUILD)/sbx.bash-completion
 
 demo: all
 	$(Q)BUILD=$(BUILD) sh tests/demo.sh

@@ -35,13 +35,14 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
 #include "signals.h"
+#include "wire/version.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: sbxd [--config FILE] [--socket PATH] [--admin-socket PATH]\n"
                "            [--state-dir DIR] [--metrics ADDR:PORT] [--log-level LEVEL]\n"
                "            [--check-config] [--require-images] [--image-hash DIR]\n"
-               "            [--mount-root DIR]... [--export-seccomp PROFILE]\n"
+               "            [--mount-root DIR]... [--export-seccomp PROFILE] [--version]\n"
                "Runs tasks in fresh sandboxes from warm pools. With no --config, the embedded\n"
                "default (deploy/sbxd.yaml and pools/*.yaml) is used. --require-images makes a\n"
                "pool image that was never built an error; --image-hash prints the manifest\n"
@@ -92,7 +93,7 @@ static const char **flag_value(struct sbxd_flags *f, int o)
 }
 
 /* Reads the command line into f. Returns -1 to start the daemon, or the exit code of what
- * was done instead: --help, a usage error (64), --image-hash, --export-seccomp. */
+ * was done instead: --help, --version, a usage error (64), --image-hash, --export-seccomp. */
 static int flags_parse(int argc, char **argv, struct sbxd_flags *f)
 {
     static const struct option opts[] = {
@@ -108,6 +109,7 @@ static int flags_parse(int argc, char **argv, struct sbxd_flags *f)
         {"image-hash", required_argument, NULL, 'H'},
         {"export-seccomp", required_argument, NULL, 'S'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     int o;
@@ -126,6 +128,9 @@ static int flags_parse(int argc, char **argv, struct sbxd_flags *f)
             f->n_mount_roots++;
         } else if (o == 'h') {
             usage(stdout);
+            return 0;
+        } else if (o == 'V') {
+            printf("sbxd %s\n", SBX_VERSION);
             return 0;
         } else {
             usage(stderr);

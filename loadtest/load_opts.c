@@ -10,6 +10,7 @@
 #include <sysexits.h>
 
 #include "lib/util.h"
+#include "wire/version.h"
 
 void load_opts_usage(FILE *f)
 {
@@ -35,6 +36,7 @@ void load_opts_usage(FILE *f)
         "  --warmup N          run N tasks first, unmeasured\n"
         "  --pid PID           sbxd's pid: report its RSS and CPU time before and after\n"
         "  --json              print the report as one JSON object\n"
+        "  --version           print sbx-load's version and exit\n"
         "exit status: 0 when every task exited with status 0 (with --scenario: got its\n"
         "expected result), 1 when some did not or an error happened, 64 usage, 69 sbxd\n"
         "unreachable\n",
@@ -81,6 +83,10 @@ int load_opts_parse(int argc, char **argv, struct load_opts *o)
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             load_opts_usage(stdout);
+            return LOAD_OPTS_HELP;
+        }
+        if (strcmp(a, "--version") == 0) {
+            (void)printf("sbx-load %s\n", SBX_VERSION);
             return LOAD_OPTS_HELP;
         }
         if (strcmp(a, "--json") == 0) {

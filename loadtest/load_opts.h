@@ -31,7 +31,7 @@ struct load_opts {
 };
 
 /* Parses argv into *o (strings point into argv). Returns 0 to run, LOAD_OPTS_HELP after
- * printing the help to stdout, or EX_USAGE after printing why to stderr. */
+ * printing the help or the version to stdout, or EX_USAGE after printing why to stderr. */
 int load_opts_parse(int argc, char **argv, struct load_opts *o);
 /* Prints the usage text. */
 void load_opts_usage(FILE *f);

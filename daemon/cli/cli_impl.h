@@ -20,6 +20,23 @@
 
 #define sbx_errorf(...) log_prog_error("sbx", __VA_ARGS__)
 
+/* sbx's exit statuses besides the command's own, as docker run, podman and GNU timeout
+ * give them, so that a task's "exit 69" can never pass for a failure of sbx. */
+#define SBX_EXIT_TIMEOUT 124    /* the task hit its timeout */
+#define SBX_EXIT_FAIL 125       /* sbx failed: usage, sbxd unreachable or refusing, I/O */
+#define SBX_EXIT_CANNOT_RUN 126 /* the command was found but could not be executed */
+#define SBX_EXIT_NOT_FOUND 127  /* the command was not found */
+#define SBX_EXIT_SIGNAL 128     /* + N: killed by signal N */
+#define SBX_EXIT_KILLED 137     /* killed by sbxd: output cap, memory, token expiry */
+
+/* The codes of sbx's own failures in --json's {"error": {"code": ...}}, beside the daemon's
+ * (docs/PROTOCOL.md, "The error object"); README.md lists them. */
+#define SBX_ERR_UNREACHABLE "unreachable"   /* cannot connect to sbxd */
+#define SBX_ERR_DISCONNECTED "disconnected" /* sbxd closed the connection before answering */
+#define SBX_ERR_PROTOCOL "protocol"         /* sbxd sent what sbx cannot read */
+#define SBX_ERR_SYSTEM "system"             /* a system call of sbx's own failed */
+#define SBX_ERR_INTERRUPTED "interrupted"   /* SIGINT or SIGTERM ended sbx */
+
 /* byteq.c */
 
 /* A byte queue: appended at the end, consumed from the front (off); the consumed bytes are
@@ -51,6 +68,7 @@ struct sbx_conn {
     struct byteq out;  /* packed, not yet sent */
     msgpack_packer pk; /* packs into out */
     uint32_t next_msgid;
+    bool json;         /* failures are also reported as --json's error object */
     bool eof;          /* sbxd closed its side (or reset the connection) */
     bool write_closed; /* sends fail: unsent data was dropped */
 };
@@ -77,28 +95,58 @@ struct sbx_ctx {
     const char *path; /* the socket the running command talks to */
 };
 
+/* One option of a command: its flag, the name of its value (NULL for a switch) and its
+ * help, whose lines after the first continue it. */
+struct sbx_opt {
+    const char *flag;
+    const char *arg;
+    const char *help;
+};
+
+/* A command. This table is the one source of the help, the man page and the shell
+ * completion (sbx_doc.c): what a command takes is written down here once. */
 struct sbx_cmd {
     const char *name;
     enum sbx_socket socket;
     const char *synopsis; /* arguments after the command name */
     const char *summary;
-    const char *options; /* option help lines, or NULL */
+    const char *const *subcmds; /* words that may follow the name, NULL-terminated, or NULL */
+    const char *opts_title;     /* heading of opts, or NULL ("options:") */
+    const struct sbx_opt *opts; /* terminated by a NULL flag, or NULL */
+    const char *notes;          /* text after the options (exit status...), or NULL */
     /* argv[0] is the command name. Returns the process exit status. */
     int (*run)(const struct sbx_ctx *ctx, int argc, char **argv);
 };
+
+/* The global options, and the table of commands (n_cmds entries). */
+extern const struct sbx_opt sbx_global_opts[];
+extern const struct sbx_cmd sbx_cmds[];
+extern const size_t sbx_n_cmds;
 
 /* Prints the usage to f: of every command, and the global options; or, when only is not
  * NULL, of that command with its options. */
 void sbx_usage(FILE *f, const struct sbx_cmd *only);
 /* Prints "sbx: " and the message on stderr, then the usage of cmd (of every command when
- * NULL); returns EX_USAGE. */
+ * NULL); returns SBX_EXIT_FAIL. */
 int sbx_usage_error(const struct sbx_cmd *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Reports a failure: "sbx: MESSAGE" on stderr and, when json, {"error": {"code": code,
+ * "message": MESSAGE}} and a newline on stdout. */
+void sbx_report(bool json, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prints {"error": {"code": code, "message": msg}} and a newline on stdout. */
+void sbx_print_error_json(const char *code, const char *msg);
+/* sbx_report, for a failure of sbx: returns SBX_EXIT_FAIL. */
+int sbx_fail(bool json, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Ends sbx as a process killed by SIGPIPE would end (status 141 in a shell): what the
+ * pipeline convention asks of a writer whose reader has gone. */
+__attribute__((noreturn)) void sbx_sigpipe_exit(void);
 /* The command called name, or NULL. */
 const struct sbx_cmd *sbx_cmd_find(const char *name);
-/* For commands without arguments: a usage error status, or 0; -1 when it printed the help
- * (-h, --help). */
-int sbx_no_args(int argc, char **argv);
+/* For commands without arguments but --json: a usage error status, or 0; -1 when it
+ * printed the help (-h, --help). *ret_json (NULL: --json is refused) is set by --json. */
+int sbx_no_args(int argc, char **argv, bool *ret_json);
 
 /* The commands' run functions (struct sbx_cmd's run), each in sbx_<command>.c. */
 int sbx_ping_run(const struct sbx_ctx *ctx, int argc, char **argv);
@@ -106,11 +154,21 @@ int sbx_pools_run(const struct sbx_ctx *ctx, int argc, char **argv);
 int sbx_exec_run(const struct sbx_ctx *ctx, int argc, char **argv);
 int sbx_token_run(const struct sbx_ctx *ctx, int argc, char **argv);
 int sbx_audit_run(const struct sbx_ctx *ctx, int argc, char **argv);
+int sbx_stats_run(const struct sbx_ctx *ctx, int argc, char **argv);
+int sbx_completion_run(const struct sbx_ctx *ctx, int argc, char **argv);
+
+/* sbx_doc.c: the man page and the shell completion, from the command table. */
+
+/* Writes sbx(1) in roff (man macros) to f. */
+void sbx_doc_man(FILE *f);
+/* Writes the bash completion script (the function _sbx, registered for sbx) to f. */
+void sbx_doc_bash(FILE *f);
 
 /* sbx_rpc.c */
 
-/* Prints a response's error and returns the matching exit status. */
-int sbx_rpc_error(const msgpack_object *error);
+/* Prints a response's error (also as the error object, when json) and returns
+ * SBX_EXIT_FAIL. */
+int sbx_rpc_error(const msgpack_object *error, bool json);
 
 /* Packs the map of named arguments of a request. */
 typedef void (*sbx_pack_args_cb)(msgpack_packer *pk, const void *arg);
@@ -120,12 +178,12 @@ typedef void (*sbx_pack_args_cb)(msgpack_packer *pk, const void *arg);
  * response (proto_msg_done it), or prints the failure and returns the exit status. */
 int sbx_rpc_call(struct sbx_conn *c, const char *method, sbx_pack_args_cb pack_args,
                  const void *arg, struct proto_msg *ret);
-/* Opens c to the socket the command talks to (ctx->path). Returns 0, or prints why and
- * returns EX_UNAVAILABLE. */
-int sbx_rpc_connect(const struct sbx_ctx *ctx, struct sbx_conn *c);
+/* Opens c to the socket the command talks to (ctx->path); json says how failures on c
+ * are reported (sbx_report). Returns 0, or prints why and returns SBX_EXIT_FAIL. */
+int sbx_rpc_connect(const struct sbx_ctx *ctx, bool json, struct sbx_conn *c);
 /* Connects and makes one call (sbx_rpc_call). Returns 0 with *ret, or the exit status. */
 int sbx_rpc_request(const struct sbx_ctx *ctx, struct sbx_conn *c, const char *method,
-                    sbx_pack_args_cb pack_args, const void *arg, struct proto_msg *ret);
+                    sbx_pack_args_cb pack_args, const void *arg, bool json, struct proto_msg *ret);
 
 /* sbx_text.c */
 

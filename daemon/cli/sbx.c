@@ -4,8 +4,10 @@
  * statuses. It trusts nothing it reads from sbxd: every buffer it keeps is bounded, and
  * daemon text is sanitized before it reaches a terminal.
  *
- * This file is main: the global flags, the command table and the usage. Each command runs in
- * sbx_<command>.c; the connection is sbx_conn.c and sbx_rpc.c (cli/cli_impl.h). */
+ * This file is main: the global flags, the command table (the one source of the help, the
+ * man page and the completion), the usage, failure reports and the check of what was written
+ * to stdout. Each command runs in sbx_<command>.c; the connection is sbx_conn.c and sbx_rpc.c
+ * (cli/cli_impl.h). */
 #include "cli/cli_impl.h"
 
 #include <errno.h>
@@ -14,58 +16,140 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <sysexits.h>
 
+#include "cli/sbx_json.h"
 #include "lib/util.h"
+#include "wire/version.h"
 
 #define SBX_DEFAULT_SOCKET "./var/sbxd.sock"
 #define SBX_DEFAULT_ADMIN_SOCKET "./var/sbxd-admin.sock"
+#define SBX_OPT_COL 21 /* where an option's help starts in the usage */
 
-/* Commands: adding one is an entry in sbx_cmds and its run function. */
+const struct sbx_opt sbx_global_opts[] = {
+    {"--socket", "PATH", "agents' socket (env SBX_SOCKET, default " SBX_DEFAULT_SOCKET ")"},
+    {"--admin-socket", "PATH",
+     "admin socket (env SBX_ADMIN_SOCKET, default " SBX_DEFAULT_ADMIN_SOCKET ")"},
+    {"--version", NULL, "print sbx's version and exit"},
+    {"--help", NULL, "print this help and exit (also: sbx help [COMMAND])"},
+    {NULL, NULL, NULL},
+};
 
-static const struct sbx_cmd sbx_cmds[] = {
-    {"ping", SBX_SOCKET_AGENT, "", "check that sbxd answers", NULL, sbx_ping_run},
-    {"pools", SBX_SOCKET_AGENT, "", "show every pool and its counters", NULL, sbx_pools_run},
+static const struct sbx_opt sbx_json_only[] = {
+    {"--json", NULL, "print the answer as JSON (failures as {\"error\": {...}})"},
+    {NULL, NULL, NULL},
+};
+
+static const struct sbx_opt sbx_exec_opts[] = {
+    {"--pool", "NAME", "the pool to take the sandbox from (default: the daemon's)"},
+    {"--timeout", "SECONDS", "wall-clock limit (also 500ms, 2m, 1h)"},
+    {"--env", "K=V", "set an environment variable (repeatable)"},
+    {"--cwd", "DIR", "working directory inside the sandbox"},
+    {"--token", "TOKEN",
+     "capability token whose grants the task gets (env SBX_TOKEN,\n"
+     "which keeps it out of the process list)"},
+    {"--json", NULL,
+     "print one JSON object with the result and output at the end\n"
+     "(\"stdout_b64\"/\"stderr_b64\" hold the bytes of output that is not\n"
+     "UTF-8; a failure of sbx prints {\"error\": {\"code\", \"message\"}})"},
+    {NULL, NULL, NULL},
+};
+
+static const char *const sbx_token_subcmds[] = {"issue", "revoke", "list", NULL};
+
+static const struct sbx_opt sbx_token_opts[] = {
+    {"--mount", "SRC:DST",
+     "expose host path SRC read-only at DST in the sandbox (repeatable,\n"
+     "at most 8; SRC must be under one of sbxd's mount roots)"},
+    {"--net", "none|PROFILE", "network profile (default none: loopback only)"},
+    {"--pool", "NAME", "a pool the token may run in (repeatable; default: every pool)"},
+    {"--ttl", "SECONDS", "lifetime (also 30s, 10m, 1h; default and maximum: sbxd's policy)"},
+    {"--uses", "N", "number of tasks it may start (default 0: unlimited)"},
+    {"--json", NULL, "list: print the tokens as a JSON array"},
+    {NULL, NULL, NULL},
+};
+
+static const char *const sbx_audit_subcmds[] = {"verify", NULL};
+
+static const struct sbx_opt sbx_audit_opts[] = {
+    {"--task", "ID", "one task's chain, event by event"},
+    {"--since", "DURATION", "tasks requested in the last DURATION (30s, 15m, 2h, 7d)"},
+    {"--pool", "NAME", "tasks of that pool"},
+    {"--status", "S",
+     "tasks whose result was S (exited, timeout, denied, abandoned, ...;\n"
+     "'running' for tasks with no result yet)"},
+    {"--limit", "N", "at most N chains (1..1000, default 50)"},
+    {"--json", NULL, "one JSON object per chain, one per line (verify: one object)"},
+    {NULL, NULL, NULL},
+};
+
+static const char *const sbx_completion_subcmds[] = {"bash", NULL};
+
+/* Commands: adding one is an entry here and its run function. */
+const struct sbx_cmd sbx_cmds[] = {
+    {"ping", SBX_SOCKET_AGENT, "", "check that sbxd answers", NULL, NULL, NULL, NULL, sbx_ping_run},
+    {"pools", SBX_SOCKET_AGENT, "[--json]", "show every pool and its counters", NULL, NULL,
+     sbx_json_only, NULL, sbx_pools_run},
+    {"stats", SBX_SOCKET_AGENT, "[--json]",
+     "show sbxd's daemon-wide counters (sandboxes, tasks, network namespaces, host ids)", NULL,
+     NULL, sbx_json_only, NULL, sbx_stats_run},
     {"exec", SBX_SOCKET_AGENT, "[OPTIONS] [--] COMMAND [ARG...]",
-     "run COMMAND in a fresh sandbox, streaming its stdin, stdout and stderr",
-     "  --pool NAME        the pool to take the sandbox from (default: the daemon's)\n"
-     "  --timeout SECONDS  wall-clock limit (also 500ms, 2m, 1h)\n"
-     "  --env K=V          set an environment variable (repeatable)\n"
-     "  --cwd DIR          working directory inside the sandbox\n"
-     "  --token TOKEN      capability token whose grants the task gets (env SBX_TOKEN,\n"
-     "                     which keeps it out of the process list)\n"
-     "  --json             print one JSON object with the result and output at the end\n"
+     "run COMMAND in a fresh sandbox, streaming its stdin, stdout and stderr", NULL, NULL,
+     sbx_exec_opts,
      "exit status: the command's; 128+N if killed by signal N; 124 on timeout; 137 when\n"
-     "killed for output or memory; 127 if it could not be executed; 64 usage (also a\n"
-     "request sbxd refuses: an unknown pool, a timeout above its maximum); 69 sbxd\n"
-     "unreachable or busy; 70 other errors; 77 denied, or killed because its token\n"
-     "expired or was revoked\n",
+     "killed for output, memory or its token's expiry or revocation; 126 if the command\n"
+     "was found but could not be executed; 127 if it was not found; 125 when sbx failed:\n"
+     "a usage error, sbxd unreachable, a request sbxd refused (denied, busy, an unknown\n"
+     "pool...), a broken connection or a write error. If stdout closes (a pipe's reader\n"
+     "went away), the task is cancelled and sbx ends by SIGPIPE.\n",
      sbx_exec_run},
-    {"token", SBX_SOCKET_ADMIN, "issue [OPTIONS] | revoke TOKEN_OR_ID | list",
+    {"token", SBX_SOCKET_ADMIN, "issue [OPTIONS] | revoke TOKEN_OR_ID | list [--json]",
      "mint a capability token (printed once), revoke one, or list them (admin socket)",
-     "  issue options:\n"
-     "  --mount SRC:DST    expose host path SRC read-only at DST in the sandbox (repeatable,\n"
-     "                     at most 8; SRC must be under one of sbxd's mount roots)\n"
-     "  --net none|PROFILE network profile (default none: loopback only)\n"
-     "  --pool NAME        a pool the token may run in (repeatable; default: every pool)\n"
-     "  --ttl SECONDS      lifetime (also 30s, 10m, 1h; default and maximum: sbxd's policy)\n"
-     "  --uses N           number of tasks it may start (default 0: unlimited)\n"
+     sbx_token_subcmds, "issue options:", sbx_token_opts,
      "issue prints the token on stdout and its id and expiry on stderr; list shows ids,\n"
-     "grants, expiry and uses, never a token\n",
+     "grants, expiry and uses, never a token. exit status: 0; 125 when sbx failed\n",
      sbx_token_run},
     {"audit", SBX_SOCKET_ADMIN, "[OPTIONS] | verify [--json]",
      "show the audit trail's task chains, newest first; 'verify' checks its hash chain",
-     "  --task ID          one task's chain, event by event\n"
-     "  --since DURATION   tasks requested in the last DURATION (30s, 15m, 2h, 7d)\n"
-     "  --pool NAME        tasks of that pool\n"
-     "  --status S         tasks whose result was S (exited, timeout, denied, abandoned, ...;\n"
-     "                     'running' for tasks with no result yet)\n"
-     "  --limit N          at most N chains (1..1000, default 50)\n"
-     "  --json             one JSON object per chain, one per line\n"
-     "exit status: 0; 1 when verify finds a bad row or --task finds nothing; 64 usage;\n"
-     "69 sbxd unreachable; 70 other errors\n",
+     sbx_audit_subcmds, NULL, sbx_audit_opts,
+     "exit status: 0; 1 when verify finds a bad row or --task finds nothing; 125 when sbx\n"
+     "failed (usage, sbxd unreachable, a refused request, a write error)\n",
      sbx_audit_run},
+    {"completion", SBX_SOCKET_AGENT, "bash",
+     "print the shell completion script (source it, or install it as\n"
+     "/usr/share/bash-completion/completions/sbx)",
+     sbx_completion_subcmds, NULL, NULL, NULL, sbx_completion_run},
 };
+
+const size_t sbx_n_cmds = ARRAY_SIZE(sbx_cmds);
+
+/* Prints text with every line after the first indented by indent spaces. */
+static void sbx_print_indented(FILE *f, const char *text, int indent)
+{
+    for (const char *p = text; *p;) {
+        const char *nl = strchrnul(p, '\n');
+        (void)fprintf(f, "%.*s\n", (int)(nl - p), p);
+        if (*nl == '\0') {
+            break;
+        }
+        p = nl + 1;
+        (void)fprintf(f, "%*s", indent, "");
+    }
+}
+
+static void sbx_print_opts(FILE *f, const struct sbx_opt *opts)
+{
+    for (const struct sbx_opt *o = opts; o && o->flag; o++) {
+        char head[64];
+        (void)snprintf(head, sizeof(head), "  %s%s%s", o->flag, o->arg ? " " : "",
+                       o->arg ? o->arg : "");
+        if ((int)strlen(head) >= SBX_OPT_COL - 1) {
+            (void)fprintf(f, "%s ", head);
+        } else {
+            (void)fprintf(f, "%-*s", SBX_OPT_COL, head);
+        }
+        sbx_print_indented(f, o->help, SBX_OPT_COL);
+    }
+}
 
 void sbx_usage(FILE *f, const struct sbx_cmd *only)
 {
@@ -75,19 +159,19 @@ void sbx_usage(FILE *f, const struct sbx_cmd *only)
         if (only && only != c) {
             continue;
         }
-        (void)fprintf(f, "  sbx %s%s%s\n      %s\n", c->name, c->synopsis[0] ? " " : "",
-                      c->synopsis, c->summary);
-        if (only && c->options) {
-            (void)fputs(c->options, f);
+        (void)fprintf(f, "  sbx %s%s%s\n      ", c->name, c->synopsis[0] ? " " : "", c->synopsis);
+        sbx_print_indented(f, c->summary, 6);
+        if (only && c->opts) {
+            (void)fprintf(f, "%s\n", c->opts_title ? c->opts_title : "options:");
+            sbx_print_opts(f, c->opts);
+        }
+        if (only && c->notes) {
+            (void)fputs(c->notes, f);
         }
     }
     if (!only) {
-        (void)fputs("global options:\n"
-                    "  --socket PATH        agents' socket (env SBX_SOCKET, "
-                    "default " SBX_DEFAULT_SOCKET ")\n"
-                    "  --admin-socket PATH  admin socket (env SBX_ADMIN_SOCKET, "
-                    "default " SBX_DEFAULT_ADMIN_SOCKET ")\n",
-                    f);
+        (void)fputs("global options:\n", f);
+        sbx_print_opts(f, sbx_global_opts);
     }
 }
 
@@ -98,7 +182,54 @@ int sbx_usage_error(const struct sbx_cmd *cmd, const char *fmt, ...)
     log_prog_verror("sbx", fmt, ap);
     va_end(ap);
     sbx_usage(stderr, cmd);
-    return EX_USAGE;
+    return SBX_EXIT_FAIL;
+}
+
+void sbx_print_error_json(const char *code, const char *msg)
+{
+    (void)fputs("{\"error\":{\"code\":", stdout);
+    sbx_json_write_str(stdout, code, strlen(code));
+    (void)fputs(",\"message\":", stdout);
+    sbx_json_write_str(stdout, msg, strlen(msg));
+    (void)fputs("}}\n", stdout);
+}
+
+static void sbx_vreport(bool json, const char *code, const char *fmt, va_list ap)
+{
+    char msg[SBX_TEXT_MAX];
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    sbx_errorf("%s", msg);
+    if (json) {
+        sbx_print_error_json(code, msg);
+    }
+}
+
+void sbx_report(bool json, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sbx_vreport(json, code, fmt, ap);
+    va_end(ap);
+}
+
+int sbx_fail(bool json, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sbx_vreport(json, code, fmt, ap);
+    va_end(ap);
+    return SBX_EXIT_FAIL;
+}
+
+void sbx_sigpipe_exit(void)
+{
+    sigset_t set;
+    (void)sigemptyset(&set);
+    (void)sigaddset(&set, SIGPIPE);
+    (void)signal(SIGPIPE, SIG_DFL);
+    (void)sigprocmask(SIG_UNBLOCK, &set, NULL);
+    (void)raise(SIGPIPE);
+    _exit(SBX_EXIT_SIGNAL + SIGPIPE); /* not reached: the default action is to die */
 }
 
 const struct sbx_cmd *sbx_cmd_find(const char *name)
@@ -111,16 +242,35 @@ const struct sbx_cmd *sbx_cmd_find(const char *name)
     return NULL;
 }
 
-int sbx_no_args(int argc, char **argv)
+int sbx_no_args(int argc, char **argv, bool *ret_json)
 {
     const struct sbx_cmd *cmd = sbx_cmd_find(argv[0]);
-    if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            sbx_usage(stdout, cmd);
+            return -1;
+        }
+        if (ret_json && strcmp(argv[i], "--json") == 0) {
+            *ret_json = true;
+            continue;
+        }
+        return sbx_usage_error(cmd, "%s: unexpected argument '%s'", argv[0], argv[i]);
+    }
+    return 0;
+}
+
+int sbx_completion_run(const struct sbx_ctx *ctx, int argc, char **argv)
+{
+    (void)ctx;
+    const struct sbx_cmd *cmd = sbx_cmd_find(argv[0]);
+    if (argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
         sbx_usage(stdout, cmd);
-        return -1;
+        return 0;
     }
-    if (argc > 1) {
-        return sbx_usage_error(cmd, "%s: unexpected argument '%s'", argv[0], argv[1]);
+    if (argc != 2 || strcmp(argv[1], "bash") != 0) {
+        return sbx_usage_error(cmd, "completion: which shell? (bash)");
     }
+    sbx_doc_bash(stdout);
     return 0;
 }
 
@@ -131,7 +281,7 @@ static void sbx_std_fds(void)
         if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
             int n = open("/dev/null", O_RDWR | O_CLOEXEC);
             if (n < 0) {
-                _exit(EX_OSERR);
+                _exit(SBX_EXIT_FAIL);
             }
             if (n != fd) {
                 /* Lower fds were open, so open() returned a higher one: impossible. */
@@ -141,7 +291,28 @@ static void sbx_std_fds(void)
     }
 }
 
-int main(int argc, char **argv)
+/* The last check of what went to stdout: buffered output is flushed and the stream closed,
+ * and a write that failed at any point (a full disk, /dev/full, EIO) makes sbx fail, since
+ * what it printed is not what it was asked to print. A closed pipe never gets here: with
+ * SIGPIPE's default action the write that met it ended sbx. */
+static int sbx_close_stdout(int status)
+{
+    bool failed = ferror(stdout) != 0;
+    errno = 0;
+    if (fclose(stdout) != 0) {
+        failed = true;
+    }
+    if (!failed) {
+        return status;
+    }
+    if (errno == EPIPE) {
+        sbx_sigpipe_exit();
+    }
+    sbx_errorf("writing to stdout: %s", errno ? strerror(errno) : "write error");
+    return SBX_EXIT_FAIL;
+}
+
+static int sbx_main(int argc, char **argv)
 {
     struct sbx_ctx ctx = {
         .socket_path = getenv("SBX_SOCKET"),
@@ -150,8 +321,6 @@ int main(int argc, char **argv)
     const struct sbx_cmd *cmd;
     int i = 1;
 
-    sbx_std_fds();
-    (void)signal(SIGPIPE, SIG_IGN);
     if (!ctx.socket_path || !ctx.socket_path[0]) {
         ctx.socket_path = SBX_DEFAULT_SOCKET;
     }
@@ -168,6 +337,10 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             sbx_usage(stdout, NULL);
+            return 0;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            (void)printf("sbx %s\n", SBX_VERSION);
             return 0;
         }
         if ((r = parse_long_opt(argc, argv, &i, "--socket", &v)) != 0) {
@@ -188,7 +361,15 @@ int main(int argc, char **argv)
         return sbx_usage_error(NULL, "missing command");
     }
     if (strcmp(argv[i], "help") == 0) {
-        sbx_usage(stdout, i + 1 < argc ? sbx_cmd_find(argv[i + 1]) : NULL);
+        if (i + 1 < argc && strcmp(argv[i + 1], "--man") == 0) {
+            sbx_doc_man(stdout);
+            return 0;
+        }
+        cmd = i + 1 < argc ? sbx_cmd_find(argv[i + 1]) : NULL;
+        if (i + 1 < argc && !cmd) {
+            return sbx_usage_error(NULL, "help: unknown command '%s'", argv[i + 1]);
+        }
+        sbx_usage(stdout, cmd);
         return 0;
     }
     cmd = sbx_cmd_find(argv[i]);
@@ -197,4 +378,19 @@ int main(int argc, char **argv)
     }
     ctx.path = cmd->socket == SBX_SOCKET_ADMIN ? ctx.admin_socket_path : ctx.socket_path;
     return cmd->run(&ctx, argc - i, argv + i);
+}
+
+int main(int argc, char **argv)
+{
+    sigset_t pipe;
+
+    sbx_std_fds();
+    /* SIGPIPE's default action, whatever was inherited: a reader that goes away ends sbx as
+     * it ends any writer in a pipeline. (Sends to sbxd use MSG_NOSIGNAL; exec handles the
+     * EPIPE of its output itself, to cancel its task first.) */
+    (void)signal(SIGPIPE, SIG_DFL);
+    (void)sigemptyset(&pipe);
+    (void)sigaddset(&pipe, SIGPIPE);
+    (void)sigprocmask(SIG_UNBLOCK, &pipe, NULL);
+    return sbx_close_stdout(sbx_main(argc, argv));
 }

@@ -7,7 +7,6 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sysexits.h>
 #include <time.h>
 
 #include "cli/sbx_json.h"
@@ -198,13 +197,17 @@ static int sbx_audit_verify(const struct sbx_ctx *ctx, int argc, char **argv)
     scoped(proto_msg_done) struct proto_msg m = {0};
     bool json = false;
     for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            sbx_usage(stdout, cmd);
+            return 0;
+        }
         if (strcmp(argv[i], "--json") == 0) {
             json = true;
         } else {
             return sbx_usage_error(cmd, "audit verify: unexpected argument '%s'", argv[i]);
         }
     }
-    int status = sbx_rpc_request(ctx, &c, "audit.verify", NULL, NULL, &m);
+    int status = sbx_rpc_request(ctx, &c, "audit.verify", NULL, NULL, json, &m);
     if (status != 0) {
         return status;
     }
@@ -276,7 +279,7 @@ int sbx_audit_run(const struct sbx_ctx *ctx, int argc, char **argv)
             return sbx_usage_error(cmd, "audit: unknown argument '%s'", argv[i]);
         }
     }
-    int status = sbx_rpc_request(ctx, &c, "audit.query", sbx_audit_pack_args, &o, &m);
+    int status = sbx_rpc_request(ctx, &c, "audit.query", sbx_audit_pack_args, &o, o.json, &m);
     if (status != 0) {
         return status;
     }
@@ -284,8 +287,7 @@ int sbx_audit_run(const struct sbx_ctx *ctx, int argc, char **argv)
     bool more = false;
     (void)proto_get_bool(m.result, "more", &more, NULL);
     if (!chains || chains->type != MSGPACK_OBJECT_ARRAY) {
-        sbx_errorf("malformed audit.query result from sbxd");
-        return EX_SOFTWARE;
+        return sbx_fail(o.json, SBX_ERR_PROTOCOL, "malformed audit.query result from sbxd");
     }
     if (!o.json) {
         (void)printf("%-24s %-16s %-12s %-13s %5s %8s %2s  %s\n", "TIME", "TASK", "POOL", "STATUS",
@@ -305,10 +307,6 @@ int sbx_audit_run(const struct sbx_ctx *ctx, int argc, char **argv)
     }
     if (more) {
         sbx_errorf("more chains match: narrow with --since, --pool, --status or raise --limit");
-    }
-    if (fflush(stdout) != 0 && errno != EPIPE) {
-        sbx_errorf("writing: %s", strerror(errno));
-        return EX_IOERR;
     }
     if (o.task && chains->via.array.size == 0) {
         sbx_errorf("no audit events for task '%s'", o.task);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* sbx exec: one task, its stdio streamed through a poll loop, its result mapped to a status.
  * Our stdin flows only while the send queue is below SBX_SEND_HIGH, the socket is read only
- * while our unwritten output is below SBX_OUT_HIGH, and --json keeps at most SBX_JSON_CAP. */
+ * while our unwritten output is below SBX_OUT_HIGH, and --json keeps at most SBX_JSON_CAP.
+ * Output that cannot be written cancels the task: its reader is gone (then sbx ends by
+ * SIGPIPE, as any writer in a pipeline) or its file failed (then sbx fails, 125). */
 #include "cli/cli_impl.h"
 
 #include <errno.h>
@@ -12,7 +14,6 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
-#include <sysexits.h>
 
 #include "lib/alloc.h"
 #include "cli/sbx_json.h"
@@ -23,10 +24,8 @@
 #define SBX_OUT_HIGH (1u << 20)     /* unwritten output above which the socket is not read */
 #define SBX_JSON_CAP (64u << 20)    /* --json: stdout + stderr bytes kept */
 
-#define SBX_EXIT_TIMEOUT 124
-#define SBX_EXIT_NOEXEC 127
-#define SBX_EXIT_SIGNAL 128
-#define SBX_EXIT_KILLED 137
+/* sbx_exec_loop's answer when an output's reader went away: end by SIGPIPE. */
+#define SBX_EXEC_SIGPIPE (-EPIPE)
 
 struct sbx_env {
     const char *kv; /* "K=V" from argv */
@@ -51,7 +50,7 @@ struct sbx_out {
     int fd;
     struct byteq q;
     size_t chunk; /* largest write that cannot block for long once poll says POLLOUT */
-    bool closed;  /* a write failed (EPIPE...): further output is dropped */
+    int err;      /* errno of the write that failed (EPIPE: the reader is gone), or 0 */
 };
 
 struct sbx_exec {
@@ -235,7 +234,7 @@ static void sbx_exec_output(struct sbx_exec *x, int which, const char *p, size_t
         }
         x->kept += n;
         byteq_append(&out->q, p, n);
-    } else if (!out->closed) {
+    } else if (out->err == 0) {
         byteq_append(&out->q, p, n);
     }
 }
@@ -294,12 +293,23 @@ static void sbx_exec_write_out(struct sbx_out *out)
         return;
     }
     if (w <= 0) {
-        /* EPIPE and friends: nobody reads this stream any more; keep the task running. */
-        out->closed = true;
+        /* The output is lost from here on: sbx_exec_loop stops the task. */
+        out->err = w < 0 ? errno : EIO;
         byteq_release(&out->q);
         return;
     }
     byteq_consume(&out->q, (size_t)w);
+}
+
+/* After a failed write of out (stream 0 or 1): SBX_EXEC_SIGPIPE for a reader that went
+ * away, else the failure reported. */
+static int sbx_exec_write_failed(const struct sbx_out *out, int which)
+{
+    if (out->err == EPIPE) {
+        return SBX_EXEC_SIGPIPE;
+    }
+    return sbx_fail(false, SBX_ERR_SYSTEM, "writing the task's %s: %s; the task is cancelled",
+                    which == 0 ? "stdout" : "stderr", strerror(out->err));
 }
 
 static size_t sbx_exec_unwritten(const struct sbx_exec *x)
@@ -310,10 +320,12 @@ static size_t sbx_exec_unwritten(const struct sbx_exec *x)
 enum { PFD_SOCK, PFD_SIG, PFD_STDIN, PFD_OUT, PFD_ERR, PFD_N };
 
 /* Runs the poll loop until the response arrived and its output is written, a signal
- * came, or the connection failed. Returns 0, or an exit status after printing why. */
+ * came, an output failed or the connection failed. Returns 0, SBX_EXEC_SIGPIPE, or an exit
+ * status after printing why. */
 static int sbx_exec_loop(struct sbx_exec *x)
 {
     struct err e = ERR_INIT;
+    bool json = x->opts.json;
 
     for (;;) {
         struct pollfd p[PFD_N];
@@ -346,18 +358,24 @@ static int sbx_exec_loop(struct sbx_exec *x)
             }
         }
         if (RETRY_EINTR(poll(p, PFD_N, -1)) < 0) {
-            sbx_errorf("poll: %s", strerror(errno));
-            return EX_OSERR;
+            return sbx_fail(json, SBX_ERR_SYSTEM, "poll: %s", strerror(errno));
         }
         if (p[PFD_SIG].revents & POLLIN) {
             struct signalfd_siginfo si;
             if (read(x->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                if (json) {
+                    sbx_report(json, SBX_ERR_INTERRUPTED, "%s: the task is cancelled",
+                               strsignal((int)si.ssi_signo));
+                }
                 return SBX_EXIT_SIGNAL + (int)si.ssi_signo;
             }
         }
         for (int i = 0; i < 2; i++) {
             if (p[PFD_OUT + i].revents) {
                 sbx_exec_write_out(&x->out[i]);
+            }
+            if (x->out[i].err != 0) {
+                return sbx_exec_write_failed(&x->out[i], i);
             }
         }
         if (p[PFD_STDIN].revents) {
@@ -374,41 +392,30 @@ static int sbx_exec_loop(struct sbx_exec *x)
             r = sbx_conn_send(&x->c, &e);
         }
         if (r < 0) {
-            sbx_errorf("%s", err_msg(&e));
-            return EX_SOFTWARE;
+            return sbx_fail(json, SBX_ERR_PROTOCOL, "%s", err_msg(&e));
         }
     }
     if (!x->done) {
-        sbx_errorf("sbxd closed the connection before the task finished");
-        return EX_UNAVAILABLE;
+        return sbx_fail(json, SBX_ERR_DISCONNECTED,
+                        "sbxd closed the connection before the task finished");
     }
     return 0;
 }
 
-/* Whether a status "error" message says the command itself could not be executed. */
-static bool sbx_is_exec_failure(const char *msg)
+/* The status of a task whose command never ran (status "error"; msg is its error text).
+ * With error_stage "exec", sbxd's text ends in the errno name of execve's failure
+ * (docs/PROTOCOL.md): ENOENT is a command not found (127); anything else (EACCES, ENOEXEC,
+ * ...) a command found that could not be executed (126), as env(1) and the shells tell them
+ * apart. A failure at any other stage is sbx's (125). */
+static int sbx_exec_error_status(const msgpack_object *res, const char *msg)
 {
-    static const char *const needles[] = {
-        "execve",
-        "exec format",
-        "not found",
-        "no such file",
-        "permission denied",
-        "cannot execute",
-        "could not execute",
-        "not executable",
-        "ENOENT",
-        "EACCES",
-        "ENOEXEC",
-        "ENOTDIR",
-        "ELOOP",
-    };
-    for (size_t i = 0; i < ARRAY_SIZE(needles); i++) {
-        if (strcasestr(msg, needles[i])) {
-            return true;
-        }
+    char stage[16];
+    if (strcmp(sbx_text(proto_map_get(res, "error_stage"), stage, sizeof(stage)), "exec") != 0) {
+        return SBX_EXIT_FAIL;
     }
-    return false;
+    const char *name = strrchr(msg, ' ');
+    name = name ? name + 1 : msg;
+    return strcmp(name, "ENOENT") == 0 ? SBX_EXIT_NOT_FOUND : SBX_EXIT_CANNOT_RUN;
 }
 
 static uint64_t sbx_u64(const msgpack_object *res, const char *key)
@@ -428,28 +435,25 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
 
     if (res->type != MSGPACK_OBJECT_MAP ||
         !sbx_text(proto_map_get(res, "status"), status, sizeof(status))[0]) {
-        sbx_errorf("malformed exec result from sbxd: no status");
-        return EX_SOFTWARE;
+        return sbx_fail(json, SBX_ERR_PROTOCOL, "malformed exec result from sbxd: no status");
+    }
+    if (strcmp(status, "exited") == 0 &&
+        (proto_get_u64(res, "exit_code", &v, NULL) < 0 || v > 255)) {
+        return sbx_fail(json, SBX_ERR_PROTOCOL, "malformed exec result from sbxd: bad exit_code");
+    }
+    if (strcmp(status, "signaled") == 0 &&
+        (proto_get_u64(res, "signal", &v, NULL) < 0 || v == 0 || v > 127)) {
+        return sbx_fail(json, SBX_ERR_PROTOCOL, "malformed exec result from sbxd: bad signal");
     }
     if (json) {
+        /* Write errors show at the close of stdout (sbx.c). */
         const struct byteq *o = &x->out[0].q, *e = &x->out[1].q;
         sbx_json_write_result(stdout, res, byteq_data(o), byteq_pending(o), byteq_data(e),
                               byteq_pending(e), x->dropped);
-        if (fflush(stdout) != 0 && errno != EPIPE) {
-            sbx_errorf("writing the result: %s", strerror(errno));
-        }
     }
     if (strcmp(status, "exited") == 0) {
-        if (proto_get_u64(res, "exit_code", &v, NULL) < 0 || v > 255) {
-            sbx_errorf("malformed exec result from sbxd: bad exit_code");
-            return EX_SOFTWARE;
-        }
         code = (int)v;
     } else if (strcmp(status, "signaled") == 0) {
-        if (proto_get_u64(res, "signal", &v, NULL) < 0 || v == 0 || v > 127) {
-            sbx_errorf("malformed exec result from sbxd: bad signal");
-            return EX_SOFTWARE;
-        }
         code = SBX_EXIT_SIGNAL + (int)v;
     } else if (strcmp(status, "timeout") == 0) {
         if (!json) {
@@ -467,7 +471,7 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
             sbx_errorf("the task's token %s, sandbox killed",
                        status[6] == 'e' ? "expired" : "was revoked");
         }
-        code = EX_NOPERM;
+        code = SBX_EXIT_KILLED;
     } else if (strcmp(status, "oom") == 0) {
         if (!json) {
             sbx_errorf("out of memory, sandbox killed");
@@ -477,19 +481,15 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
         if (!sbx_text(proto_map_get(res, "error"), msg, sizeof(msg))[0]) {
             (void)snprintf(msg, sizeof(msg), "the task failed");
         }
-        if (!json) {
-            sbx_errorf("error: %s", msg);
-        }
-        /* sbxd says where the task failed; older daemons only say it in words. */
-        char stage[16];
-        if (sbx_text(proto_map_get(res, "error_stage"), stage, sizeof(stage))[0]) {
-            code = strcmp(stage, "exec") == 0 ? SBX_EXIT_NOEXEC : EX_SOFTWARE;
-        } else {
-            code = sbx_is_exec_failure(msg) ? SBX_EXIT_NOEXEC : EX_SOFTWARE;
-        }
+        /* On stderr with --json too: the JSON has it as "error". */
+        sbx_errorf("error: %s", msg);
+        code = sbx_exec_error_status(res, msg);
+    } else if (strcmp(status, "cancelled") == 0) {
+        sbx_errorf("the task was cancelled");
+        code = SBX_EXIT_FAIL;
     } else {
         sbx_errorf("unknown task status '%s' from sbxd", status);
-        code = EX_SOFTWARE;
+        code = SBX_EXIT_FAIL;
     }
     return code;
 }
@@ -530,15 +530,17 @@ int sbx_exec_run(const struct sbx_ctx *ctx, int argc, char **argv)
     if (status != 0) {
         return status < 0 ? 0 : status;
     }
-    status = sbx_rpc_connect(ctx, &x.c);
+    status = sbx_rpc_connect(ctx, x.opts.json, &x.c);
     if (status != 0) {
         return status;
     }
     x.sigfd = sbx_signalfd();
     if (x.sigfd < 0) {
-        sbx_errorf("signalfd: %s", strerror(-x.sigfd));
-        return EX_OSERR;
+        return sbx_fail(x.opts.json, SBX_ERR_SYSTEM, "signalfd: %s", strerror(-x.sigfd));
     }
+    /* Our writes of the task's output see EPIPE, so that the task is cancelled (the
+     * connection closed) before sbx ends by SIGPIPE. */
+    (void)signal(SIGPIPE, SIG_IGN);
     for (int i = 0; i < 2; i++) {
         x.out[i].fd = i == 0 ? STDOUT_FILENO : STDERR_FILENO;
         x.out[i].chunk = sbx_write_chunk(x.out[i].fd);
@@ -547,14 +549,19 @@ int sbx_exec_run(const struct sbx_ctx *ctx, int argc, char **argv)
     x.msgid = x.c.next_msgid++;
     sbx_exec_pack_request(&x);
     status = sbx_exec_loop(&x);
-    /* Closing the connection is what makes sbxd kill the task on a signal; after a result,
-     * it frees the daemon's side before a possibly long write of the JSON. */
+    /* Closing the connection is what makes sbxd cancel the task on a signal or a failed
+     * output; after a result, it frees the daemon's side before a possibly long write of
+     * the JSON. */
     sbx_conn_close(&x.c);
+    if (status == SBX_EXEC_SIGPIPE) {
+        sbx_sigpipe_exit();
+    }
+    (void)signal(SIGPIPE, SIG_DFL);
     if (status != 0) {
         return status;
     }
     if (x.resp.error->type != MSGPACK_OBJECT_NIL) {
-        return sbx_rpc_error(x.resp.error);
+        return sbx_rpc_error(x.resp.error, x.opts.json);
     }
     return sbx_exec_result(&x, x.resp.result);
 }

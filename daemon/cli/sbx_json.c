@@ -201,13 +201,63 @@ void sbx_json_write_obj(FILE *f, const msgpack_object *o)
     sbx_json_write_depth(f, o, 0);
 }
 
+bool sbx_json_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        i += sbx_json_utf8_next(p + i, len - i, &cp);
+        if (cp == SBX_JSON_UTF8_BAD) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void sbx_json_write_b64(FILE *f, const char *s, size_t len)
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = (const unsigned char *)s;
+    char quad[4];
+
+    (void)fputc('"', f);
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        if (i + 1 < len) {
+            v |= (uint32_t)p[i + 1] << 8;
+        }
+        if (i + 2 < len) {
+            v |= p[i + 2];
+        }
+        quad[0] = digits[(v >> 18) & 63];
+        quad[1] = digits[(v >> 12) & 63];
+        quad[2] = i + 1 < len ? digits[(v >> 6) & 63] : '=';
+        quad[3] = i + 2 < len ? digits[v & 63] : '=';
+        (void)fwrite(quad, 1, sizeof(quad), f);
+    }
+    (void)fputc('"', f);
+}
+
+/* "stdout" or "stderr": the text, and beside it the bytes in base64 when the text could
+ * not carry them (they are not valid UTF-8). */
+static void sbx_json_write_output(FILE *f, const char *name, const char *p, size_t len)
+{
+    (void)fprintf(f, "\"%s\":", name);
+    sbx_json_write_str(f, p, len);
+    if (!sbx_json_utf8_valid(p, len)) {
+        (void)fprintf(f, ",\"%s_b64\":", name);
+        sbx_json_write_b64(f, p, len);
+    }
+}
+
 void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, size_t out_len,
                            const char *err, size_t err_len, bool dropped)
 {
     static const char *const fields[] = {
-        "status",  "exit_code", "signal",          "stdout",       "stderr",       "truncated",
-        "wall_ms", "cpu_ms",    "mem_peak_bytes",  "stdout_bytes", "stderr_bytes", "sandbox",
-        "task",    "pool",      "seccomp_denials", "cold",         "error",        "error_stage",
+        "status",       "exit_code", "signal", "stdout",         "stderr",
+        "truncated",    "wall_ms",   "cpu_ms", "mem_peak_bytes", "stdout_bytes",
+        "stderr_bytes", "sandbox",   "task",   "pool",           "seccomp_denials",
+        "cold",         "egress",    "error",  "error_stage",
     };
     static const msgpack_object nil = {.type = MSGPACK_OBJECT_NIL};
     bool truncated = false;
@@ -219,12 +269,19 @@ void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, 
         if ((strcmp(fields[i], "error") == 0 || strcmp(fields[i], "error_stage") == 0) && !v) {
             continue;
         }
-        (void)fprintf(f, "%s\"%s\":", i > 0 ? "," : "", fields[i]);
+        if (i > 0) {
+            (void)fputc(',', f);
+        }
         if (strcmp(fields[i], "stdout") == 0) {
-            sbx_json_write_str(f, out, out_len);
-        } else if (strcmp(fields[i], "stderr") == 0) {
-            sbx_json_write_str(f, err, err_len);
-        } else if (strcmp(fields[i], "truncated") == 0) {
+            sbx_json_write_output(f, "stdout", out, out_len);
+            continue;
+        }
+        if (strcmp(fields[i], "stderr") == 0) {
+            sbx_json_write_output(f, "stderr", err, err_len);
+            continue;
+        }
+        (void)fprintf(f, "\"%s\":", fields[i]);
+        if (strcmp(fields[i], "truncated") == 0) {
             (void)fputs(truncated || dropped ? "true" : "false", f);
         } else {
             sbx_json_write_obj(f, v ? v : &nil);

@@ -25,6 +25,14 @@ size_t sbx_json_utf8_next(const unsigned char *s, size_t len, uint32_t *ret_cp);
  * Write errors are left in ferror(f). */
 void sbx_json_write_str(FILE *f, const char *s, size_t len);
 
+/* Whether s (len bytes) is valid UTF-8 throughout (sbx_json_utf8_next finds no ill-formed
+ * subsequence). */
+bool sbx_json_utf8_valid(const char *s, size_t len);
+
+/* Writes s (len bytes, any content) to f as a JSON string of its standard base64 (RFC 4648,
+ * with padding), quotes included. */
+void sbx_json_write_b64(FILE *f, const char *s, size_t len);
+
 /* Writes a decoded msgpack value as JSON: nil as null, str and bin as strings (see
  * sbx_json_write_str), non-finite floats and ext as null, non-string map keys as their
  * decimal or "?" text. Nesting below 64 levels is written as null. */
@@ -32,9 +40,12 @@ void sbx_json_write_obj(FILE *f, const msgpack_object *o);
 
 /* Writes sbx exec's --json object and a newline to f: the fields of the exec result map
  * res (status, exit_code, signal, truncated, wall_ms, cpu_ms, mem_peak_bytes,
- * stdout_bytes, stderr_bytes, sandbox, task, pool; null when missing; error only when
- * present) with the collected output as "stdout" and "stderr" text. truncated is true when
- * res says so or when dropped (the client dropped output above its own cap). */
+ * stdout_bytes, stderr_bytes, sandbox, task, pool, seccomp_denials, cold, egress; null when
+ * missing; error and error_stage only when present) with the collected output as "stdout"
+ * and "stderr" text and, for a stream that is not valid UTF-8 (whose text has U+FFFD in
+ * place of its ill-formed bytes), its exact bytes in base64 as "stdout_b64" or
+ * "stderr_b64". truncated is true when res says so or when dropped (the client dropped
+ * output above its own cap). */
 void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, size_t out_len,
                            const char *err, size_t err_len, bool dropped);
 

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* sbx pools: one aligned table row per pool. */
+/* sbx pools: one aligned table row per pool, or with --json the daemon's answer as JSON. */
 #include "cli/cli_impl.h"
 
 #include <stdio.h>
 #include <string.h>
-#include <sysexits.h>
 
+#include "cli/sbx_json.h"
 #include "lib/util.h"
 
 static const struct {
@@ -65,19 +65,25 @@ int sbx_pools_run(const struct sbx_ctx *ctx, int argc, char **argv)
     scoped(proto_msg_done) struct proto_msg m = {0};
     size_t widths[NCOLS];
     char cell[SBX_TEXT_MAX / 4];
-    int status = sbx_no_args(argc, argv);
+    bool json = false;
+    int status = sbx_no_args(argc, argv, &json);
 
     if (status != 0) {
         return status < 0 ? 0 : status;
     }
-    status = sbx_rpc_request(ctx, &c, "pools", NULL, NULL, &m);
+    status = sbx_rpc_request(ctx, &c, "pools", NULL, NULL, json, &m);
     sbx_conn_close(&c);
     if (status != 0) {
         return status;
     }
     if (m.result->type != MSGPACK_OBJECT_ARRAY) {
-        sbx_errorf("unexpected answer to pools: not an array");
-        return EX_SOFTWARE;
+        return sbx_fail(json, SBX_ERR_PROTOCOL, "unexpected answer to pools: not an array");
+    }
+    if (json) {
+        /* Every key sbxd sends (docs/PROTOCOL.md, "pools"), not only the table's. */
+        sbx_json_write_obj(stdout, m.result);
+        (void)fputc('\n', stdout);
+        return 0;
     }
     const msgpack_object_array *rows = &m.result->via.array;
     /* Two passes: widths first, then the table, so nothing is kept per cell. */

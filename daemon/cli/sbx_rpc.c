@@ -6,11 +6,10 @@
 #include <errno.h>
 #include <poll.h>
 #include <string.h>
-#include <sysexits.h>
 
 #include "lib/util.h"
 
-int sbx_rpc_error(const msgpack_object *error)
+int sbx_rpc_error(const msgpack_object *error, bool json)
 {
     char code[64], msg[SBX_TEXT_MAX];
     const msgpack_object *m =
@@ -21,26 +20,16 @@ int sbx_rpc_error(const msgpack_object *error)
     if (msg[0] == '\0') {
         (void)snprintf(msg, sizeof(msg), "request failed");
     }
+    /* Whatever the daemon refused (denied, busy, an unknown pool, a timeout above the pool's
+     * maximum), the command never ran: a failure of sbx, told apart by the code. */
     if (code[0] == '\0') {
-        sbx_errorf("%s", msg);
-        return EX_SOFTWARE;
+        return sbx_fail(json, "internal", "%s", msg);
     }
     sbx_errorf("%s (%s)", msg, code);
-    if (strcmp(code, "denied") == 0) {
-        return EX_NOPERM;
+    if (json) {
+        sbx_print_error_json(code, msg);
     }
-    if (strcmp(code, "busy") == 0 || strcmp(code, "limit") == 0 ||
-        strcmp(code, "shutting_down") == 0) {
-        return EX_UNAVAILABLE;
-    }
-    /* The request was built from the caller's arguments alone, so a request the daemon
-     * refuses as wrong (a pool it lacks, a timeout above the pool's maximum, too many
-     * bytes of argv) is the caller's usage error. */
-    if (strcmp(code, "bad_request") == 0 || strcmp(code, "unknown_pool") == 0 ||
-        strcmp(code, "too_large") == 0) {
-        return EX_USAGE;
-    }
-    return EX_SOFTWARE;
+    return SBX_EXIT_FAIL;
 }
 
 int sbx_rpc_call(struct sbx_conn *c, const char *method, sbx_pack_args_cb pack_args,
@@ -65,8 +54,7 @@ int sbx_rpc_call(struct sbx_conn *c, const char *method, sbx_pack_args_cb pack_a
             p.events |= POLLOUT;
         }
         if (RETRY_EINTR(poll(&p, 1, -1)) < 0) {
-            sbx_errorf("poll: %s", strerror(errno));
-            return EX_OSERR;
+            return sbx_fail(c->json, SBX_ERR_SYSTEM, "poll: %s", strerror(errno));
         }
         r = sbx_conn_send(c, &e);
         if (r >= 0 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
@@ -75,7 +63,7 @@ int sbx_rpc_call(struct sbx_conn *c, const char *method, sbx_pack_args_cb pack_a
         while (r >= 0 && (r = sbx_conn_next(c, &m, &e)) == 1) {
             if (m.type == PROTO_RESPONSE && m.msgid == msgid) {
                 if (m.error->type != MSGPACK_OBJECT_NIL) {
-                    int status = sbx_rpc_error(m.error);
+                    int status = sbx_rpc_error(m.error, c->json);
                     proto_msg_done(&m);
                     return status;
                 }
@@ -85,29 +73,28 @@ int sbx_rpc_call(struct sbx_conn *c, const char *method, sbx_pack_args_cb pack_a
             proto_msg_done(&m);
         }
         if (r < 0) {
-            sbx_errorf("%s", err_msg(&e));
-            return EX_SOFTWARE;
+            return sbx_fail(c->json, SBX_ERR_PROTOCOL, "%s", err_msg(&e));
         }
         if (c->eof) {
-            sbx_errorf("sbxd closed the connection before answering '%s'", method);
-            return EX_UNAVAILABLE;
+            return sbx_fail(c->json, SBX_ERR_DISCONNECTED,
+                            "sbxd closed the connection before answering '%s'", method);
         }
     }
 }
 
-int sbx_rpc_connect(const struct sbx_ctx *ctx, struct sbx_conn *c)
+int sbx_rpc_connect(const struct sbx_ctx *ctx, bool json, struct sbx_conn *c)
 {
     struct err e = ERR_INIT;
     if (sbx_conn_open(c, ctx->path, &e) < 0) {
-        sbx_errorf("%s", err_msg(&e));
-        return EX_UNAVAILABLE;
+        return sbx_fail(json, SBX_ERR_UNREACHABLE, "%s", err_msg(&e));
     }
+    c->json = json;
     return 0;
 }
 
 int sbx_rpc_request(const struct sbx_ctx *ctx, struct sbx_conn *c, const char *method,
-                    sbx_pack_args_cb pack_args, const void *arg, struct proto_msg *ret)
+                    sbx_pack_args_cb pack_args, const void *arg, bool json, struct proto_msg *ret)
 {
-    int status = sbx_rpc_connect(ctx, c);
+    int status = sbx_rpc_connect(ctx, json, c);
     return status != 0 ? status : sbx_rpc_call(c, method, pack_args, arg, ret);
 }

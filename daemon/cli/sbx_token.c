@@ -8,9 +8,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <sysexits.h>
 #include <time.h>
 
+#include "cli/sbx_json.h"
 #include "lib/alloc.h"
 #include "lib/util.h"
 
@@ -163,7 +163,7 @@ static int sbx_token_issue(const struct sbx_ctx *ctx, int argc, char **argv)
     if (status != 0) {
         return status;
     }
-    status = sbx_rpc_request(ctx, &c, "token.issue", sbx_token_issue_pack, &ti, &m);
+    status = sbx_rpc_request(ctx, &c, "token.issue", sbx_token_issue_pack, &ti, false, &m);
     if (status != 0) {
         return status;
     }
@@ -178,15 +178,14 @@ static int sbx_token_issue(const struct sbx_ctx *ctx, int argc, char **argv)
              ch == '_' || ch == '-';
     }
     if (!ok) {
-        sbx_errorf("malformed answer to token.issue");
-        return EX_SOFTWARE;
+        return sbx_fail(false, SBX_ERR_PROTOCOL, "malformed answer to token.issue");
     }
     (void)fwrite(tok->via.str.ptr, 1, tok->via.str.size, stdout);
     (void)fputc('\n', stdout);
     (void)proto_get_u64(info, "expires_at_ms", &expires, NULL);
     sbx_errorf("token %s expires %s", sbx_text(proto_map_get(info, "id"), id, sizeof(id)),
                sbx_utc(expires, when, sizeof(when)));
-    return fflush(stdout) == 0 ? 0 : EX_IOERR;
+    return 0;
 }
 
 static void sbx_token_revoke_pack(msgpack_packer *pk, const void *arg)
@@ -206,7 +205,8 @@ static int sbx_token_revoke(const struct sbx_ctx *ctx, int argc, char **argv)
     if (argc != 3 || argv[2][0] == '\0') {
         return sbx_usage_error(sbx_cmd_find("token"), "token revoke: needs one TOKEN or ID");
     }
-    int status = sbx_rpc_request(ctx, &c, "token.revoke", sbx_token_revoke_pack, argv[2], &m);
+    int status =
+        sbx_rpc_request(ctx, &c, "token.revoke", sbx_token_revoke_pack, argv[2], false, &m);
     if (status != 0) {
         return status;
     }
@@ -301,17 +301,26 @@ static int sbx_token_list(const struct sbx_ctx *ctx, int argc, char **argv)
     scoped(proto_msg_done) struct proto_msg m = {0};
     size_t widths[SBX_TOK_NCOLS];
     char cell[SBX_TEXT_MAX];
-    if (argc != 2) {
-        return sbx_usage_error(sbx_cmd_find("token"), "token list: unexpected argument '%s'",
-                               argv[2]);
+    bool json = false;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--json") != 0) {
+            return sbx_usage_error(sbx_cmd_find("token"), "token list: unexpected argument '%s'",
+                                   argv[i]);
+        }
+        json = true;
     }
-    int status = sbx_rpc_request(ctx, &c, "token.list", NULL, NULL, &m);
+    int status = sbx_rpc_request(ctx, &c, "token.list", NULL, NULL, json, &m);
     if (status != 0) {
         return status;
     }
     if (m.result->type != MSGPACK_OBJECT_ARRAY) {
-        sbx_errorf("unexpected answer to token.list: not an array");
-        return EX_SOFTWARE;
+        return sbx_fail(json, SBX_ERR_PROTOCOL, "unexpected answer to token.list: not an array");
+    }
+    if (json) {
+        /* token.list never carries a token, only ids and grants (docs/TOKENS.md). */
+        sbx_json_write_obj(stdout, m.result);
+        (void)fputc('\n', stdout);
+        return 0;
     }
     const msgpack_object_array *rows = &m.result->via.array;
     for (int j = 0; j < SBX_TOK_NCOLS; j++) {
@@ -340,9 +349,12 @@ int sbx_token_run(const struct sbx_ctx *ctx, int argc, char **argv)
     if (argc < 2) {
         return sbx_usage_error(cmd, "token: issue, revoke or list?");
     }
-    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        sbx_usage(stdout, cmd);
-        return 0;
+    /* Help wherever it is asked for, as every other command answers it. */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            sbx_usage(stdout, cmd);
+            return 0;
+        }
     }
     int (*run)(const struct sbx_ctx *, int, char **) = NULL;
     if (strcmp(argv[1], "issue") == 0) {

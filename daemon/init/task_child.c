@@ -90,12 +90,16 @@ int task_child_stack_guard(void)
     return task_child_guard_page(init_child_stack_area, &init_child_stack);
 }
 
-/* write(), not send(): after the filter is on, write is the call every profile allows. */
+/* write(), not send(): after the filter is on, write is the call every profile allows. The
+ * report is what sbxd reads ({stage, err} becomes the result's error_stage and the errno
+ * name that ends its error text, which is how sbx tells 126 from 127); the exit status says
+ * the same to whoever sees only it, as the shells and env(1) say it: 127 for a command not
+ * found, 126 for one found that could not be executed. */
 __attribute__((noreturn)) static void init_child_fail(int report, int stage, int err)
 {
     struct init_report rep = {stage, err};
     (void)sys_write(report, &rep, sizeof(rep));
-    sys_exit(127);
+    sys_exit(stage == CTL_STAGE_EXEC && err != -ENOENT ? 126 : 127);
 }
 
 /* Sends {CTL_STAGE_NONE, 0} with fd attached. sendmsg with flags 0 is the one call a counting

@@ -7,12 +7,15 @@ Run from the repository root: /usr/bin/python3 -m unittest tests/e2e/test_cli_fa
 passes: build-san under SAN=1), else build/sbx.
 """
 
+import base64
 import json
 import os
 import pty
+import re
 import random
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -20,9 +23,14 @@ import unittest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 SBX = os.environ.get("SBX", os.path.join(ROOT, os.environ.get("SBX_BUILD", "build"), "sbx"))
 FAKE = os.path.join(ROOT, "tests", "helpers", "fake_sbxd.py")
+sys.path.insert(0, os.path.dirname(FAKE))
+import fake_sbxd  # noqa: E402  (its fixed answers)
 PYTHON = "/usr/bin/python3"
 
-EX_USAGE, EX_UNAVAILABLE, EX_SOFTWARE, EX_NOPERM = 64, 69, 70, 77
+# sbx's own failures, as docker run, podman and GNU timeout give them: one status, told
+# apart by the message (and by --json's error code), never mistaken for a task's exit code.
+SBX_FAIL, CANNOT_RUN, NOT_FOUND = 125, 126, 127
+VERSION_H = os.path.join(ROOT, "daemon", "wire", "version.h")
 
 
 def wait_for(pred, timeout=10.0):
@@ -66,7 +74,7 @@ class CliFakeTest(unittest.TestCase):
 
     def assertUsage(self, *args):
         r = self.sbx(*args)
-        self.assertEqual(r.returncode, EX_USAGE, r)
+        self.assertEqual(r.returncode, SBX_FAIL, r)
         self.assertTrue(r.stderr.startswith(b"sbx: "), r.stderr)
         self.assertIn(b"usage: sbx", r.stderr)
         self.assertEqual(r.stdout, b"")
@@ -84,29 +92,29 @@ class CliFakeTest(unittest.TestCase):
         r = self.sbx("--socket=" + self.sock, "ping", socket=False, env={"SBX_SOCKET": missing})
         self.assertEqual(r.returncode, 0, r)
         r = self.sbx("ping", socket=False, env={"SBX_SOCKET": missing})
-        self.assertEqual(r.returncode, EX_UNAVAILABLE)
+        self.assertEqual(r.returncode, SBX_FAIL)
         self.assertIn(missing.encode(), r.stderr)
 
     def test_default_socket_is_relative_var(self):
         r = subprocess.run([SBX, "ping"], capture_output=True, cwd=self.tmp.name,
                            env={k: v for k, v in os.environ.items() if k != "SBX_SOCKET"})
-        self.assertEqual(r.returncode, EX_UNAVAILABLE)
+        self.assertEqual(r.returncode, SBX_FAIL)
         self.assertIn(b"'./var/sbxd.sock'", r.stderr)
 
     def test_admin_socket_flag_accepted(self):
         r = self.sbx("--admin-socket", "/nonexistent/admin.sock", "ping")
         self.assertEqual(r.returncode, 0, r)
 
-    def test_unreachable_is_69(self):
+    def test_unreachable_is_125(self):
         r = subprocess.run([SBX, "--socket", os.path.join(self.tmp.name, "none.sock"), "exec",
                             "echo"], capture_output=True)
-        self.assertEqual(r.returncode, EX_UNAVAILABLE)
+        self.assertEqual(r.returncode, SBX_FAIL)
         self.assertTrue(r.stderr.startswith(b"sbx: cannot connect to sbxd"), r.stderr)
         self.assertEqual(r.stderr.count(b"\n"), 1)
 
     def test_socket_path_too_long(self):
         r = subprocess.run([SBX, "--socket", "/" + "x" * 200, "ping"], capture_output=True)
-        self.assertEqual(r.returncode, EX_UNAVAILABLE)
+        self.assertEqual(r.returncode, SBX_FAIL)
         self.assertIn(b"too long", r.stderr)
 
     def test_pools_table(self):
@@ -134,6 +142,31 @@ class CliFakeTest(unittest.TestCase):
                 self.assertEqual(line[start - 1], " ")
                 self.assertNotEqual(line[start], " ")
 
+    def test_pools_json(self):
+        r = self.sbx("pools", "--json")
+        self.assertEqual((r.returncode, r.stderr), (0, b""))
+        self.assertEqual(json.loads(r.stdout), fake_sbxd.POOLS)
+
+    def test_stats(self):
+        r = self.sbx("stats", "--json")
+        self.assertEqual((r.returncode, r.stderr), (0, b""))
+        self.assertEqual(json.loads(r.stdout), fake_sbxd.STATS)
+        r = self.sbx("stats")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = dict(line.split() for line in r.stdout.decode().splitlines())
+        self.assertEqual(rows, {"sandboxes_live": "3", "tasks_running": "1",
+                                "netns_recycling": "yes", "netns.created": "5",
+                                "netns.reused": "7", "netns.dropped": "0",
+                                "host_id_blocks.held": "3", "host_id_blocks.total": "1024"})
+
+    def test_token_list_json(self):
+        r = self.sbx("--admin-socket", self.sock, "token", "list", "--json")
+        self.assertEqual((r.returncode, r.stderr), (0, b""))
+        self.assertEqual(json.loads(r.stdout), fake_sbxd.TOKENS)
+        r = self.sbx("--admin-socket", self.sock, "token", "list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(b"\n")[1].split()[0], b"tok1")
+
     def test_usage_errors(self):
         self.assertUsage()
         self.assertUsage("frobnicate")
@@ -152,13 +185,34 @@ class CliFakeTest(unittest.TestCase):
         self.assertUsage("exec", "--cwd=", "echo")
         self.assertUsage("exec", "--frob", "echo")
         r = subprocess.run([SBX, "--socket"], capture_output=True)
-        self.assertEqual(r.returncode, EX_USAGE)
+        self.assertEqual(r.returncode, SBX_FAIL)
 
     def test_help(self):
         for args in (["--help"], ["help"], ["exec", "--help"], ["help", "exec"]):
             r = self.sbx(*args)
             self.assertEqual(r.returncode, 0, args)
             self.assertIn(b"usage: sbx", r.stdout)
+
+    def test_every_help_exits_0(self):
+        # token issue --help was a usage error (64) while every other help exited 0.
+        for args in (["ping", "--help"], ["pools", "--help"], ["stats", "--help"],
+                     ["exec", "-h"], ["token", "--help"], ["token", "issue", "--help"],
+                     ["token", "issue", "--ttl", "5", "-h"], ["token", "revoke", "--help"],
+                     ["token", "list", "--help"], ["audit", "--help"],
+                     ["audit", "verify", "--help"], ["completion", "--help"],
+                     ["help", "token"]):
+            r = self.sbx(*args)
+            self.assertEqual((r.returncode, r.stderr), (0, b""), args)
+            self.assertIn(b"usage: sbx", r.stdout, args)
+            self.assertIn(b"sbx " + args[0].encode() if args[0] != "help" else b"sbx token",
+                          r.stdout, args)
+
+    def test_version(self):
+        with open(VERSION_H) as f:
+            version = re.search(r'#define SBX_VERSION "([^"]+)"', f.read()).group(1)
+        r = self.sbx("--version", socket=False)
+        self.assertEqual((r.returncode, r.stdout, r.stderr),
+                         (0, ("sbx %s\n" % version).encode(), b""))
 
     # ---- exec: request and streaming ----
 
@@ -262,7 +316,7 @@ class CliFakeTest(unittest.TestCase):
 
     def test_message_above_cap(self):
         r = self.sbx("exec", "huge", str(20 << 20))
-        self.assertEqual(r.returncode, EX_SOFTWARE)
+        self.assertEqual(r.returncode, SBX_FAIL)
         self.assertTrue(r.stderr.startswith(b"sbx: "), r.stderr)
         self.assertEqual(r.stderr.count(b"\n"), 1)
         self.assertEqual(r.stdout, b"")
@@ -276,6 +330,8 @@ class CliFakeTest(unittest.TestCase):
         self.assertEqual(r.stdout[:512], bytes(range(256)) * 2)
 
     def test_stdout_reader_gone(self):
+        # The pipeline convention (issue 29): once nobody reads stdout, sbx ends as a
+        # process killed by SIGPIPE, silently. It used to go on and exit with the task's 9.
         p = subprocess.Popen([SBX, "--socket", self.sock, "exec", "big", str(4 << 20), "9"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         p.stdout.read(10)
@@ -283,8 +339,38 @@ class CliFakeTest(unittest.TestCase):
         err = p.stderr.read()
         p.wait(timeout=30)
         p.stderr.close()
-        self.assertEqual(p.returncode, 9, err)
+        self.assertEqual(p.returncode, -signal.SIGPIPE, err)
         self.assertEqual(err, b"")
+
+    def test_closed_stdout_cancels_the_task(self):
+        # `sbx exec ... | head -2`: the task is cancelled (sbx closes its connection, which
+        # the fake sees) and the shell sees sbx killed by SIGPIPE (141).
+        marker = os.path.join(self.tmp.name, "spew-closed")
+        r = subprocess.run(["bash", "-c", '"$0" --socket "$1" exec spew "$2" | head -2; '
+                            'echo "${PIPESTATUS[*]}"', SBX, self.sock, marker],
+                           capture_output=True, timeout=60)
+        self.assertEqual(r.stdout, b"1\n2\n141 0\n", r.stderr)
+        self.assertEqual(r.stderr, b"")
+        self.assertTrue(wait_for(lambda: os.path.exists(marker)),
+                        "the fake did not see the connection close")
+
+    def test_write_error_fails(self):
+        # A write error is sbx's failure: reported, 125, the task cancelled. It used to exit 0
+        # with no message.
+        with open("/dev/full", "wb") as full:
+            for args in (["exec", "out", b"hi\n".hex()], ["exec", "big", str(1 << 20)],
+                         ["exec", "--json", "out", b"hi\n".hex()], ["pools"], ["ping"],
+                         ["stats", "--json"], ["--version"], ["--help"]):
+                r = subprocess.run([SBX, "--socket", self.sock] + args, stdout=full,
+                                   stderr=subprocess.PIPE, timeout=60)
+                self.assertEqual(r.returncode, SBX_FAIL, (args, r.stderr))
+                self.assertTrue(r.stderr.startswith(b"sbx: writing "), (args, r.stderr))
+                self.assertIn(b"No space left on device", r.stderr, args)
+        with open("/dev/full", "wb") as full:
+            r = subprocess.run([SBX, "--socket", self.sock, "exec", "out", b"".hex(),
+                                b"oops\n".hex()], stdout=subprocess.PIPE, stderr=full,
+                               timeout=60)
+        self.assertEqual((r.returncode, r.stdout), (SBX_FAIL, b""))
 
     # ---- exec: exit statuses ----
 
@@ -313,31 +399,90 @@ class CliFakeTest(unittest.TestCase):
 
     def test_status_error(self):
         r = self.sbx("exec", "/no/such/binary")
-        self.assertEqual(r.returncode, 127)
-        self.assertEqual(r.stderr, b"sbx: error: execve '/no/such/binary': ENOENT\n")
+        self.assertEqual(r.returncode, NOT_FOUND)
+        self.assertEqual(r.stderr, b"sbx: error: cannot execute the command: execve "
+                                   b"'/no/such/binary': ENOENT\n")
         r = self.sbx("exec", "error", "sandbox init died: ECHILD")
-        self.assertEqual(r.returncode, EX_SOFTWARE)
+        self.assertEqual(r.returncode, SBX_FAIL)
         self.assertEqual(r.stderr, b"sbx: error: sandbox init died: ECHILD\n")
 
+    def test_found_but_not_executable_is_126(self):
+        # env(1) and the shells: 127 only for ENOENT, 126 for a command that exists but
+        # could not be executed. EACCES gave 127 before.
+        for errno_name, code in (("ENOENT", NOT_FOUND), ("EACCES", CANNOT_RUN),
+                                 ("ENOEXEC", CANNOT_RUN), ("ELOOP", CANNOT_RUN),
+                                 ("E2BIG", CANNOT_RUN)):
+            r = self.sbx("exec", "execfail", errno_name)
+            self.assertEqual(r.returncode, code, errno_name)
+            self.assertEqual(r.stderr, b"sbx: error: cannot execute the command: execve "
+                                       b"'x y': %s\n" % errno_name.encode())
+            r = self.sbx("exec", "--json", "execfail", errno_name)
+            self.assertEqual(r.returncode, code, errno_name)
+            self.assertTrue(r.stderr.startswith(b"sbx: error: "), r.stderr)
+            obj = json.loads(r.stdout)
+            self.assertEqual((obj["status"], obj["error_stage"]), ("error", "exec"))
+            self.assertTrue(obj["error"].endswith(errno_name))
+        # A failure before the command (its cwd, the token's mounts) is not the command's.
+        for stage in ("cwd", "mounts", "setup"):
+            r = self.sbx("exec", "error", "chdir '/nope': ENOENT", stage)
+            self.assertEqual(r.returncode, SBX_FAIL, stage)
+
+    def test_task_exit_codes_are_not_sbx_failures(self):
+        # The old 64, 69, 70 and 77 were also what a task could exit with.
+        for code in (64, 69, 70, 77, 124, 125):
+            r = self.sbx("exec", "exit", str(code))
+            self.assertEqual((r.returncode, r.stderr), (code, b""))
+
+    def test_token_expiry_is_a_kill(self):
+        r = self.sbx("exec", "expired")
+        self.assertEqual(r.returncode, 137)
+        self.assertEqual(r.stderr, b"sbx: the task's token expired, sandbox killed\n")
+
     def test_rpc_errors(self):
-        cases = {"denied": EX_NOPERM, "busy": EX_UNAVAILABLE, "limit": EX_UNAVAILABLE,
-                 "shutting_down": EX_UNAVAILABLE, "unknown_pool": EX_USAGE,
-                 "bad_request": EX_USAGE, "too_large": EX_USAGE, "internal": EX_SOFTWARE,
-                 "no_such_code": EX_SOFTWARE}
-        for code, status in cases.items():
+        # Every refusal is a failure of sbx (125); the code tells them apart, on stderr and in
+        # --json's error object. They were 77, 69, 64 and 70 by code.
+        for code in ("denied", "busy", "limit", "shutting_down", "unknown_pool", "bad_request",
+                     "too_large", "internal", "no_such_code"):
             r = self.sbx("exec", "rpcerror", code, "it went \x1b[31mwrong")
-            self.assertEqual(r.returncode, status, code)
+            self.assertEqual(r.returncode, SBX_FAIL, code)
             self.assertEqual(r.stderr, b"sbx: it went ?[31mwrong (%s)\n" % code.encode())
             self.assertEqual(r.stdout, b"")
+            r = self.sbx("exec", "--json", "rpcerror", code, "it went \x1b[31mwrong")
+            self.assertEqual(r.returncode, SBX_FAIL, code)
+            self.assertEqual(r.stderr, b"sbx: it went ?[31mwrong (%s)\n" % code.encode())
+            self.assertEqual(json.loads(r.stdout),
+                             {"error": {"code": code, "message": "it went ?[31mwrong"}})
+            self.assertEqual(r.stdout.count(b"\n"), 1)
+
+    def test_json_error_objects(self):
+        # --json printed nothing when sbxd was unreachable or the connection broke.
+        none = os.path.join(self.tmp.name, "none.sock")
+        cases = [
+            (["--socket", none, "exec", "--json", "true"], "unreachable"),
+            (["--socket", none, "pools", "--json"], "unreachable"),
+            (["--socket", none, "stats", "--json"], "unreachable"),
+            (["--admin-socket", none, "token", "list", "--json"], "unreachable"),
+            (["--admin-socket", none, "audit", "--json"], "unreachable"),
+            (["--admin-socket", none, "audit", "verify", "--json"], "unreachable"),
+            (["--socket", self.sock, "exec", "--json", "drop"], "disconnected"),
+            (["--socket", self.sock, "exec", "--json", "garbage"], "protocol"),
+        ]
+        for args, code in cases:
+            r = subprocess.run([SBX] + args, capture_output=True, timeout=60)
+            self.assertEqual(r.returncode, SBX_FAIL, args)
+            obj = json.loads(r.stdout)
+            self.assertEqual(list(obj), ["error"], args)
+            self.assertEqual(obj["error"]["code"], code, args)
+            self.assertEqual(r.stderr, b"sbx: %s\n" % obj["error"]["message"].encode(), args)
 
     def test_connection_dropped(self):
         r = self.sbx("exec", "drop")
-        self.assertEqual(r.returncode, EX_UNAVAILABLE)
+        self.assertEqual(r.returncode, SBX_FAIL)
         self.assertIn(b"closed the connection", r.stderr)
 
     def test_garbage_from_daemon(self):
         r = self.sbx("exec", "garbage")
-        self.assertEqual(r.returncode, EX_SOFTWARE)
+        self.assertEqual(r.returncode, SBX_FAIL)
         self.assertTrue(r.stderr.startswith(b"sbx: bad message from sbxd"), r.stderr)
 
     def interrupt(self, sig, expect):
@@ -405,9 +550,21 @@ class CliFakeTest(unittest.TestCase):
         r = self.sbx("exec", "--json", "missing-binary")
         obj = json.loads(r.stdout)
         self.assertEqual((r.returncode, obj["status"]), (127, "error"))
-        self.assertEqual(obj["error"], "execve 'missing-binary': ENOENT")
+        self.assertEqual(obj["error"], "cannot execute the command: execve 'missing-binary': "
+                                       "ENOENT")
         r = self.sbx("exec", "--json", "rpcerror", "denied", "no")
-        self.assertEqual((r.returncode, r.stdout), (EX_NOPERM, b""))
+        self.assertEqual((r.returncode, json.loads(r.stdout)),
+                         (SBX_FAIL, {"error": {"code": "denied", "message": "no"}}))
+
+    def test_json_egress(self):
+        # sbxd sends the result's egress map; --json dropped it.
+        r = self.sbx("exec", "--json", "egress")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["egress"],
+                         {"profile": "web", "requests": 4, "denials": 1, "bytes": 1234,
+                          "flagged": True})
+        r = self.sbx("exec", "--json", "exit", "0")
+        self.assertIsNone(json.loads(r.stdout)["egress"])
 
     def test_json_text_encoding(self):
         cases = [
@@ -432,6 +589,14 @@ class CliFakeTest(unittest.TestCase):
             want = data.decode("utf-8", "replace")
             self.assertEqual(obj["stdout"], want, data)
             self.assertEqual(obj["stderr"], want, data)
+            # Lossless: the bytes themselves beside the text whenever the text lost some.
+            try:
+                data.decode("utf-8")
+                self.assertNotIn("stdout_b64", obj)
+                self.assertNotIn("stderr_b64", obj)
+            except UnicodeDecodeError:
+                self.assertEqual(base64.b64decode(obj["stdout_b64"], validate=True), data)
+                self.assertEqual(base64.b64decode(obj["stderr_b64"], validate=True), data)
 
     def test_json_random_bytes(self):
         rnd = random.Random(7)
@@ -440,7 +605,15 @@ class CliFakeTest(unittest.TestCase):
             alphabet = bytes(range(256)) if i % 2 else b"ab\n\xc2\xe0\xed\xf0\xf4\x80\xbf\x9f\xa0"
             data = bytes(rnd.choice(alphabet) for _ in range(4000))
             r = self.sbx("exec", "--json", "out", data.hex())
-            self.assertEqual(json.loads(r.stdout)["stdout"], data.decode("utf-8", "replace"))
+            obj = json.loads(r.stdout)
+            self.assertEqual(obj["stdout"], data.decode("utf-8", "replace"))
+            self.assertEqual(base64.b64decode(obj.get("stdout_b64", "")) or data, data)
+        for n in range(7):  # every length modulo 3, empty included
+            data = b"\xff" * n
+            r = self.sbx("exec", "--json", "out", data.hex())
+            obj = json.loads(r.stdout)
+            self.assertEqual(base64.b64decode(obj.get("stdout_b64", "")), data, n)
+            self.assertEqual(obj.get("stdout_b64", ""), base64.b64encode(data).decode(), n)
 
     def test_json_caps_collected_output(self):
         size = (64 << 20) + (1 << 20)

@@ -272,12 +272,12 @@ class Limits(DaemonTest):
             with self.assertRaises(sbx_client.RpcError) as cm:
                 c.exec(["true"], timeout=10000)
         self.assertEqual(cm.exception.code, "bad_request")
-        # The CLI's request comes from its arguments alone: a refusal is a usage error.
+        # A refusal is a failure of sbx (125, as docker run gives), named by its code.
         r = self.d.sbx("exec", "--timeout", "10000", "true")
-        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertEqual(r.returncode, 125, r.stderr)
         self.assertRegex(r.stderr, rb"^sbx: .*timeout.*\(bad_request\)\n$")
         r = self.d.sbx("exec", "--pool", "pyhton", "true")
-        self.assertEqual(r.returncode, 64, r.stderr)
+        self.assertEqual(r.returncode, 125, r.stderr)
         self.assertEqual(r.stderr, b"sbx: unknown pool 'pyhton' (unknown_pool)\n")
 
     def test_client_killed_mid_task_ends_the_task(self):

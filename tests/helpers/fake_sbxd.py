@@ -15,7 +15,12 @@ behaves according to its argv[0]:
   signal N                killed by signal N
   timeout | oom           the matching status, after a little output
   outlimit N              N bytes of stdout, then status output_limit, truncated
-  error MSG               status error with MSG
+  error MSG [STAGE]       status error with MSG (and error_stage STAGE)
+  execfail ERRNO          status error as sbxd reports an execve that failed with ERRNO
+  egress                  exit 0 with the result's egress map filled in
+  expired                 status token_expired
+  spew MARKER             a line of stdout every 10 ms until the client closes the
+                          connection, then write MARKER
   rpcerror CODE MSG       answer the request with an RPC error
   params                  stdout is the JSON of the request's first parameter
   hang MARKER             send "ready\\n" and never finish; write MARKER when the
@@ -23,6 +28,9 @@ behaves according to its argv[0]:
   drop                    close the connection without answering
   garbage                 send bytes that are not msgpack
   stdinstats              after stdin EOF, stdout is "<chunks> <max chunk> <bytes>"
+  other                   (any other argv[0]) an execve that failed with ENOENT
+
+stats and token.list answer fixed values too.
 
 It checks the client's side of the protocol: stdin chunks of at most 64 KiB, nothing
 after the EOF, stdin only after exec.started, and answers violations with status error.
@@ -34,12 +42,26 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 import queue
 
 import msgpack
 
 VERSION = "0.0-fake"
 STDIN_MAX = 64 * 1024
+
+STATS = {"sandboxes_live": 3, "tasks_running": 1, "netns_recycling": True,
+         "netns": {"created": 5, "reused": 7, "dropped": 0},
+         "host_id_blocks": {"held": 3, "total": 1024}}
+
+TOKENS = [
+    {"id": "tok1", "state": "active", "created_at_ms": 1700000000000,
+     "expires_at_ms": 1700000300000, "revoked_at_ms": None, "uses": 3, "uses_left": 2,
+     "running": 0, "net": "none", "pools": ["python"],
+     "mounts": [{"src": "/srv/data", "dst": "/data"}]},
+]
+
+EGRESS = {"profile": "web", "requests": 4, "denials": 1, "bytes": 1234, "flagged": True}
 
 POOLS = [
     {"name": "python", "warm": 4, "target": 4, "running": 1, "max": 16, "queued": 0,
@@ -58,6 +80,7 @@ class Conn:
         self.tasks = {}  # msgid -> queue of stdin chunks (None: connection closed)
         self.closed_markers = []
         self.started = set()  # msgids whose exec.started was sent
+        self.gone = False  # the client closed the connection
 
     def send(self, obj):
         data = msgpack.packb(obj, use_bin_type=True)
@@ -180,7 +203,22 @@ def run_exec(conn, msgid, args, stdin_q):
         out(b"x" * int(rest[0]))
         finish("output_limit", truncated=True)
     elif cmd == "error":
-        finish("error", error=rest[0])
+        extra = {"error_stage": rest[1]} if len(rest) > 1 else {}
+        finish("error", error=rest[0], **extra)
+    elif cmd == "execfail":
+        finish("error", error="cannot execute the command: execve 'x y': %s" % rest[0],
+               error_stage="exec")
+    elif cmd == "egress":
+        finish("exited", exit_code=0, egress=EGRESS)
+    elif cmd == "expired":
+        finish("token_expired")
+    elif cmd == "spew":
+        conn.closed_markers.append(rest[0])
+        i = 0
+        while not conn.gone:
+            i += 1
+            out(b"%d\n" % i)
+            time.sleep(0.01)
     elif cmd == "params":
         out(json.dumps(args, sort_keys=True).encode())
         finish("exited", exit_code=0)
@@ -188,7 +226,8 @@ def run_exec(conn, msgid, args, stdin_q):
         conn.closed_markers.append(rest[0])
         out(b"ready\n")
     else:
-        finish("error", error="execve '%s': ENOENT" % cmd)
+        finish("error", error="cannot execute the command: execve '%s': ENOENT" % cmd,
+               error_stage="exec")
 
 
 class Handler(socketserver.BaseRequestHandler):
@@ -206,6 +245,7 @@ class Handler(socketserver.BaseRequestHandler):
         except (OSError, ValueError):
             pass
         finally:
+            conn.gone = True
             for q in conn.tasks.values():
                 q.put(None)
             for marker in conn.closed_markers:
@@ -220,6 +260,10 @@ class Handler(socketserver.BaseRequestHandler):
                 conn.respond(msgid, {"pong": True, "version": self.server.version})
             elif method == "pools":
                 conn.respond(msgid, POOLS)
+            elif method == "stats":
+                conn.respond(msgid, STATS)
+            elif method == "token.list":
+                conn.respond(msgid, TOKENS)
             elif method == "exec":
                 if args.get("stdin") is not True:
                     conn.respond(msgid, None, {"code": "bad_request",
