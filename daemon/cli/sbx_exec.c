@@ -402,20 +402,20 @@ static int sbx_exec_loop(struct sbx_exec *x)
     return 0;
 }
 
-/* The status of a task whose command never ran (status "error"; msg is its error text).
- * With error_stage "exec", sbxd's text ends in the errno name of execve's failure
- * (docs/PROTOCOL.md): ENOENT is a command not found (127); anything else (EACCES, ENOEXEC,
- * ...) a command found that could not be executed (126), as env(1) and the shells tell them
- * apart. A failure at any other stage is sbx's (125). */
-static int sbx_exec_error_status(const msgpack_object *res, const char *msg)
+/* The status of a task whose command never ran (status "error"). With error_stage
+ * "exec", error_errno names execve's failure (docs/PROTOCOL.md): ENOENT is a command not
+ * found (127); anything else (EACCES, ENOEXEC, ...) a command found that could not be
+ * executed (126), as env(1) and the shells tell them apart. A failure at any other stage is
+ * sbx's (125). */
+static int sbx_exec_error_status(const msgpack_object *res)
 {
-    char stage[16];
+    char stage[16], name[32];
     if (strcmp(sbx_text(proto_map_get(res, "error_stage"), stage, sizeof(stage)), "exec") != 0) {
         return SBX_EXIT_FAIL;
     }
-    const char *name = strrchr(msg, ' ');
-    name = name ? name + 1 : msg;
-    return strcmp(name, "ENOENT") == 0 ? SBX_EXIT_NOT_FOUND : SBX_EXIT_CANNOT_RUN;
+    return strcmp(sbx_text(proto_map_get(res, "error_errno"), name, sizeof(name)), "ENOENT") == 0
+               ? SBX_EXIT_NOT_FOUND
+               : SBX_EXIT_CANNOT_RUN;
 }
 
 static uint64_t sbx_u64(const msgpack_object *res, const char *key)
@@ -483,7 +483,7 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
         }
         /* On stderr with --json too: the JSON has it as "error". */
         sbx_errorf("error: %s", msg);
-        code = sbx_exec_error_status(res, msg);
+        code = sbx_exec_error_status(res);
     } else if (strcmp(status, "cancelled") == 0) {
         sbx_errorf("the task was cancelled");
         code = SBX_EXIT_FAIL;

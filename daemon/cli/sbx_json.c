@@ -257,7 +257,7 @@ void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, 
         "status",       "exit_code", "signal", "stdout",         "stderr",
         "truncated",    "wall_ms",   "cpu_ms", "mem_peak_bytes", "stdout_bytes",
         "stderr_bytes", "sandbox",   "task",   "pool",           "seccomp_denials",
-        "cold",         "egress",    "error",  "error_stage",
+        "cold",         "egress",    "error",  "error_stage",    "error_errno",
     };
     static const msgpack_object nil = {.type = MSGPACK_OBJECT_NIL};
     bool truncated = false;
@@ -266,7 +266,7 @@ void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, 
     (void)fputc('{', f);
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         const msgpack_object *v = proto_map_get(res, fields[i]);
-        if ((strcmp(fields[i], "error") == 0 || strcmp(fields[i], "error_stage") == 0) && !v) {
+        if (!v && strncmp(fields[i], "error", 5) == 0) { /* error, error_stage, error_errno */
             continue;
         }
         if (i > 0) {

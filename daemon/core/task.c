@@ -419,6 +419,7 @@ static void task_sandbox_event(void *arg, const struct ctl_event *ev)
         t->exited = true;
         t->exec_failed = true;
         t->fail_stage = ev->stage;
+        t->fail_errno = ev->err;
         t->t_exit_ns = clock_now_ns();
         err_set_reported(&t->error, ev->err,
                          ev->stage == CTL_STAGE_EXEC ? "cannot execute the command"
@@ -481,7 +482,8 @@ static const char *task_status(const struct task *t)
 }
 
 /* Where a task that never ran its command failed, for clients to tell "the command could
- * not be executed" (exit 127 in sbx) from a sandbox-side failure. NULL when not known. */
+ * not be executed" (exit 126 or 127 in sbx) from a sandbox-side failure. NULL when not
+ * known. */
 static const char *fail_stage_name(const struct task *t)
 {
     if (!t->exec_failed) {
@@ -543,13 +545,14 @@ static void send_result(struct task *t, const struct task_outcome *o)
 {
     bool is_error = strcmp(o->status, "error") == 0;
     const char *stage = is_error ? fail_stage_name(t) : NULL;
+    bool has_errno = stage && t->fail_errno != 0;
 
     msgpack_sbuffer sb;
     msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_response_ok(&pk, t->msgid);
-    msgpack_pack_map(&pk, 15 + (is_error ? 1 : 0) + (stage ? 1 : 0));
+    msgpack_pack_map(&pk, 15 + (is_error ? 1 : 0) + (stage ? 1 : 0) + (has_errno ? 1 : 0));
     proto_pack_kv_str(&pk, "status", o->status);
     if (o->has_exit_code) {
         proto_pack_kv_i64(&pk, "exit_code", o->exit_code);
@@ -582,6 +585,11 @@ static void send_result(struct task *t, const struct task_outcome *o)
     }
     if (stage) {
         proto_pack_kv_str(&pk, "error_stage", stage);
+        /* So that a client tells "not found" from "found but not executable" (ENOENT from
+         * EACCES, ENOEXEC, ...) without reading the text. */
+        if (has_errno) {
+            proto_pack_kv_str(&pk, "error_errno", err_name(t->fail_errno));
+        }
     }
     t->sink.ops->send(&t->sink, &sb);
     msgpack_sbuffer_destroy(&sb);

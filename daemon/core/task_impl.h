@@ -62,6 +62,7 @@ struct task {
     uint64_t rusage_cpu_us;
     uint32_t seccomp_denials;  /* CTL_DENIALS_UNKNOWN when not counted */
     uint32_t fail_stage;       /* CTL_EXEC_FAILED: enum ctl_stage where the task failed */
+    int fail_errno;            /* CTL_EXEC_FAILED: -errno of the failure init reported */
     struct cgroup_usage usage; /* last snapshot of the sandbox's cgroup */
     bool have_usage;
     bool admitted;           /* policy.decision (allowed) is in the audit trail */

@@ -80,7 +80,8 @@ class CliLive(DaemonTest):
             self.assertEqual(r.stdout, b"")
             res, rc = self.d.exec_json(cmd)
             self.assertEqual(rc, code, cmd)
-            self.assertEqual((res["status"], res["error_stage"]), ("error", "exec"))
+            self.assertEqual((res["status"], res["error_stage"], res["error_errno"]),
+                             ("error", "exec", name))
             self.assertTrue(res["error"].endswith(": " + name), res["error"])
         # A file the task made without x, on its exec-allowed scratch or not: still 126.
         r = self.d.sbx("exec", "--", "sh", "-c", "printf 'true\\n' > /tmp/s; exec /tmp/s")

@@ -420,7 +420,8 @@ class CliFakeTest(unittest.TestCase):
             self.assertEqual(r.returncode, code, errno_name)
             self.assertTrue(r.stderr.startswith(b"sbx: error: "), r.stderr)
             obj = json.loads(r.stdout)
-            self.assertEqual((obj["status"], obj["error_stage"]), ("error", "exec"))
+            self.assertEqual((obj["status"], obj["error_stage"], obj["error_errno"]),
+                             ("error", "exec", errno_name))
             self.assertTrue(obj["error"].endswith(errno_name))
         # A failure before the command (its cwd, the token's mounts) is not the command's.
         for stage in ("cwd", "mounts", "setup"):

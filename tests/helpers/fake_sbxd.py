@@ -207,7 +207,7 @@ def run_exec(conn, msgid, args, stdin_q):
         finish("error", error=rest[0], **extra)
     elif cmd == "execfail":
         finish("error", error="cannot execute the command: execve 'x y': %s" % rest[0],
-               error_stage="exec")
+               error_stage="exec", error_errno=rest[0])
     elif cmd == "egress":
         finish("exited", exit_code=0, egress=EGRESS)
     elif cmd == "expired":
@@ -227,7 +227,7 @@ def run_exec(conn, msgid, args, stdin_q):
         out(b"ready\n")
     else:
         finish("error", error="cannot execute the command: execve '%s': ENOENT" % cmd,
-               error_stage="exec")
+               error_stage="exec", error_errno="ENOENT")
 
 
 class Handler(socketserver.BaseRequestHandler):
