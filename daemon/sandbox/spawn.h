@@ -39,6 +39,8 @@ struct spawn_result {
  * has exec'd sbxd-init, and waits for CTL_SETUP on its control socket. The parent's
  * ctl_fd stays open (the caller closes it). Returns 0 or -errno with e saying which step. */
 int spawn_sandbox(const struct spawn_plan *plan, struct spawn_result *ret, struct err *e);
-/* For a sandbox the fork server forked (pid, waiting for CTL_SETUP): writes its id maps from
- * plan, and on cgroup v1 attaches it to plan->cg. Returns 0 or -errno with e. */
-int spawn_place(const struct spawn_plan *plan, pid_t pid, struct err *e);
+/* For a sandbox the fork server forked (pid, its pidfd, waiting for CTL_SETUP): writes its id
+ * maps from plan, on cgroup v1 attaches it to plan->cg, and sets its pid namespace's
+ * vm.memfd_noexec to 2 where sbxd can (seccomp_memfd_noexec_fd). Returns 0 or -errno with
+ * e. */
+int spawn_place(const struct spawn_plan *plan, pid_t pid, int pidfd, struct err *e);
