@@ -115,6 +115,12 @@ static int spawn_check_plan(const struct spawn_plan *plan, struct err *e)
  * namespace's next pid stays 2, the task's. Below PID_MAX_MIN (301), so always valid. */
 #define SPAWN_SEAL_PID 300
 
+/* The helper's stack: one per worker thread, reused (CLONE_VFORK: one helper at a time per
+ * thread), so that no mapping is made and unmapped per sandbox (an munmap flushes the TLB
+ * of every CPU that runs one of sbxd's threads). */
+#define SPAWN_SEAL_STACK (16 * 1024)
+static __thread char spawn_seal_stack[SPAWN_SEAL_STACK] __attribute__((aligned(64)));
+
 /* CHILD-SAFE: the helper, in the sandbox's pid namespace, writes its vm.memfd_noexec. */
 static int spawn_seal_child(void *arg)
 {
@@ -145,11 +151,7 @@ static int spawn_seal_memfds(int pidfd, struct err *e)
     if (self_pid < 0) {
         return err_set(e, -errno, "open own pid namespace");
     }
-    struct spawn_stack stack = {NULL, 0};
-    int r = spawn_stack_new(&stack);
-    if (r < 0) {
-        return err_set(e, r, "mmap the memfd_noexec helper's stack");
-    }
+    int r = 0;
     scoped_close int helper = -1;
     pid_t tid = SPAWN_SEAL_PID;
     struct sys_clone_args args;
@@ -160,8 +162,8 @@ static int spawn_seal_memfds(int pidfd, struct err *e)
     args.pidfd = (uint64_t)(uintptr_t)&helper;
     args.set_tid = (uint64_t)(uintptr_t)&tid;
     args.set_tid_size = 1;
-    args.stack = (uint64_t)(uintptr_t)stack.base;
-    args.stack_size = stack.len;
+    args.stack = (uint64_t)(uintptr_t)spawn_seal_stack;
+    args.stack_size = sizeof(spawn_seal_stack);
     /* No handler of sbxd's may run in the helper: every signal stays blocked around it. */
     sigset_t all, old;
     sigfillset(&all);
@@ -176,14 +178,16 @@ static int spawn_seal_memfds(int pidfd, struct err *e)
         abort();
     }
     (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+#ifdef __SANITIZE_ADDRESS__
+    /* The helper's frames died poisoned (it never returned from them). */
+    ASAN_UNPOISON_MEMORY_REGION(spawn_seal_stack, sizeof(spawn_seal_stack));
+#endif
     if (r < 0 || pid < 0) {
-        spawn_stack_free(&stack);
         return err_set(e, r < 0 ? r : pid, "start the memfd_noexec helper");
     }
     siginfo_t info;
     memset(&info, 0, sizeof(info));
     r = sys_pidfd_wait(helper, &info, WEXITED | __WALL);
-    spawn_stack_free(&stack);
     if (r < 0) {
         return err_set(e, r, "wait for the memfd_noexec helper");
     }

@@ -71,6 +71,19 @@ for name, flags in (("memfd", 0), ("memfd_exec", MFD_EXEC)):
     else:
         routes(name + "_", fd)
 
+# memfd_secret (447): its file is on a mount of its own, and exec cannot read it.
+fd = libc.syscall(447, 0)
+if fd < 0:
+    for r in ("fexecve", "execveat", "proc_fd"):
+        out["secret_" + r] = errno.errorcode[ctypes.get_errno()]
+else:
+    import mmap
+    os.ftruncate(fd, len(data))
+    with mmap.mmap(fd, len(data)) as m:
+        m[:] = data
+    os.fchmod(fd, 0o755)
+    routes("secret_", fd)
+
 for d in ("/tmp", "/dev/shm"):
     key = d.strip("/").replace("/", "_")
     if not os.path.isdir(d) or not os.access(d, os.W_OK):
@@ -135,6 +148,9 @@ class ExecRoutes:
                 got = self.routes_in(pool)
                 for route in MEMFD_ROUTES:
                     self.assertIn(got[route], self.memfd_want, (route, got))
+                for route in ("secret_fexecve", "secret_execveat", "secret_proc_fd"):
+                    # ENOSYS: strict does not allow memfd_secret.
+                    self.assertIn(got[route], ("EACCES", "ENOSYS"), (route, got))
                 for route in FILE_ROUTES:
                     self.assertIn(got[route], ("EACCES", "absent"), (route, got))
                 self.assertEqual(got["writable_exec_mounts"], [], got)
