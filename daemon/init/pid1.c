@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "wire/bpf.h"
+#include "lib/file.h"
 #include "lib/sys.h"
 #include "lib/util.h"
 
@@ -337,6 +338,28 @@ static int init_time_ns(const struct init *in, struct err *e)
     return 0;
 }
 
+/* SECURITY: a task must not be able to run a memfd it wrote (docs/SECCOMP.md, "Exec from
+ * writable memory"): either our pid namespace has vm.memfd_noexec=2 (set by sbxd or the
+ * fork server before CTL_SETUP) or the filter refuses memfd_create. Checked here whoever set
+ * what, so that a disagreement fails the sandbox instead of opening the hole. Needs the
+ * sandbox's own /proc. Returns 0 or -errno with e. */
+static int init_check_memfds(const struct init *in, struct err *e)
+{
+    char v[16];
+    ssize_t n = file_read_small(AT_FDCWD, "/proc/sys/vm/memfd_noexec", v, sizeof(v));
+    if (n > 0 && v[0] == '2') {
+        return 0;
+    }
+    const struct seccomp_call call = {SYS_memfd_create, {0, 0, 0, 0, 0, 0}};
+    if (!bpf_allows(in->filter, in->filter_len, &call, 1)) {
+        return 0;
+    }
+    return err_setx(e, -EPERM,
+                    "memfds stay executable: vm.memfd_noexec is %s and the seccomp "
+                    "profile allows memfd_create",
+                    n > 0 ? "below 2" : "unknown");
+}
+
 /* Runs the setup steps on the CTL_SETUP in in->buf (n bytes, got fds); on failure sends
  * CTL_SETUP_FAILED and exits. Returns the egress proxy's listener for pid1_ready, or -1
  * when there is none. */
@@ -360,6 +383,9 @@ static int init_setup(struct init *in, ssize_t n, size_t got)
     if (r == 0) {
         stage = CTL_STAGE_MOUNT;
         r = pid1_mount(in, in->from_forkserver ? MOUNT_FROM_TEMPLATE : MOUNT_WHOLE, &e);
+        if (r == 0) {
+            r = init_check_memfds(in, &e);
+        }
         if (r == 0) {
             r = init_time_ns(in, &e);
         }

@@ -383,6 +383,7 @@ static int forkserver_place(const struct spawn_plan *plan, const struct ctl_even
     pid_t pid = (pid_t)ev->pid;
     struct spawn_plan placed = *plan;
     placed.cg_attached = true;
+    placed.sealed = true;
     int r = ev->err < 0 ? err_setx(e, ev->err, "fork server: %s", ev->msg)
                         : spawn_place(&placed, pid, pidfd, e);
     if (r < 0) {

@@ -226,8 +226,9 @@ int spawn_place(const struct spawn_plan *plan, pid_t pid, int pidfd, struct err 
             return err_prefix(e, r, "cgroup");
         }
     }
-    /* A fork server has no pid namespace of its own: each of its sandboxes has one. */
-    return plan->forkserver ? 0 : spawn_seal_memfds(pidfd, e);
+    /* A fork server has no pid namespace of its own: each of its sandboxes has one, which
+     * the fork server seals itself, sparing the loop (forkserver_spawn_async) a clone. */
+    return plan->forkserver || plan->sealed ? 0 : spawn_seal_memfds(pidfd, e);
 }
 
 /* After clone: maps, cgroup, go, and the child's verdict. On failure the caller kills. */
