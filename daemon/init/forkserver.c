@@ -2,7 +2,7 @@
 /* sbxd-init as a pool's fork server (docs/ARCHITECTURE.md): it builds the pool's template as
  * its own root, then forks one sandbox per CTL_SPAWN, each of which goes on as any sandbox's
  * init (pid1_sandbox, pid1.c). It runs as the host's root in namespaces of its own, with
- * CAP_SYS_ADMIN and CAP_SETUID only, and never runs anything of a task. */
+ * CAP_SYS_ADMIN, CAP_SETUID and CAP_SYS_PTRACE only, and never runs anything of a task. */
 #include "init/init_impl.h"
 
 #include <errno.h>
