@@ -180,7 +180,7 @@ CONFIG_SRCS := daemon/config/config_walk.c daemon/config/config_egress.c \
                daemon/wire/netaddr.c
 TEST_config_EXTRA := $(YAML_SRCS) $(CONFIG_SRCS)
 SECCOMP_SRCS := daemon/sandbox/seccomp_profile.c daemon/sandbox/seccomp_denied.c \
-                daemon/sandbox/seccomp_compile.c
+                daemon/sandbox/seccomp_compile.c daemon/sandbox/seccomp_memfd.c
 TEST_seccomp_EXTRA := $(SECCOMP_SRCS) $(YAML_SRCS)
 TEST_hist_EXTRA := loadtest/hist.c
 CGROUP_SRCS := daemon/sandbox/cgroup_root.c daemon/sandbox/cgroup_file.c \
@@ -200,7 +200,8 @@ TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token/token_db.c daemon/token/token_secret.c \
                     daemon/token/token_policy.c daemon/token/token_mount.c $(L)/scrub.c
 TEST_egress_route_EXTRA := daemon/wire/egress_path.c
-TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c $(CGROUP_SRCS)
+TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c $(CGROUP_SRCS) \
+                    daemon/sandbox/seccomp_memfd.c
 # Link seams (tests/unit/fakes/): pool.c and sandbox.c linked alone, each with fakes of
 # what it calls, which log the calls for the test to compare.
 FAKES := tests/unit/fakes

@@ -2,7 +2,7 @@
 /* sbxd-init as a pool's fork server (docs/ARCHITECTURE.md): it builds the pool's template as
  * its own root, then forks one sandbox per CTL_SPAWN, each of which goes on as any sandbox's
  * init (pid1_sandbox, pid1.c). It runs as the host's root in namespaces of its own, with
- * CAP_SYS_ADMIN and CAP_SETUID only, and never runs anything of a task. */
+ * CAP_SYS_ADMIN, CAP_SETUID and CAP_SYS_PTRACE only, and never runs anything of a task. */
 #include "init/init_impl.h"
 
 #include <errno.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "lib/sys.h"
@@ -125,6 +126,71 @@ static pid_t init_forkserver_fork(int self_net, const int *fds, uint32_t flags, 
     return pid;
 }
 
+/* vm.memfd_noexec (linux >= 6.3) of each sandbox's pid namespace: opened for writing at start
+ * (else -1: sbxd's profiles then refuse memfd_create, docs/SECCOMP.md), with our own pid
+ * namespace to come back to, and the helper's stack (MADV_DONTFORK: no sandbox gets it). */
+#define INIT_SEAL_PID 300 /* the helper's pid in the sandbox: its next stays 2, the task's */
+#define INIT_SEAL_STACK (16 * 1024)
+static char init_seal_stack_area[INIT_SEAL_STACK] __attribute__((aligned(4096)));
+static int init_seal_fd = -1;
+static int init_self_pid = -1;
+
+/* The helper, in the sandbox's pid namespace (CLONE_VM: raw calls only). */
+static int init_seal_child(void *arg)
+{
+    (void)arg;
+    return sys_write(init_seal_fd, "2", 1) == 1 ? 0 : 1;
+}
+
+/* SECURITY: sets vm.memfd_noexec=2 in the pid namespace of the sandbox just forked (pidfd),
+ * before anything of it runs, so that no memfd of its tasks can be made executable: the
+ * sysctl acts on the writer's own pid namespace and takes the host's root, as we are, so a
+ * helper of ours sent there with setns writes it. Here and not in sbxd: it would cost sbxd's
+ * loop a clone per sandbox. Returns 0 or -errno with e (the sandbox is then killed). */
+static int init_forkserver_seal(int pidfd, struct err *e)
+{
+    if (init_seal_fd < 0) {
+        return 0;
+    }
+    /* A sysctl ignores a write past its start. */
+    if (lseek(init_seal_fd, 0, SEEK_SET) < 0) {
+        return err_set(e, -errno, "rewind vm.memfd_noexec");
+    }
+    int helper = -1;
+    pid_t tid = INIT_SEAL_PID;
+    struct sys_clone_args args;
+    memset(&args, 0, sizeof(args));
+    /* CLONE_VFORK: we sleep until the helper is gone. exit_signal 0: reaped with __WALL. */
+    args.flags = CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_PIDFD;
+    args.pidfd = (uint64_t)(uintptr_t)&helper;
+    args.set_tid = (uint64_t)(uintptr_t)&tid;
+    args.set_tid_size = 1;
+    args.stack = (uint64_t)(uintptr_t)init_seal_stack_area;
+    args.stack_size = sizeof(init_seal_stack_area);
+    if (setns(pidfd, CLONE_NEWPID) < 0) {
+        return err_set(e, -errno, "join the sandbox's pid namespace");
+    }
+    pid_t pid = sys_clone3_run(&args, init_seal_child, NULL);
+    /* SECURITY: our next sandbox must not start inside this one's pid namespace. */
+    if (setns(init_self_pid, CLONE_NEWPID) < 0) {
+        _exit(1);
+    }
+    if (pid < 0) {
+        return err_set(e, pid, "start the memfd_noexec helper");
+    }
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    int r = sys_pidfd_wait(helper, &info, WEXITED | __WALL);
+    (void)fd_close(helper);
+    if (r < 0) {
+        return err_set(e, r, "wait for the memfd_noexec helper");
+    }
+    if (info.si_code != CLD_EXITED || info.si_status != 0) {
+        return err_setx(e, -EPERM, "set vm.memfd_noexec=2 in the sandbox's pid namespace");
+    }
+    return 0;
+}
+
 /* v1: the forked sandbox goes into its cgroup, one hierarchy per cgroup.procs file (sbxd's,
  * opened by sbxd: the kernel checks the opener's credentials), before anyone is told of it.
  * Returns 0 or -errno with e. */
@@ -183,7 +249,8 @@ static void init_forkserver_serve(struct init *in, int self_net)
     pid_t pid = r < 0 ? r : init_forkserver_fork(self_net, fds, sp->flags, sp->owner, &pidfd, &e);
     struct ctl_event ev;
     memset(&ev, 0, sizeof(ev));
-    if (pid > 0 && init_forkserver_attach(pid, fds + first_attach, sp->n_attach, &e) < 0) {
+    if (pid > 0 && (init_forkserver_attach(pid, fds + first_attach, sp->n_attach, &e) < 0 ||
+                    init_forkserver_seal(pidfd, &e) < 0)) {
         /* The sandbox exists (sbxd's child): sbxd kills and reaps it through the pidfd. */
         ev.err = e.code < 0 ? e.code : -EIO;
         ev.stage = CTL_STAGE_CGROUP_ATTACH;
@@ -256,6 +323,16 @@ __attribute__((noreturn)) void forkserver_run(struct init *in, ssize_t n, size_t
         }
     }
     init_forkserver_in = in;
+    /* Where it cannot be opened, sbxd cannot either (the same mounts: ours are a copy of its),
+     * and its profiles refuse memfd_create; a sandbox's init checks one or the other holds
+     * (pid1.c). */
+    if (r == 0) {
+        init_seal_fd = openat(AT_FDCWD, "/proc/sys/vm/memfd_noexec", O_WRONLY | O_CLOEXEC);
+        init_self_pid = openat(AT_FDCWD, "/proc/thread-self/ns/pid", O_RDONLY | O_CLOEXEC);
+        if (init_seal_fd >= 0 && init_self_pid < 0) {
+            r = err_set(&e, -errno, "open own pid namespace");
+        }
+    }
     /* The mapping of the stack we run on, read while the host's /proc is still ours; not
      * found, the children keep it. Only a build with the trampoline leaves it. */
     uintptr_t stack_lo = 0, stack_hi = 0;
@@ -285,12 +362,15 @@ __attribute__((noreturn)) void forkserver_run(struct init *in, ssize_t n, size_t
     }
     /* SECURITY: from here the fork server only joins network namespaces (CAP_SYS_ADMIN), takes
      * the euid of each sandbox's root for its clone3, so that the sandbox's user namespace
-     * is that id's and not the host root's (CAP_SETUID; sys_owner_begin), and forks into
+     * is that id's and not the host root's (CAP_SETUID; sys_owner_begin), forks into
      * new user namespaces (which needs no capability: each sandbox gets a full set in its
-     * own namespace, and none in ours). Everything else goes, and it never executes
-     * anything. */
+     * own namespace, and none in ours), and joins each new sandbox's pid namespace for its
+     * vm.memfd_noexec (init_forkserver_seal: CAP_SYS_ADMIN, and CAP_SYS_PTRACE, since the
+     * kernel checks a setns through a pidfd as a ptrace of the undumpable sandbox).
+     * Everything else goes, and it never executes anything. */
     if (r == 0) {
-        r = task_child_capset((1u << CAP_SYS_ADMIN) | (1u << CAP_SETUID));
+        r = task_child_capset((1u << CAP_SYS_ADMIN) | (1u << CAP_SETUID) |
+                              (init_seal_fd >= 0 ? 1u << CAP_SYS_PTRACE : 0));
         if (r == 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
             r = -errno;
         }
@@ -312,6 +392,7 @@ __attribute__((noreturn)) void forkserver_run(struct init *in, ssize_t n, size_t
         (void)madvise(init_forkserver_stack_area, sizeof(init_forkserver_stack_area),
                       MADV_DONTFORK);
     }
+    (void)madvise(init_seal_stack_area, sizeof(init_seal_stack_area), MADV_DONTFORK);
     sys_run_on_stack(init_forkserver_stack, INIT_FORKSERVER_STACK, forkserver_loop,
                      (void *)(intptr_t)self_net);
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -465,6 +466,49 @@ static int mount_dead_proc(struct err *e)
     return 0;
 }
 
+/* SECURITY: the sandbox's own boot id, a random (version 4) UUID bound read-only over
+ * /proc/sys/kernel/random/boot_id, which would otherwise tell every task the host's boot
+ * and which tasks share a host. The file is made in the sandbox's fresh /tmp (the one
+ * tmpfs of its own it has at this point) and unlinked once bound: the mount keeps it, and
+ * /tmp shows nothing. */
+static int mount_boot_id(const struct mount_config *cfg, struct err *e)
+{
+    unsigned char u[16];
+    if (getrandom(u, sizeof(u), 0) != (ssize_t)sizeof(u)) {
+        return err_set(e, -errno, "getrandom for the boot id");
+    }
+    u[6] = (unsigned char)((u[6] & 0x0f) | 0x40);
+    u[8] = (unsigned char)((u[8] & 0x3f) | 0x80);
+    char text[40];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof(u); i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) {
+            text[n++] = '-';
+        }
+        text[n++] = "0123456789abcdef"[u[i] >> 4];
+        text[n++] = "0123456789abcdef"[u[i] & 15];
+    }
+    text[n++] = '\n';
+    char file[64], dst[80];
+    (void)snprintf(file, sizeof(file), "%s/tmp/.boot_id", mount_at(cfg));
+    (void)snprintf(dst, sizeof(dst), "%s/proc/sys/kernel/random/boot_id", mount_at(cfg));
+    scoped_close int fd =
+        openat(AT_FDCWD, file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (fd < 0) {
+        return err_set(e, -errno, "create the boot id");
+    }
+    int r = fd_write_all(fd, text, n);
+    if (r < 0) {
+        r = err_set(e, r, "write the boot id");
+    } else {
+        r = mount_attach(fd, dst, ATTR_PROC_RO, e);
+    }
+    if (unlink(file) < 0 && r == 0) {
+        r = err_set(e, -errno, "unlink the boot id's file");
+    }
+    return r;
+}
+
 static int mount_proc(const struct mount_config *cfg, struct err *e)
 {
     char path[64];
@@ -499,7 +543,7 @@ static int mount_proc(const struct mount_config *cfg, struct err *e)
             return r;
         }
     }
-    return 0;
+    return mount_boot_id(cfg, e);
 }
 
 /* A writable tmpfs of the sandbox's own at rel (size bytes, mode 1777): its mount point made

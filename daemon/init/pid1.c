@@ -28,10 +28,13 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "wire/bpf.h"
+#include "lib/file.h"
 #include "lib/sys.h"
 #include "lib/util.h"
 
@@ -289,6 +292,74 @@ static int init_become_root(struct err *e)
     return 0;
 }
 
+/* A time namespace for the task's processes, whose boot and monotonic clocks start near 0
+ * now: /proc/uptime, CLOCK_BOOTTIME and CLOCK_MONOTONIC then say nothing of the host's
+ * (/proc/stat's btime and a process's start time follow). unshare moves only our children
+ * there, and the task child (CLONE_VM) at its execve; init keeps the host's clocks, and
+ * no clock of the task's reaches sbxd (it times tasks itself). The offsets can be set only
+ * before the first process enters, so here, before the task child is cloned. Needs the
+ * sandbox's own /proc. Returns 0 or -errno with e. */
+static int init_time_ns(const struct init *in, struct err *e)
+{
+    if (unshare(CLONE_NEWTIME) < 0) {
+        /* COMPAT(linux < 5.6): no time namespaces; the task sees the host's clocks. */
+        return errno == EINVAL ? 0 : err_set(e, -errno, "unshare time namespace");
+    }
+    /* A forked sandbox's memory is the fork server's, made in the host's user namespace:
+     * while init is undumpable, its /proc/self is then the host root's, not ours. Dumpable
+     * only for the open, while init is the sandbox's only process. */
+    if (in->from_forkserver) {
+        (void)prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
+    }
+    scoped_close int fd = openat(AT_FDCWD, "/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+    int r = fd < 0 ? -errno : 0;
+    if (in->from_forkserver) {
+        (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    if (r < 0) {
+        return err_set(e, r, "open /proc/self/timens_offsets");
+    }
+    /* The system call, not musl's clock_gettime: that looks for the vDSO in the auxiliary
+     * vector, on the stack that a sandbox forked by the fork server does not have. */
+    struct timespec mono, boot;
+    if (syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &mono) < 0 ||
+        syscall(SYS_clock_gettime, CLOCK_BOOTTIME, &boot) < 0) {
+        return err_set(e, -errno, "clock_gettime");
+    }
+    /* Whole seconds: the namespace's clocks start between 0 and 1 s, never below 0 (the
+     * kernel refuses offsets that would make them negative). */
+    char buf[96];
+    int n = snprintf(buf, sizeof(buf), "monotonic %lld 0\nboottime %lld 0\n",
+                     -(long long)mono.tv_sec, -(long long)boot.tv_sec);
+    ssize_t w = RETRY_EINTR(write(fd, buf, (size_t)n));
+    if (w != n) {
+        return err_set(e, w < 0 ? -errno : -EIO, "write the time namespace's offsets");
+    }
+    return 0;
+}
+
+/* SECURITY: a task must not be able to run a memfd it wrote (docs/SECCOMP.md, "Exec from
+ * writable memory"): either our pid namespace has vm.memfd_noexec=2 (set by sbxd or the
+ * fork server before CTL_SETUP) or the filter refuses memfd_create. Checked here whoever set
+ * what, so that a disagreement fails the sandbox instead of opening the hole. Needs the
+ * sandbox's own /proc. Returns 0 or -errno with e. */
+static int init_check_memfds(const struct init *in, struct err *e)
+{
+    char v[16];
+    ssize_t n = file_read_small(AT_FDCWD, "/proc/sys/vm/memfd_noexec", v, sizeof(v));
+    if (n > 0 && v[0] == '2') {
+        return 0;
+    }
+    const struct seccomp_call call = {SYS_memfd_create, {0, 0, 0, 0, 0, 0}};
+    if (!bpf_allows(in->filter, in->filter_len, &call, 1)) {
+        return 0;
+    }
+    return err_setx(e, -EPERM,
+                    "memfds stay executable: vm.memfd_noexec is %s and the seccomp "
+                    "profile allows memfd_create",
+                    n > 0 ? "below 2" : "unknown");
+}
+
 /* Runs the setup steps on the CTL_SETUP in in->buf (n bytes, got fds); on failure sends
  * CTL_SETUP_FAILED and exits. Returns the egress proxy's listener for pid1_ready, or -1
  * when there is none. */
@@ -312,6 +383,12 @@ static int init_setup(struct init *in, ssize_t n, size_t got)
     if (r == 0) {
         stage = CTL_STAGE_MOUNT;
         r = pid1_mount(in, in->from_forkserver ? MOUNT_FROM_TEMPLATE : MOUNT_WHOLE, &e);
+        if (r == 0) {
+            r = init_check_memfds(in, &e);
+        }
+        if (r == 0) {
+            r = init_time_ns(in, &e);
+        }
     }
     if (r == 0) {
         stage = CTL_STAGE_HOSTNAME;

@@ -383,8 +383,9 @@ static int forkserver_place(const struct spawn_plan *plan, const struct ctl_even
     pid_t pid = (pid_t)ev->pid;
     struct spawn_plan placed = *plan;
     placed.cg_attached = true;
+    placed.sealed = true;
     int r = ev->err < 0 ? err_setx(e, ev->err, "fork server: %s", ev->msg)
-                        : spawn_place(&placed, pid, e);
+                        : spawn_place(&placed, pid, pidfd, e);
     if (r < 0) {
         (void)sys_pidfd_send_signal(pidfd, SIGKILL);
         siginfo_t info;

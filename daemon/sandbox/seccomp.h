@@ -35,7 +35,20 @@ enum {
     SECCOMP_COMPILE_PLAIN = 1,
     /* USER_NOTIF when the profile counts, without asking the kernel (tests, dumps). */
     SECCOMP_COMPILE_NOTIFY = 2,
+    /* Or-ed with one of the above: memfd_create refused with ENOSYS, replacing the profile's
+     * rules for it. SECCOMP_COMPILE_AUTO adds it by itself when seccomp_memfd_noexec_fd()
+     * fails (docs/SECCOMP.md, "Exec from writable memory"). */
+    SECCOMP_COMPILE_DENY_MEMFD = 4,
 };
+
+/* vm.memfd_noexec (linux >= 6.3) belongs to a pid namespace: each sandbox's is set to 2
+ * (spawn.c), so that no memfd of its tasks can be made executable. Returns >= 0 (the
+ * sysctl's file, opened for writing once per process, CLOEXEC, never closed, never written:
+ * a probe) when sbxd can set it, or -errno when it cannot (-ENOENT: the kernel lacks it;
+ * -EACCES, -EROFS: not ours to write); then every profile compiled in
+ * SECCOMP_COMPILE_AUTO form refuses memfd_create instead. The first call decides for the
+ * process's life, so the profiles and the sandboxes always agree. Any thread. */
+int seccomp_memfd_noexec_fd(void);
 
 /* Loads and compiles every DIR/<name>.yaml (name: [a-z0-9_-]{1,32}), or the profiles
  * embedded in sbxd when dir is NULL. The first bad profile fails the whole set, with e

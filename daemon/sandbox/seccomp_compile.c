@@ -187,13 +187,13 @@ static int export_bpf(const char *file, scmp_filter_ctx ctx, bool notify, struct
     return 0;
 }
 
-static bool profile_counts(const struct profile *p, unsigned flags)
+static bool profile_counts(const struct profile *p, unsigned form)
 {
-    if (!p->count || flags == SECCOMP_COMPILE_PLAIN) {
+    if (!p->count || form == SECCOMP_COMPILE_PLAIN) {
         return false;
     }
     /* API level 5: the kernel has SECCOMP_RET_USER_NOTIF and FILTER_FLAG_NEW_LISTENER. */
-    return flags == SECCOMP_COMPILE_NOTIFY || seccomp_api_get() >= 5;
+    return form == SECCOMP_COMPILE_NOTIFY || seccomp_api_get() >= 5;
 }
 
 /* Parses and merges a profile, then builds its libseccomp filter. */
@@ -203,20 +203,23 @@ static int profile_ctx(const char *file, const char *text, size_t len, unsigned 
     scoped(seccomp_profile_done) struct profile parsed = {{ACT_ALLOW, 0, true}, true, NULL, 0, 0};
     scoped(seccomp_profile_done) struct profile merged = {{ACT_ALLOW, 0, true}, true, NULL, 0, 0};
 
-    if (flags > SECCOMP_COMPILE_NOTIFY) {
+    unsigned form = flags & ~(unsigned)SECCOMP_COMPILE_DENY_MEMFD;
+    if (form > SECCOMP_COMPILE_NOTIFY) {
         return err_setx(e, -EINVAL, "%s: bad compile flags %u", file, flags);
     }
+    bool deny_memfd = (flags & SECCOMP_COMPILE_DENY_MEMFD) ||
+                      (form == SECCOMP_COMPILE_AUTO && seccomp_memfd_noexec_fd() < 0);
     int r = seccomp_profile_parse(file, text, len, &parsed, e);
     if (r == 0) {
         r = check_conflicts(file, &parsed, e);
     }
     if (r == 0) {
-        r = seccomp_denied_merge(file, &parsed, &merged, e);
+        r = seccomp_denied_merge(file, &parsed, deny_memfd, &merged, e);
     }
     if (r < 0) {
         return r;
     }
-    bool notify = profile_counts(&merged, flags);
+    bool notify = profile_counts(&merged, form);
     r = build_ctx(file, &merged, notify, ret, e);
     if (r == 0) {
         *ret_notify = notify;

@@ -179,11 +179,12 @@ static void add_denial(struct profile *out, int nr, const struct denied *d)
  * syscall itself (a rule without args, action errno or kill), which replaces the built-in
  * denial; allowing or logging one is refused, except for the conditional entries (clone,
  * personality), where it allows or logs the harmless calls only. */
-int seccomp_denied_merge(const char *file, const struct profile *in, struct profile *out,
-                         struct err *e)
+int seccomp_denied_merge(const char *file, const struct profile *in, bool deny_memfd,
+                         struct profile *out, struct err *e)
 {
     bool replaced[ARRAY_SIZE(always_denied)] = {false};
     int nrs[ARRAY_SIZE(always_denied)];
+    int memfd_nr = deny_memfd ? seccomp_syscall_resolve_name("memfd_create") : -1;
 
     for (size_t i = 0; i < ARRAY_SIZE(always_denied); i++) {
         nrs[i] = seccomp_syscall_resolve_name(always_denied[i].name);
@@ -193,6 +194,9 @@ int seccomp_denied_merge(const char *file, const struct profile *in, struct prof
     out->count = in->count;
     for (size_t i = 0; i < in->n; i++) {
         const struct rule *pr = &in->rules[i];
+        if (memfd_nr >= 0 && pr->nr == memfd_nr) {
+            continue; /* one rule for every call below: no overlap for libseccomp to drop */
+        }
         const struct denied *d = denied_find(nrs, pr->nr);
         if (!d) {
             *seccomp_profile_push(out) = *pr;
@@ -217,6 +221,16 @@ int seccomp_denied_merge(const char *file, const struct profile *in, struct prof
         if (!replaced[i] && nrs[i] >= 0) {
             add_denial(out, nrs[i], &always_denied[i]);
         }
+    }
+    if (memfd_nr >= 0) {
+        /* SECURITY: no vm.memfd_noexec for the sandbox (seccomp_memfd_noexec_fd), so a memfd
+         * could be written and then run (fexecve, execveat, /proc/self/fd/N), the one file a
+         * task can write that is on no noexec mount. ENOSYS is what a kernel without memfds
+         * answers: programs that use them fall back to files, which are on noexec mounts. */
+        struct rule *r = seccomp_profile_push(out);
+        r->nr = memfd_nr;
+        (void)str_copy(r->name, "memfd_create", sizeof(r->name));
+        r->v = (struct verdict){ACT_ERRNO, ENOSYS, true};
     }
     return 0;
 }

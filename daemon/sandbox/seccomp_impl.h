@@ -82,10 +82,11 @@ int seccomp_profile_parse(const char *file, const char *text, size_t len, struct
 
 /* seccomp_denied.c */
 
-/* in's rules with the always-denied list applied, into out (empty). Returns 0 or -EINVAL
- * with e set for a rule that allows a listed call or puts args on one. */
-int seccomp_denied_merge(const char *file, const struct profile *in, struct profile *out,
-                         struct err *e);
+/* in's rules with the always-denied list applied, into out (empty); with deny_memfd,
+ * memfd_create is refused (ENOSYS, counted) in place of in's rules for it. Returns 0 or
+ * -EINVAL with e set for a rule that allows a listed call or puts args on one. */
+int seccomp_denied_merge(const char *file, const struct profile *in, bool deny_memfd,
+                         struct profile *out, struct err *e);
 
 /* seccomp_compile.c */
 

@@ -22,6 +22,7 @@
 
 #include "sandbox/cgroup.h"
 #include "sandbox/child.h"
+#include "sandbox/seccomp.h"
 #include "lib/sys.h"
 #include "lib/util.h"
 
@@ -110,7 +111,93 @@ static int spawn_check_plan(const struct spawn_plan *plan, struct err *e)
     return 0;
 }
 
-int spawn_place(const struct spawn_plan *plan, pid_t pid, struct err *e)
+/* The helper's pid in the sandbox's namespace, chosen (clone3's set_tid) so that the
+ * namespace's next pid stays 2, the task's. Below PID_MAX_MIN (301), so always valid. */
+#define SPAWN_SEAL_PID 300
+
+/* The helper's stack: one per worker thread, reused (CLONE_VFORK: one helper at a time per
+ * thread), so that no mapping is made and unmapped per sandbox (an munmap flushes the TLB
+ * of every CPU that runs one of sbxd's threads). */
+#define SPAWN_SEAL_STACK (16 * 1024)
+static __thread char spawn_seal_stack[SPAWN_SEAL_STACK] __attribute__((aligned(64)));
+
+/* CHILD-SAFE: the helper, in the sandbox's pid namespace, writes its vm.memfd_noexec. */
+static int spawn_seal_child(void *arg)
+{
+    return sys_write(*(const int *)arg, "2", 1) == 1 ? 0 : 1;
+}
+
+/* SECURITY: vm.memfd_noexec=2 in the sandbox's pid namespace (linux >= 6.3), before anything
+ * of it runs: no memfd of its tasks can be made executable (MFD_EXEC is refused, a memfd
+ * made without flags is sealed against exec), so fexecve, execveat and /proc/self/fd/N
+ * cannot run a binary a task wrote, as the noexec mounts keep it from running one from a
+ * file. The sysctl acts on the writer's own pid namespace and takes the host's root (its
+ * file is the host root's, and the sandbox's root is not): a short-lived child of this
+ * thread, sent into that namespace with setns, writes it. Nested namespaces inherit it, and
+ * none may lower it. Where sbxd cannot write it the seccomp profiles refuse memfd_create
+ * instead (seccomp_memfd_noexec_fd). Returns 0 or -errno with e. */
+static int spawn_seal_memfds(int pidfd, struct err *e)
+{
+    if (seccomp_memfd_noexec_fd() < 0) {
+        return 0;
+    }
+    /* A file of our own, at offset 0: a sysctl ignores writes past its start, and workers
+     * sharing one file would share its offset. */
+    scoped_close int fd = open("/proc/sys/vm/memfd_noexec", O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return err_set(e, -errno, "open /proc/sys/vm/memfd_noexec");
+    }
+    scoped_close int self_pid = open("/proc/thread-self/ns/pid", O_RDONLY | O_CLOEXEC);
+    if (self_pid < 0) {
+        return err_set(e, -errno, "open own pid namespace");
+    }
+    int r = 0;
+    scoped_close int helper = -1;
+    pid_t tid = SPAWN_SEAL_PID;
+    struct sys_clone_args args;
+    memset(&args, 0, sizeof(args));
+    /* CLONE_VFORK: this thread sleeps until the helper is gone, so nothing else runs on
+     * the memory they share. exit_signal 0: no SIGCHLD to sbxd (reaped with __WALL). */
+    args.flags = CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_PIDFD;
+    args.pidfd = (uint64_t)(uintptr_t)&helper;
+    args.set_tid = (uint64_t)(uintptr_t)&tid;
+    args.set_tid_size = 1;
+    args.stack = (uint64_t)(uintptr_t)spawn_seal_stack;
+    args.stack_size = sizeof(spawn_seal_stack);
+    /* No handler of sbxd's may run in the helper: every signal stays blocked around it. */
+    sigset_t all, old;
+    sigfillset(&all);
+    r = -pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (r == 0 && setns(pidfd, CLONE_NEWPID) < 0) {
+        r = -errno;
+    }
+    pid_t pid = r < 0 ? r : sys_clone3_run(&args, spawn_seal_child, &fd);
+    /* SECURITY: this worker's later children must never start inside a sandbox's pid
+     * namespace (which dies with the sandbox's init). */
+    if (r == 0 && setns(self_pid, CLONE_NEWPID) < 0) {
+        abort();
+    }
+    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+#ifdef __SANITIZE_ADDRESS__
+    /* The helper's frames died poisoned (it never returned from them). */
+    ASAN_UNPOISON_MEMORY_REGION(spawn_seal_stack, sizeof(spawn_seal_stack));
+#endif
+    if (r < 0 || pid < 0) {
+        return err_set(e, r < 0 ? r : pid, "start the memfd_noexec helper");
+    }
+    siginfo_t info;
+    memset(&info, 0, sizeof(info));
+    r = sys_pidfd_wait(helper, &info, WEXITED | __WALL);
+    if (r < 0) {
+        return err_set(e, r, "wait for the memfd_noexec helper");
+    }
+    if (info.si_code != CLD_EXITED || info.si_status != 0) {
+        return err_setx(e, -EPERM, "set vm.memfd_noexec=2 in the sandbox's pid namespace");
+    }
+    return 0;
+}
+
+int spawn_place(const struct spawn_plan *plan, pid_t pid, int pidfd, struct err *e)
 {
     int r;
 
@@ -139,14 +226,16 @@ int spawn_place(const struct spawn_plan *plan, pid_t pid, struct err *e)
             return err_prefix(e, r, "cgroup");
         }
     }
-    return 0;
+    /* A fork server has no pid namespace of its own: each of its sandboxes has one, which
+     * the fork server seals itself, sparing the loop (forkserver_spawn_async) a clone. */
+    return plan->forkserver || plan->sealed ? 0 : spawn_seal_memfds(pidfd, e);
 }
 
 /* After clone: maps, cgroup, go, and the child's verdict. On failure the caller kills. */
 static int spawn_release(const struct spawn_plan *plan, pid_t pid, int pidfd, int *sync_wfd,
                          int report_rfd, struct err *e)
 {
-    int r = spawn_place(plan, pid, e);
+    int r = spawn_place(plan, pid, pidfd, e);
     if (r < 0) {
         return r;
     }

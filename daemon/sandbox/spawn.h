@@ -21,6 +21,7 @@ struct spawn_plan {
     uint32_t id_count;
     struct cgroup *cg; /* the sandbox's cgroup: CLONE_INTO_CGROUP on v2, attach on v1 */
     bool cg_attached;  /* v1: the fork server attached it already (forkserver.c) */
+    bool sealed;       /* the fork server set its vm.memfd_noexec already (init/forkserver.c) */
     int ctl_fd;        /* the child's end of the control socketpair (becomes CTL_FD) */
     bool join_netns;   /* true: the sandbox joins netns_fd (netns.c) instead of getting a
                           new network namespace from clone3 */
@@ -39,6 +40,8 @@ struct spawn_result {
  * has exec'd sbxd-init, and waits for CTL_SETUP on its control socket. The parent's
  * ctl_fd stays open (the caller closes it). Returns 0 or -errno with e saying which step. */
 int spawn_sandbox(const struct spawn_plan *plan, struct spawn_result *ret, struct err *e);
-/* For a sandbox the fork server forked (pid, waiting for CTL_SETUP): writes its id maps from
- * plan, and on cgroup v1 attaches it to plan->cg. Returns 0 or -errno with e. */
-int spawn_place(const struct spawn_plan *plan, pid_t pid, struct err *e);
+/* For a sandbox the fork server forked (pid, its pidfd, waiting for CTL_SETUP): writes its id
+ * maps from plan, on cgroup v1 attaches it to plan->cg, and unless plan->sealed sets its pid
+ * namespace's vm.memfd_noexec to 2 where sbxd can (seccomp_memfd_noexec_fd). Returns 0 or
+ * -errno with e. */
+int spawn_place(const struct spawn_plan *plan, pid_t pid, int pidfd, struct err *e);

@@ -95,12 +95,17 @@ class ForkServer(DaemonTest):
             self.assertNotEqual(os.readlink("/proc/%d/ns/%s" % (z, ns)),
                                 os.readlink("/proc/self/ns/%s" % ns), ns)
         # It keeps CAP_SYS_ADMIN (to join network namespaces) and CAP_SETUID (to create each
-        # sandbox's user namespace as that sandbox's root) alone, and no_new_privs; between
-        # forks it is the host's root again, all four ids.
+        # sandbox's user namespace as that sandbox's root), and CAP_SYS_PTRACE (to join each
+        # new sandbox's pid namespace through its pidfd for vm.memfd_noexec, where the kernel
+        # has it: issue 29) alone, and no_new_privs; between forks it is the host's root
+        # again, all four ids.
         status = dict(l.split(":\t", 1) for l in open("/proc/%d/status" % z).read().splitlines()
                       if ":\t" in l)
-        self.assertEqual(int(status["CapEff"], 16), (1 << 21) | (1 << 7))
-        self.assertEqual(int(status["CapPrm"], 16), (1 << 21) | (1 << 7))
+        caps = (1 << 21) | (1 << 7)
+        if os.path.exists("/proc/sys/vm/memfd_noexec"):
+            caps |= 1 << 19
+        self.assertEqual(int(status["CapEff"], 16), caps)
+        self.assertEqual(int(status["CapPrm"], 16), caps)
         self.assertEqual(status["NoNewPrivs"].strip(), "1")
         self.assertEqual(status["Uid"].split(), ["0", "0", "0", "0"])
         # Its root is the template: /tmp empty (sandboxes build on mounts of their own) and a
@@ -177,8 +182,9 @@ class ForkServer(DaemonTest):
         self.assertIn("permission denied", r.stderr.lower())
 
     def test_kernel_knobs_stay_out_of_reach_of_the_sandbox_root(self):
-        # A forked sandbox binds only /proc/sys read-only over its /proc: the rest of /proc's
-        # writable files belong to the host's root, whom its user namespace does not map.
+        # A forked sandbox binds only /proc/sys read-only over its /proc (and its boot id into
+        # it): the rest of /proc's writable files belong to the host's root, whom its user
+        # namespace does not map.
         # Checked as the sandbox's root itself (all of init's namespaces, uid 0 and
         # every capability there), opening for writing without writing anything.
         inits = [self.warm_init()]
@@ -208,7 +214,8 @@ class ForkServer(DaemonTest):
         out = json.loads(r.stdout)
         self.assertEqual(out["uid"], 0)
         self.assertEqual(int(out["cap"], 16) & (1 << 21), 1 << 21)  # CAP_SYS_ADMIN there
-        self.assertEqual(out["mounts"], ["/proc/sys ro"])
+        # And its own boot id over the host's (issue 29), read-only too.
+        self.assertEqual(out["mounts"], ["/proc/sys ro", "/proc/sys/kernel/random/boot_id ro"])
         for p in own:
             self.assertEqual(out[p], "EROFS", p)
         for p in paths[len(own):]:
@@ -222,7 +229,7 @@ class ForkServer(DaemonTest):
         self.assertEqual(res["status"], "exited", (res, err))
         task = json.loads(tout)
         self.assertEqual((task["uid"], task["cap"]), (10001, "0000000000000000"))
-        self.assertEqual(task["mounts"], ["/proc/sys ro"])
+        self.assertEqual(task["mounts"], ["/proc/sys ro", "/proc/sys/kernel/random/boot_id ro"])
         for p in paths:
             self.assertIn(task[p], ("EROFS", "EACCES", "ENOENT"), p)
             self.assertEqual(task[p] == "ENOENT", out[p] == "ENOENT", p)

@@ -5,6 +5,7 @@ import errno
 import os
 import re
 import threading
+import time
 import unittest
 
 from harness import DaemonTest, pool_yaml
@@ -12,10 +13,19 @@ from harness import DaemonTest, pool_yaml
 PY = "python3"
 
 
+UUID4 = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$")
+
+
 class Isolation(DaemonTest):
     userns = True
     pools = [pool_yaml("python", warm=2, max=8), pool_yaml("parsing", warm=1, max=4,
                                                            extra="dev_shm: true\n")]
+
+    @classmethod
+    def setUpClass(cls):
+        # Before sbxd starts: no sandbox of this class is older than this.
+        cls.started_boottime = time.clock_gettime(time.CLOCK_BOOTTIME)
+        super().setUpClass()
 
     def run_sh(self, script, **kw):
         with self.d.client() as c:
@@ -340,6 +350,67 @@ class Isolation(DaemonTest):
         # The holder got what the soft limit allows (on this host: 64 MiB), no more.
         self.assertGreaterEqual(int(line), 16 << 20)
         self.assertEqual(int(out), 65536)
+
+    def test_own_boot_id(self):
+        """Each sandbox has a boot id of its own (a random UUID, read-only, stable within the
+        sandbox), never the host's."""
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            host = f.read().strip()
+        seen = {}
+        for pool in ("python", "parsing"):
+            for _ in range(2):
+                res, out, _ = self.run_sh("cat /proc/sys/kernel/random/boot_id; "
+                                          "cat /proc/sys/kernel/random/boot_id; "
+                                          "echo x > /proc/sys/kernel/random/boot_id 2>/dev/null"
+                                          " && echo WROTE", pool=pool)
+                self.assertEqual(res["status"], "exited", res)
+                lines = out.split()
+                self.assertEqual(len(lines), 2, out)
+                self.assertRegex(lines[0], UUID4)
+                self.assertEqual(lines[0], lines[1])
+                seen[res["sandbox"]] = lines[0]
+        self.assertEqual(len(seen), 4, seen)
+        self.assertEqual(len(set(seen.values())), 4, seen)
+        self.assertNotIn(host, seen.values())
+
+    def test_own_uptime_and_clocks(self):
+        """Each sandbox has a time namespace whose boot and monotonic clocks start at its
+        creation: a task's uptime is at most the time since this class started sbxd, which
+        the host's, over 60 s on any machine that ran the suite's setup, is not."""
+        with open("/proc/uptime") as f:
+            host = float(f.read().split()[0])
+        if host < 60:
+            self.skipTest("host uptime %.0f s is too short to tell apart" % host)
+        prog = ("import time; print(open('/proc/uptime').read().split()[0],"
+                " time.clock_gettime(time.CLOCK_BOOTTIME), time.monotonic())")
+        with self.d.client() as c:
+            res, out, err = c.exec([PY, "-c", prog])
+        self.assertEqual(res["status"], "exited", (res, err))
+        bound = time.clock_gettime(time.CLOCK_BOOTTIME) - self.started_boottime + 1
+        for value in out.split():
+            self.assertLessEqual(float(value), bound, (out, bound, host))
+        self.assertLess(bound, host)
+
+    def test_clocks_still_time_things(self):
+        """Timers and waits on CLOCK_MONOTONIC (relative and absolute) work in the time
+        namespace, sbxd's timeout still ends a task, and wall_ms is measured by sbxd."""
+        prog = ("import ctypes, threading, time\n"
+                "class TS(ctypes.Structure):\n"
+                "    _fields_ = [('s', ctypes.c_long), ('ns', ctypes.c_long)]\n"
+                "t0 = time.monotonic(); time.sleep(0.2); a = time.monotonic() - t0\n"
+                "t0 = time.monotonic(); threading.Event().wait(0.2); b = time.monotonic() - t0\n"
+                "t0 = time.monotonic(); end = t0 + 0.2\n"
+                "ts = TS(int(end), int((end % 1) * 1e9))\n"
+                "ctypes.CDLL(None).clock_nanosleep(1, 1, ctypes.byref(ts), None)  # ABSTIME\n"
+                "c = time.monotonic() - t0\n"
+                "print(a >= 0.2, b >= 0.2, c >= 0.2)\n")
+        with self.d.client() as c:
+            res, out, err = c.exec([PY, "-c", prog])
+            self.assertEqual((res["status"], out), ("exited", b"True True True\n"), (res, err))
+            self.assertGreaterEqual(res["wall_ms"], 600)
+            res, _, _ = c.exec(["sleep", "30"], timeout=1)
+        self.assertEqual(res["status"], "timeout", res)
+        self.assertGreaterEqual(res["wall_ms"], 1000)
 
     def test_python_stdlib_works(self):
         script = ("import json, hashlib, subprocess, threading\n"

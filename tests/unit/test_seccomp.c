@@ -950,6 +950,50 @@ static void seccomp_compile_text__profile_may_tighten_the_list(void **state)
     free(p.insns);
 }
 
+/* Where sbxd cannot set vm.memfd_noexec, memfd_create is refused whatever its flags, in
+ * place of the profile's own rules for it (strict's, which split on MFD_HUGETLB), and the
+ * refusal is counted; without SECCOMP_COMPILE_DENY_MEMFD the profile's rules stand. */
+static void seccomp_compile_text__deny_memfd_replaces_the_profiles_rules(void **state)
+{
+    (void)state;
+    const char *text = "default_action: errno\ndefault_errno: ENOSYS\nrules:\n"
+                       "  - names: [memfd_create]\n    action: allow\n    args:\n"
+                       "      - {index: 1, op: masked_eq, value: 0, mask: 4}\n"
+                       "  - names: [memfd_create]\n    action: errno\n    errno: EINVAL\n"
+                       "    args:\n      - {index: 1, op: masked_eq, value: 4, mask: 4}\n"
+                       "  - names: [sendmsg]\n    action: allow\n";
+    static const uint64_t flags[] = {
+        0, MFD_CLOEXEC, MFD_HUGETLB, 0x8 /* MFD_NOEXEC_SEAL */, 0x10 /* MFD_EXEC */, 0xffffffff};
+    struct seccomp_data d;
+    uint32_t v = 0;
+    memset(&d, 0, sizeof(d));
+    d.arch = AUDIT_ARCH_X86_64;
+    d.nr = SYS_memfd_create;
+    struct prog plain = compile_text(text, SECCOMP_COMPILE_PLAIN | SECCOMP_COMPILE_DENY_MEMFD);
+    struct prog notify = compile_text(text, SECCOMP_COMPILE_NOTIFY | SECCOMP_COMPILE_DENY_MEMFD);
+    struct prog as_is = compile_text(text, SECCOMP_COMPILE_PLAIN);
+    for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
+        d.args[1] = flags[i];
+        assert_int_equal(bpf_eval(plain.insns, plain.n, &d, &v), 0);
+        assert_int_equal(v, SECCOMP_RET_ERRNO | ENOSYS);
+        assert_int_equal(bpf_eval(notify.insns, notify.n, &d, &v), 0);
+        assert_int_equal(v, SECCOMP_RET_USER_NOTIF | ENOSYS);
+        assert_int_equal(bpf_eval(as_is.insns, as_is.n, &d, &v), 0);
+        assert_int_equal(v,
+                         (flags[i] & MFD_HUGETLB) ? SECCOMP_RET_ERRNO | EINVAL : SECCOMP_RET_ALLOW);
+    }
+    /* Nothing else changes: the profile's other rules and its default. */
+    d.nr = SYS_sendmsg;
+    assert_int_equal(bpf_eval(plain.insns, plain.n, &d, &v), 0);
+    assert_int_equal(v, SECCOMP_RET_ALLOW);
+    d.nr = SYS_getpid;
+    assert_int_equal(bpf_eval(plain.insns, plain.n, &d, &v), 0);
+    assert_int_equal(v, SECCOMP_RET_ERRNO | ENOSYS);
+    free(plain.insns);
+    free(notify.insns);
+    free(as_is.insns);
+}
+
 static void seccomp_compile_text__count_denials_false_stays_plain(void **state)
 {
     (void)state;
@@ -1260,6 +1304,7 @@ int main(void)
         cmocka_unit_test(seccomp_strict__runs_its_tools_without_denials),
         cmocka_unit_test(seccomp_compile_text__profile_may_tighten_the_list),
         cmocka_unit_test(seccomp_compile_text__count_denials_false_stays_plain),
+        cmocka_unit_test(seccomp_compile_text__deny_memfd_replaces_the_profiles_rules),
         cmocka_unit_test(seccomp_compile_text__counting_needs_sendmsg),
         cmocka_unit_test(seccomp_compile_text__args_and_other_arch_names),
         cmocka_unit_test(bpf_early_ok__shipped_profiles),
