@@ -135,13 +135,6 @@ static char init_seal_stack_area[INIT_SEAL_STACK] __attribute__((aligned(4096)))
 static int init_seal_fd = -1;
 static int init_self_pid = -1;
 
-/* The helper, in the sandbox's pid namespace (CLONE_VM: raw calls only). */
-static int init_seal_child(void *arg)
-{
-    (void)arg;
-    return sys_write(init_seal_fd, "2", 1) == 1 ? 0 : 1;
-}
-
 /* SECURITY: sets vm.memfd_noexec=2 in the pid namespace of the sandbox just forked (pidfd),
  * before anything of it runs, so that no memfd of its tasks can be made executable: the
  * sysctl acts on the writer's own pid namespace and takes the host's root, as we are, so a
@@ -152,41 +145,13 @@ static int init_forkserver_seal(int pidfd, struct err *e)
     if (init_seal_fd < 0) {
         return 0;
     }
-    /* A sysctl ignores a write past its start. */
-    if (lseek(init_seal_fd, 0, SEEK_SET) < 0) {
-        return err_set(e, -errno, "rewind vm.memfd_noexec");
-    }
-    int helper = -1;
-    pid_t tid = INIT_SEAL_PID;
-    struct sys_clone_args args;
-    memset(&args, 0, sizeof(args));
-    /* CLONE_VFORK: we sleep until the helper is gone. exit_signal 0: reaped with __WALL. */
-    args.flags = CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_PIDFD;
-    args.pidfd = (uint64_t)(uintptr_t)&helper;
-    args.set_tid = (uint64_t)(uintptr_t)&tid;
-    args.set_tid_size = 1;
-    args.stack = (uint64_t)(uintptr_t)init_seal_stack_area;
-    args.stack_size = sizeof(init_seal_stack_area);
-    if (setns(pidfd, CLONE_NEWPID) < 0) {
-        return err_set(e, -errno, "join the sandbox's pid namespace");
-    }
-    pid_t pid = sys_clone3_run(&args, init_seal_child, NULL);
-    /* SECURITY: our next sandbox must not start inside this one's pid namespace. */
-    if (setns(init_self_pid, CLONE_NEWPID) < 0) {
-        _exit(1);
-    }
-    if (pid < 0) {
-        return err_set(e, pid, "start the memfd_noexec helper");
-    }
-    siginfo_t info;
-    memset(&info, 0, sizeof(info));
-    int r = sys_pidfd_wait(helper, &info, WEXITED | __WALL);
-    (void)fd_close(helper);
-    if (r < 0) {
-        return err_set(e, r, "wait for the memfd_noexec helper");
-    }
-    if (info.si_code != CLD_EXITED || info.si_status != 0) {
+    int r = sys_pidns_write(pidfd, init_self_pid, INIT_SEAL_PID, init_seal_stack_area,
+                            sizeof(init_seal_stack_area), init_seal_fd, "2", 1);
+    if (r == -EIO) {
         return err_setx(e, -EPERM, "set vm.memfd_noexec=2 in the sandbox's pid namespace");
+    }
+    if (r < 0) {
+        return err_set(e, r, "run the memfd_noexec helper in the sandbox's pid namespace");
     }
     return 0;
 }

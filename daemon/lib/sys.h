@@ -87,6 +87,17 @@ int sys_clone_vm_supported(void);
 __attribute__((noreturn)) void sys_run_on_stack(void *stack, size_t size, void (*fn)(void *),
                                                 void *arg);
 
+/* Writes len bytes of buf at offset 0 of fd from a short-lived helper sent into the pid
+ * namespace of pidfd's process, for files whose effect is the writer's own pid namespace
+ * (vm.memfd_noexec). The helper has pid tid there (clone3's set_tid; a namespace's next pid
+ * follows it) and runs on stack (stack_size bytes): it shares our memory (CLONE_VM) while
+ * the calling thread sleeps (CLONE_VFORK) with every signal blocked. The caller's children
+ * only join that namespace, and the caller comes back to self_ns, its own pid namespace
+ * (an open /proc/thread-self/ns/pid), or aborts: its later children must never start in
+ * another's namespace. Returns 0, -EIO when the helper's write fell short or failed, or
+ * -errno. */
+int sys_pidns_write(int pidfd, int self_ns, pid_t tid, void *stack, size_t stack_size, int fd,
+                    const void *buf, size_t len);
 int sys_pidfd_open(pid_t pid, unsigned flags);
 int sys_pidfd_send_signal(int pidfd, int sig);
 /* waitid(P_PIDFD, pidfd, info, options), retrying EINTR. Returns 0 or -errno. */

@@ -43,9 +43,9 @@ enum {
 
 /* vm.memfd_noexec (linux >= 6.3) belongs to a pid namespace: each sandbox's is set to 2
  * (spawn.c), so that no memfd of its tasks can be made executable. Returns >= 0 (the
- * sysctl's file, opened for writing once per process, CLOEXEC, never closed, never written:
- * a probe) when sbxd can set it, or -errno when it cannot (-ENOENT: the kernel lacks it;
- * -EACCES, -EROFS: not ours to write); then every profile compiled in
+ * sysctl's file, opened for writing once per process, CLOEXEC, never closed; spawn.c's
+ * helpers write it at offset 0) when sbxd can set it, or -errno when it cannot (-ENOENT: the kernel
+ * lacks it; -EACCES, -EROFS: not ours to write); then every profile compiled in
  * SECCOMP_COMPILE_AUTO form refuses memfd_create instead. The first call decides for the
  * process's life, so the profiles and the sandboxes always agree. Any thread. */
 int seccomp_memfd_noexec_fd(void);

@@ -2,7 +2,7 @@
 /* seccomp profiles and vm.memfd_noexec: whether sbxd can set the sysctl in its sandboxes'
  * pid namespaces (spawn.c does), decided once per process, so that the profiles refuse
  * memfd_create exactly where it cannot (docs/SECCOMP.md, "Exec from writable memory").
- * Opens one file; never writes it, logs or forks. */
+ * Opens one file (spawn.c's helpers write it); never logs or forks. */
 #include "sandbox/seccomp.h"
 
 #include <errno.h>

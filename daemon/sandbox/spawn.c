@@ -121,10 +121,15 @@ static int spawn_check_plan(const struct spawn_plan *plan, struct err *e)
 #define SPAWN_SEAL_STACK (16 * 1024)
 static __thread char spawn_seal_stack[SPAWN_SEAL_STACK] __attribute__((aligned(64)));
 
-/* CHILD-SAFE: the helper, in the sandbox's pid namespace, writes its vm.memfd_noexec. */
-static int spawn_seal_child(void *arg)
+/* sbxd's pid namespace, for a worker to come back to after sending a helper out: the same
+ * for every thread, opened once. */
+static pthread_once_t spawn_self_pidns_once = PTHREAD_ONCE_INIT;
+static int spawn_self_pidns = -EBADF;
+
+static void spawn_self_pidns_open(void)
 {
-    return sys_write(*(const int *)arg, "2", 1) == 1 ? 0 : 1;
+    int fd = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+    spawn_self_pidns = fd < 0 ? -errno : fd;
 }
 
 /* SECURITY: vm.memfd_noexec=2 in the sandbox's pid namespace (linux >= 6.3), before anything
@@ -141,58 +146,19 @@ static int spawn_seal_memfds(int pidfd, struct err *e)
     if (seccomp_memfd_noexec_fd() < 0) {
         return 0;
     }
-    /* A file of our own, at offset 0: a sysctl ignores writes past its start, and workers
-     * sharing one file would share its offset. */
-    scoped_close int fd = open("/proc/sys/vm/memfd_noexec", O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return err_set(e, -errno, "open /proc/sys/vm/memfd_noexec");
+    (void)pthread_once(&spawn_self_pidns_once, spawn_self_pidns_open);
+    if (spawn_self_pidns < 0) {
+        return err_set(e, spawn_self_pidns, "open sbxd's own pid namespace");
     }
-    scoped_close int self_pid = open("/proc/thread-self/ns/pid", O_RDONLY | O_CLOEXEC);
-    if (self_pid < 0) {
-        return err_set(e, -errno, "open own pid namespace");
-    }
-    int r = 0;
-    scoped_close int helper = -1;
-    pid_t tid = SPAWN_SEAL_PID;
-    struct sys_clone_args args;
-    memset(&args, 0, sizeof(args));
-    /* CLONE_VFORK: this thread sleeps until the helper is gone, so nothing else runs on
-     * the memory they share. exit_signal 0: no SIGCHLD to sbxd (reaped with __WALL). */
-    args.flags = CLONE_VM | CLONE_VFORK | CLONE_FILES | CLONE_PIDFD;
-    args.pidfd = (uint64_t)(uintptr_t)&helper;
-    args.set_tid = (uint64_t)(uintptr_t)&tid;
-    args.set_tid_size = 1;
-    args.stack = (uint64_t)(uintptr_t)spawn_seal_stack;
-    args.stack_size = sizeof(spawn_seal_stack);
-    /* No handler of sbxd's may run in the helper: every signal stays blocked around it. */
-    sigset_t all, old;
-    sigfillset(&all);
-    r = -pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (r == 0 && setns(pidfd, CLONE_NEWPID) < 0) {
-        r = -errno;
-    }
-    pid_t pid = r < 0 ? r : sys_clone3_run(&args, spawn_seal_child, &fd);
-    /* SECURITY: this worker's later children must never start inside a sandbox's pid
-     * namespace (which dies with the sandbox's init). */
-    if (r == 0 && setns(self_pid, CLONE_NEWPID) < 0) {
-        abort();
-    }
-    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
-#ifdef __SANITIZE_ADDRESS__
-    /* The helper's frames died poisoned (it never returned from them). */
-    ASAN_UNPOISON_MEMORY_REGION(spawn_seal_stack, sizeof(spawn_seal_stack));
-#endif
-    if (r < 0 || pid < 0) {
-        return err_set(e, r < 0 ? r : pid, "start the memfd_noexec helper");
-    }
-    siginfo_t info;
-    memset(&info, 0, sizeof(info));
-    r = sys_pidfd_wait(helper, &info, WEXITED | __WALL);
-    if (r < 0) {
-        return err_set(e, r, "wait for the memfd_noexec helper");
-    }
-    if (info.si_code != CLD_EXITED || info.si_status != 0) {
+    /* One file for every worker: the helper writes at offset 0 (pwrite), so no worker
+     * moves another's offset, and a sysctl ignores writes past its start. */
+    int r = sys_pidns_write(pidfd, spawn_self_pidns, SPAWN_SEAL_PID, spawn_seal_stack,
+                            sizeof(spawn_seal_stack), seccomp_memfd_noexec_fd(), "2", 1);
+    if (r == -EIO) {
         return err_setx(e, -EPERM, "set vm.memfd_noexec=2 in the sandbox's pid namespace");
+    }
+    if (r < 0) {
+        return err_set(e, r, "run the memfd_noexec helper in the sandbox's pid namespace");
     }
     return 0;
 }
