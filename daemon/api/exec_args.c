@@ -56,7 +56,8 @@ static bool env_overridden(const msgpack_object *env, const char *name)
     return false;
 }
 
-static const char *const exec_keys[] = {"argv", "pool", "timeout", "env", "cwd", "stdin", "token"};
+static const char *const exec_keys[] = {"argv", "pool",  "timeout", "env",
+                                        "cwd",  "stdin", "token",   "capture"};
 
 /* argv, the base env, then the request's env, into spec's strings. */
 static int decode_strings(const struct rpc_env *renv, const msgpack_object *a,
@@ -170,6 +171,14 @@ int exec_args_decode(const struct rpc_env *renv, const msgpack_object *a, struct
             return r;
         }
         spec->has_stdin = true;
+    }
+    /* capture */
+    const msgpack_object *cp = proto_map_get(a, "capture");
+    if (cp && cp->type != MSGPACK_OBJECT_NIL) {
+        int r = proto_get_bool(a, "capture", &spec->capture, e);
+        if (r < 0) {
+            return r;
+        }
     }
     /* cwd */
     str_copy(spec->cwd, "/tmp", sizeof(spec->cwd));

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* One task from request to result: stdio pipes streamed to the client as notifications
- * under the combined output cap, stdin streamed in, the deadline, and the result map.
+ * (or, with capture, kept for the result) under the combined output cap, stdin streamed
+ * in, the deadline, and the result map.
  * Task output is never logged; only byte counts leave this file. */
 #define LOG_MOD "exec"
 #include "core/task.h"
@@ -47,6 +48,8 @@ static void task_unref(struct task *t)
         return;
     }
     task_spec_clear(&t->spec);
+    free(t->out_cap.data);
+    free(t->err_cap.data);
     free(t);
 }
 
@@ -205,6 +208,26 @@ static void send_output(struct task *t, const char *method, const char *buf, siz
     msgpack_sbuffer_destroy(&sb);
 }
 
+/* Appends len bytes that passed the cap; room is what the cap still allows after them,
+ * so the buffer never grows past what the stream could still be given. */
+static void capture_add(struct task_capture *c, const char *buf, size_t len, uint64_t room)
+{
+    if (c->len + len > c->size) {
+        size_t want = c->size ? c->size * 2 : 4096;
+        size_t most = c->len + len + (size_t)room;
+        if (want > most) {
+            want = most;
+        }
+        if (want < c->len + len) {
+            want = c->len + len;
+        }
+        c->data = xrealloc(c->data, want);
+        c->size = want;
+    }
+    memcpy(c->data + c->len, buf, len);
+    c->len += len;
+}
+
 static void stop_reading(struct task *t)
 {
     if (!t->out_eof) {
@@ -250,7 +273,12 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         } else {
             t->err_bytes += pass;
         }
-        send_output(t, is_out ? "exec.stdout" : "exec.stderr", buf->base, pass);
+        if (t->spec.capture) {
+            capture_add(is_out ? &t->out_cap : &t->err_cap, buf->base, pass,
+                        t->cap.cap - t->cap.passed);
+        } else {
+            send_output(t, is_out ? "exec.stdout" : "exec.stderr", buf->base, pass);
+        }
     }
     if (t->cap.tripped) {
         /* The client has exactly `cap` bytes; nothing more is read, and the sandbox dies. */
@@ -260,7 +288,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         maybe_finish(t);
         return;
     }
-    if (t->sink.ops && t->sink.ops->congested(&t->sink)) {
+    /* Captured output waits in memory the cap bounds, not in the connection's queue. */
+    if (!t->spec.capture && t->sink.ops && t->sink.ops->congested(&t->sink)) {
         stop_reading(t); /* backpressure: resumed by task_resume */
     }
 }
@@ -541,6 +570,12 @@ static void outcome_of(struct task *t, struct task_outcome *o)
     }
 }
 
+static void pack_capture(msgpack_packer *pk, const char *key, const struct task_capture *c)
+{
+    proto_pack_cstr(pk, key);
+    msgpack_pack_bin_with_body(pk, c->data ? c->data : "", c->len);
+}
+
 static void send_result(struct task *t, const struct task_outcome *o)
 {
     bool is_error = strcmp(o->status, "error") == 0;
@@ -552,7 +587,8 @@ static void send_result(struct task *t, const struct task_outcome *o)
     msgpack_packer pk;
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_response_ok(&pk, t->msgid);
-    msgpack_pack_map(&pk, 15 + (is_error ? 1 : 0) + (stage ? 1 : 0) + (has_errno ? 1 : 0));
+    msgpack_pack_map(&pk, 15 + (is_error ? 1 : 0) + (stage ? 1 : 0) + (has_errno ? 1 : 0) +
+                              (t->spec.capture ? 2 : 0));
     proto_pack_kv_str(&pk, "status", o->status);
     if (o->has_exit_code) {
         proto_pack_kv_i64(&pk, "exit_code", o->exit_code);
@@ -570,6 +606,10 @@ static void send_result(struct task *t, const struct task_outcome *o)
     proto_pack_kv_u64(&pk, "stdout_bytes", t->out_bytes);
     proto_pack_kv_u64(&pk, "stderr_bytes", t->err_bytes);
     proto_pack_kv_bool(&pk, "truncated", t->cap.tripped);
+    if (t->spec.capture) {
+        pack_capture(&pk, "stdout", &t->out_cap);
+        pack_capture(&pk, "stderr", &t->err_cap);
+    }
     proto_pack_kv_str(&pk, "sandbox", t->sb_id);
     proto_pack_kv_str(&pk, "task", t->id);
     proto_pack_kv_str(&pk, "pool", t->pool->pc->name);

@@ -19,6 +19,13 @@
 
 struct sandbox;
 
+/* A stream's output kept for the result (spec.capture): what passed the cap, no more. */
+struct task_capture {
+    char *data; /* NULL until the first byte */
+    size_t len;
+    size_t size;
+};
+
 struct task {
     struct task_env *env;
     struct task_sink sink; /* its client; sink.ops NULL once the client is let go */
@@ -51,6 +58,8 @@ struct task {
     struct outcap cap;
     uint64_t out_bytes;
     uint64_t err_bytes;
+    struct task_capture out_cap; /* spec.capture: stdout for the result */
+    struct task_capture err_cap; /* spec.capture: stderr for the result */
     /* outcome */
     bool exited; /* CTL_EXITED or CTL_EXEC_FAILED seen, or sandbox died */
     bool exec_failed;

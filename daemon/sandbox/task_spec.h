@@ -37,6 +37,7 @@ struct task_spec {
     char cwd[CTL_PATH_MAX];
     uint64_t timeout_ns; /* the deadline applied (the request's, or the pool's default) */
     bool stdin;          /* the client streams stdin (else the task reads EOF at once) */
+    bool capture;        /* output comes back in the result, not as exec.stdout/exec.stderr */
     /* What the request itself said, for the audit trail (the rest are defaults): */
     bool has_pool;    /* a pool name */
     bool has_env;     /* an env map, maybe empty */
