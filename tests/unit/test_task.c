@@ -54,6 +54,7 @@ struct fixture {
     struct task_env env;
     uint64_t timeout_ns; /* the next task's */
     bool with_stdin;     /* the next task's client streams stdin */
+    bool with_capture;   /* the next task's output goes into its result */
     struct task *t;
     struct sandbox *sb; /* what the pool handed the task (freed at teardown) */
     /* the sink's side */
@@ -221,6 +222,14 @@ static void assert_res_bool(struct fixture *f, const char *key, bool want)
     assert_int_equal(v->via.boolean, want);
 }
 
+static void assert_res_bin(struct fixture *f, const char *key, const char *want)
+{
+    const msgpack_object *v = res_get(f, key);
+    assert_int_equal(v->type, MSGPACK_OBJECT_BIN);
+    assert_int_equal(v->via.bin.size, strlen(want));
+    assert_memory_equal(v->via.bin.ptr, want, strlen(want));
+}
+
 static void assert_res_nil(struct fixture *f, const char *key)
 {
     assert_int_equal(res_get(f, key)->type, MSGPACK_OBJECT_NIL);
@@ -325,6 +334,7 @@ static void new_task(struct fixture *f, const char *profile)
     str_copy(spec.cwd, "/tmp", sizeof(spec.cwd));
     spec.timeout_ns = f->timeout_ns;
     spec.stdin = f->with_stdin;
+    spec.capture = f->with_capture;
     spec.net_profile = profile ? xstrdup(profile) : NULL;
     struct task_sink sink = {.ops = &sink_ops, .arg = f};
     struct err e = ERR_INIT;
@@ -707,6 +717,85 @@ static void read_cb__output_cap_kills_the_task_at_the_cap(void **state)
     assert_res_u64(f, "signal", SIGKILL);
 }
 
+static void read_cb__capture_keeps_the_output_for_the_result(void **state)
+{
+    struct fixture *f = *state;
+    f->with_capture = true;
+    running_task(f);
+    /* No notification, and no backpressure: what is kept is bounded by the cap, not by
+     * the connection. */
+    f->congested = true;
+    fake_task_write(1, "task ");
+    run_quiet(f);
+    fake_task_write(2, "oops");
+    run_quiet(f);
+    fake_task_write(1, "output\n");
+    run_quiet(f);
+    fake_expect_none();
+    int n = -1;
+    assert_int_equal(ioctl(fake_task_fd[1], FIONREAD, &n), 0);
+    assert_int_equal(n, 0); /* all read */
+    fake_task_exited(f->sb, W_EXITCODE(0, 0));
+    fake_expectf("sandbox_kill sb1");
+    fake_task_close_stdio();
+    run_until(f, "audit_when_committed");
+    fake_expectf("sandbox_usage sb1; sandbox_kill sb1; sandbox_detach_task sb1; "
+                 "metrics_task_done exited out=12 err=4 truncated=0; audit finished exited; "
+                 "audit destroyed sb1 reaped=0; audit result exited (outcome); "
+                 "audit_when_committed 1");
+    commit_result(f, "exited");
+    assert_res_bin(f, "stdout", "task output\n");
+    assert_res_bin(f, "stderr", "oops");
+    assert_res_u64(f, "stdout_bytes", 12);
+    assert_res_u64(f, "stderr_bytes", 4);
+    assert_res_bool(f, "truncated", false);
+    assert_res_u64(f, "exit_code", 0);
+}
+
+static void read_cb__capture_keeps_exactly_the_cap(void **state)
+{
+    struct fixture *f = *state;
+    f->pc.output_cap = 16; /* stdout and stderr together */
+    f->with_capture = true;
+    running_task(f);
+    fake_task_write(1, "0123456789");
+    run_quiet(f);
+    fake_expect_none();
+    /* 6 of these 10 bytes are kept, and the sandbox dies. */
+    fake_task_write(2, "abcdefghij");
+    run_until(f, "sandbox_kill");
+    fake_expectf("sandbox_kill sb1");
+    fake_task_write(1, "more");
+    run_quiet(f);
+    fake_expect_none(); /* nothing more is read */
+    sandbox_gone(f);
+    fake_expectf("sandbox_usage sb1; metrics_task_done output_limit out=10 err=6 truncated=1; "
+                 "audit finished output_limit; audit destroyed sb1 reaped=1; "
+                 "audit result output_limit (outcome); audit_when_committed 1");
+    commit_result(f, "output_limit");
+    assert_res_bool(f, "truncated", true);
+    assert_res_bin(f, "stdout", "0123456789");
+    assert_res_bin(f, "stderr", "abcdef");
+    assert_res_u64(f, "stdout_bytes", 10);
+    assert_res_u64(f, "stderr_bytes", 6);
+}
+
+static void read_cb__without_capture_the_result_has_no_output(void **state)
+{
+    struct fixture *f = *state;
+    running_task(f);
+    fake_task_write(1, "x");
+    run_until(f, "sink stdout");
+    fake_expectf("sink stdout x");
+    fake_task_exited(f->sb, W_EXITCODE(0, 0));
+    fake_task_close_stdio();
+    run_until(f, "audit_when_committed");
+    fake_calls_reset();
+    commit_result(f, "exited");
+    assert_res_lacks(f, "stdout");
+    assert_res_lacks(f, "stderr");
+}
+
 static void read_cb__congested_client_stops_reading_until_task_resume(void **state)
 {
     struct fixture *f = *state;
@@ -882,6 +971,9 @@ int main(void)
         T(task_start__egress_session_serves_the_profile_until_the_exit),
         T(task_start__egress_refusing_the_session_is_an_error),
         T(read_cb__output_cap_kills_the_task_at_the_cap),
+        T(read_cb__capture_keeps_the_output_for_the_result),
+        T(read_cb__capture_keeps_exactly_the_cap),
+        T(read_cb__without_capture_the_result_has_no_output),
         T(read_cb__congested_client_stops_reading_until_task_resume),
         T(timeout_cb__the_deadline_kills_with_status_timeout),
         T(task_kill__shutdown_with_the_task_running),
