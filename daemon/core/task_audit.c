@@ -143,6 +143,9 @@ static void request_spec(struct task_env *tenv, const char *task_id,
     if (spec->has_stdin) {
         audit_bool(ev, "stdin", spec->stdin);
     }
+    if (spec->capture) { /* where the output went: the result, not notifications */
+        audit_bool(ev, "capture", true);
+    }
     audit_end(ev);
 }
 

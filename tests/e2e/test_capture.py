@@ -4,6 +4,7 @@ within the pool's output cap) instead of as exec.stdout/exec.stderr notification
 a client that only sees responses gets the output. Debian's neovim is such a client: its
 vim.rpcrequest returns the response, and the notifications sbxd sends are dispatched to its
 own API, where a script never sees them."""
+import json
 import os
 import unittest
 
@@ -96,6 +97,16 @@ class Capture(DaemonTest):
                         trail += fh.read()
         self.assertTrue(trail)
         self.assertFalse(marker in trail, "the captured output is in the audit trail")
+        # The request records where the output went.
+        import sqlite3
+        db = sqlite3.connect("file:%s?mode=ro" % os.path.join(self.d.state, "audit.db"),
+                             uri=True, timeout=10)
+        try:
+            (fields,), = db.execute("SELECT fields FROM events WHERE task = ? AND "
+                                    "type = 'task.request'", (res["task"],)).fetchall()
+        finally:
+            db.close()
+        self.assertIs(json.loads(fields)["capture"], True)
 
     def test_neovim_gets_the_output_only_with_capture(self):
         relay = Relay(self.d.sock, os.path.join(self.d.dir, "relay-capture.sock"))
