@@ -181,7 +181,7 @@ int exec_args_decode(const struct rpc_env *renv, const msgpack_object *a, struct
         }
     }
     /* cwd */
-    str_copy(spec->cwd, "/tmp", sizeof(spec->cwd));
+    str_copy(spec->cwd, "/work", sizeof(spec->cwd));
     const msgpack_object *co = proto_map_get(a, "cwd");
     if (co && co->type != MSGPACK_OBJECT_NIL) {
         if (co->type != MSGPACK_OBJECT_STR ||

@@ -31,6 +31,7 @@ struct pool_config {
     uint64_t max_timeout_ns; /* the largest timeout a request may ask; default = 4 * timeout */
     uint64_t output_cap;     /* stdout + stderr bytes; default 32768 */
     uint64_t tmp_size;       /* /tmp tmpfs bytes; default 64 MiB */
+    uint64_t work_size;      /* /work tmpfs bytes (the task's workspace); default 256 MiB */
     uint32_t uid;            /* task user inside the sandbox; default 10001 */
     uint32_t gid;            /* default = uid */
     uint32_t nofile;         /* RLIMIT_NOFILE of the task; default 256 */

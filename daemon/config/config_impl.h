@@ -99,6 +99,7 @@ enum pool_mark {
     PM_MAX_TIMEOUT,
     PM_OUTPUT_CAP,
     PM_TMP_SIZE,
+    PM_WORK_SIZE,
     PM_UID,
     PM_GID,
     PM_NOFILE,

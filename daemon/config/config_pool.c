@@ -28,6 +28,7 @@ static const struct field pool_fields[] = {
     RANGE("output_cap", T_SIZE, PM_OUTPUT_CAP, POOL(output_cap), 1, 64 * MIB),
     /* SECURITY: a tmpfs of size 0 has no limit at all. */
     RANGE("tmp_size", T_SIZE, PM_TMP_SIZE, POOL(tmp_size), MIB, UINT64_MAX),
+    RANGE("work_size", T_SIZE, PM_WORK_SIZE, POOL(work_size), MIB, UINT64_MAX),
     RANGE("uid", T_U32, PM_UID, POOL(uid), 0, UINT32_MAX),
     RANGE("gid", T_U32, PM_GID, POOL(gid), 0, UINT32_MAX),
     /* At least stdio and a few more; at most the kernel's default fs.nr_open. */
@@ -66,6 +67,7 @@ static void pool_defaults(struct pool_config *p, const char *file)
         .max_timeout_ns = 0,
         .output_cap = 32768,
         .tmp_size = 64 * MIB,
+        .work_size = 256 * MIB,
         .uid = 10001,
         .gid = 10001,
         .nofile = 256,

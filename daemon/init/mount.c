@@ -712,13 +712,38 @@ static int mount_scratch(const struct mount_config *cfg, struct err *e)
     return mount_own_tmpfs(cfg, "tmp", 0755, cfg->tmp_size, e);
 }
 
+/* The task's workspace /work (work_size bytes, mode 0755), owned by the task's user so
+ * that it, and only it, writes there; noexec, nosuid and nodev like /tmp. A template has
+ * only the directory. */
+static int mount_workspace(const struct mount_config *cfg, struct err *e)
+{
+    char path[64];
+    if (cfg->mode != MOUNT_FROM_TEMPLATE && mkdir(STAGE "/work", 0755) < 0) {
+        return err_set(e, -errno, "mkdir /work");
+    }
+    if (cfg->mode == MOUNT_TEMPLATE) {
+        return 0;
+    }
+    (void)snprintf(path, sizeof(path), "%s/work", mount_at(cfg));
+    char opts[128];
+    (void)snprintf(opts, sizeof(opts), "mode=0755,uid=%u,gid=%u,size=%llu", cfg->uid, cfg->gid,
+                   (unsigned long long)cfg->work_size);
+    if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0) {
+        return err_set(e, -errno, "mount tmpfs on %s", path);
+    }
+    return 0;
+}
+
 /* A sandbox forked from its fork server keeps the template as its root, which its user
  * namespace cannot change (the kernel locks read-only what a more privileged namespace
- * mounted), and mounts only its own parts: /tmp, /proc, /dev/shm. A task's mount points
+ * mounted), and mounts only its own parts: /tmp, /work, /proc, /dev/shm. A task's mount points
  * outside /tmp get a root of the sandbox's own first (mount_rebase). */
 static int mount_from_template(const struct mount_config *cfg, struct err *e)
 {
     int r = mount_scratch(cfg, e);
+    if (r == 0) {
+        r = mount_workspace(cfg, e);
+    }
     if (r == 0) {
         r = mount_proc(cfg, e);
     }
@@ -795,6 +820,10 @@ static int mount_build(const struct mount_config *cfg, int *nodes, struct err *e
     if (r < 0) {
         return r;
     }
+    r = mount_workspace(cfg, e);
+    if (r < 0) {
+        return r;
+    }
     r = mount_proc(cfg, e);
     if (r < 0) {
         return r;
@@ -812,7 +841,7 @@ int mount_setup(const struct mount_config *cfg, struct err *e)
     for (size_t i = 0; i < ARRAY_SIZE(nodes); i++) {
         nodes[i] = -1;
     }
-    if (cfg->image_root[0] != '/' || cfg->tmp_size == 0) {
+    if (cfg->image_root[0] != '/' || cfg->tmp_size == 0 || cfg->work_size == 0) {
         return err_setx(e, -EINVAL, "bad mount config");
     }
     /* Modes below are exact, whatever umask sbxd passed down. */

@@ -34,8 +34,9 @@ struct mount_config {
     const char *hostname;   /* validated: [A-Za-z0-9.-], 1..63 chars */
     uint32_t uid;           /* the task's user and group (for /etc/passwd and group) */
     uint32_t gid;
-    uint64_t tmp_size; /* bytes for /tmp, > 0 */
-    uint64_t shm_size; /* bytes for /dev/shm, > 0; 0 = no /dev/shm */
+    uint64_t tmp_size;  /* bytes for /tmp, > 0 */
+    uint64_t work_size; /* bytes for /work, > 0 */
+    uint64_t shm_size;  /* bytes for /dev/shm, > 0; 0 = no /dev/shm */
 };
 
 /* Builds the root filesystem and makes it the process's root (cwd "/"). Image paths

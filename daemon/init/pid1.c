@@ -157,7 +157,8 @@ int pid1_parse_setup(struct init *in, ssize_t n, size_t got, uint32_t type, stru
         return err_setx(e, -EPERM, "task uid/gid %u/%u refused", s->uid, s->gid);
     }
     /* SECURITY: tmpfs size=0 means unlimited. */
-    if (s->tmp_size == 0 || ((s->flags & CTL_SETUP_DEV_SHM) && s->shm_size == 0)) {
+    if (s->tmp_size == 0 || s->work_size == 0 ||
+        ((s->flags & CTL_SETUP_DEV_SHM) && s->shm_size == 0)) {
         return err_setx(e, -EINVAL, "tmpfs sizes must be > 0");
     }
     if (!init_hostname_ok(s->hostname)) {
@@ -262,6 +263,7 @@ int pid1_mount(struct init *in, enum mount_mode mode, struct err *e)
         .uid = s->uid,
         .gid = s->gid,
         .tmp_size = s->tmp_size,
+        .work_size = s->work_size,
         .shm_size = (s->flags & CTL_SETUP_DEV_SHM) ? s->shm_size : 0,
     };
     int r = mount_setup(&mc, e);

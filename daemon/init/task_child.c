@@ -15,6 +15,7 @@
 #include "init/init_impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
@@ -287,6 +288,67 @@ static int init_child_prepare(const struct init *in, int *err)
     return CTL_STAGE_NONE;
 }
 
+/* Whether cwd is a directory below /work or /tmp (not either itself) with no "." or ".."
+ * component: one the task child may create. CHILD-SAFE. */
+static bool init_child_cwd_creatable(const char *cwd)
+{
+    size_t skip;
+    if (strncmp(cwd, "/work/", 6) == 0) {
+        skip = 6;
+    } else if (strncmp(cwd, "/tmp/", 5) == 0) {
+        skip = 5;
+    } else {
+        return false;
+    }
+    for (const char *c = cwd + skip; *c != '\0';) {
+        size_t n = 0;
+        while (c[n] != '\0' && c[n] != '/') {
+            n++;
+        }
+        if ((n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.')) {
+            return false;
+        }
+        c += n;
+        while (*c == '/') {
+            c++;
+        }
+    }
+    return true;
+}
+
+/* chdir to the task's cwd; one below /work or /tmp that does not exist is made first, as
+ * mkdir -p makes it (as the task's user, mode 0755 less its umask). Anywhere else a missing
+ * cwd fails as it is. Returns 0 or -errno (of the first mkdir that failed, else chdir's).
+ * CHILD-SAFE. */
+static int init_child_chdir(const char *cwd)
+{
+    char path[CTL_PATH_MAX];
+    int r = sys_chdir(cwd);
+    if (r != -ENOENT || !init_child_cwd_creatable(cwd)) {
+        return r;
+    }
+    size_t len = 0;
+    while (len < sizeof(path) - 1 && cwd[len] != '\0') {
+        path[len] = cwd[len];
+        len++;
+    }
+    path[len] = '\0';
+    /* Each prefix ending before a '/' (past the top directory), then the whole path. */
+    for (size_t i = 1; i <= len; i++) {
+        if (i < len && (path[i] != '/' || path[i - 1] == '/')) {
+            continue;
+        }
+        char saved = path[i];
+        path[i] = '\0';
+        r = sys_mkdirat(AT_FDCWD, path, 0755);
+        path[i] = saved;
+        if (r < 0 && r != -EEXIST) {
+            return r;
+        }
+    }
+    return sys_chdir(cwd);
+}
+
 /* The task child: cloned at setup, it sheds what it can (init_child_prepare) and blocks on
  * sock for the one message init ever sends there: a checked CTL_TASK with its stdin,
  * stdout and stderr. A failure of the preparation is reported only then, as if it had
@@ -347,7 +409,7 @@ __attribute__((noreturn)) static void init_task_child(const struct init *in, int
             init_child_fail(sock, CTL_STAGE_FDS, r);
         }
     }
-    r = sys_chdir(t->cwd);
+    r = init_child_chdir(t->cwd);
     if (r < 0) {
         init_child_fail(sock, CTL_STAGE_CHDIR, r);
     }

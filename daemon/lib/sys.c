@@ -387,6 +387,11 @@ int sys_chdir(const char *path)
     return (int)raw1(__NR_chdir, path);
 }
 
+int sys_mkdirat(int dfd, const char *path, unsigned mode)
+{
+    return (int)raw3(__NR_mkdirat, dfd, path, mode);
+}
+
 int sys_dup2(int oldfd, int newfd)
 {
 #ifdef __NR_dup2

@@ -142,6 +142,7 @@ ssize_t sys_sendmsg(int sock, const struct msghdr *mh, int flags);
 ssize_t sys_recvmsg(int sock, struct msghdr *mh, int flags);
 int sys_setsid(void);
 int sys_chdir(const char *path);
+int sys_mkdirat(int dfd, const char *path, unsigned mode);
 /* dup2 where the ABI has it (x86_64), else dup3 with no flags (oldfd != newfd). */
 int sys_dup2(int oldfd, int newfd);
 /* setrlimit(2) as libcs make it: prlimit64(0, resource, {cur, max}, NULL). */

@@ -109,6 +109,7 @@ static char *setup_message(const struct sandbox *sb, const char *image_root, siz
     s->flags = (pc->dev_shm ? CTL_SETUP_DEV_SHM : 0) | (sb->netns.fd >= 0 ? CTL_SETUP_LO_UP : 0);
     s->seccomp_insns = (uint32_t)insns;
     s->tmp_size = pc->tmp_size;
+    s->work_size = pc->work_size;
     s->shm_size = pc->shm_size;
     s->proxy_port = cfg->n_egress_profiles > 0 ? cfg->egress_port : 0;
     sandbox_hostname(pc->name, s->hostname, sizeof(s->hostname));

@@ -232,7 +232,8 @@ static inline bool bpf_allows(const struct sock_filter *insns, uint32_t n,
  * its task, instead of just before execve: only if the program allows every call the child
  * makes after it, as musl makes them (init/task_child.c, init_task_child): the listener's
  * hand-over (sendmsg), receiving the task (recvmsg; close on a bad packet), setsid, lifting
- * fds above 2 (fcntl F_DUPFD_CLOEXEC, then F_SETFD), dup2 onto 0-2, chdir, setrlimit
+ * fds above 2 (fcntl F_DUPFD_CLOEXEC, then F_SETFD), dup2 onto 0-2, chdir (and mkdirat of
+ * a missing cwd under /work or /tmp), setrlimit
  * (prlimit64) of RLIMIT_NOFILE and RLIMIT_CORE, capset to nothing, execve, and on failure
  * write and _exit. A program that denies, counts or kills any of them is installed late, as
  * before: the child never meets its own filter. report is the child's socket to init.
@@ -257,6 +258,7 @@ static inline bool bpf_early_ok(const struct sock_filter *insns, uint32_t n, int
         {SYS_dup3, {5, 2, 0, 0, 0, 0}},
 #endif
         {SYS_chdir, {0, 0, 0, 0, 0, 0}},
+        {SYS_mkdirat, {(uint64_t)(int64_t)AT_FDCWD, 0, 0755, 0, 0, 0}},
         {SYS_prlimit64, {0, RLIMIT_NOFILE, 0, 0, 0, 0}},
         {SYS_prlimit64, {0, RLIMIT_CORE, 0, 0, 0, 0}},
         {SYS_capset, {0, 0, 0, 0, 0, 0}},

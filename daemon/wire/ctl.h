@@ -102,6 +102,7 @@ struct ctl_setup {
     uint32_t flags;         /* CTL_SETUP_* */
     uint32_t seccomp_insns; /* struct sock_filter entries following this struct (0: none) */
     uint64_t tmp_size;      /* bytes for the /tmp tmpfs */
+    uint64_t work_size;     /* bytes for the /work tmpfs (the task's workspace) */
     uint64_t shm_size;      /* bytes for /dev/shm when CTL_SETUP_DEV_SHM */
     char hostname[CTL_HOSTNAME_MAX];
     /* Root of the pool's image as seen by init before pivot_root; "/" is the host image

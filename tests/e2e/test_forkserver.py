@@ -108,10 +108,12 @@ class ForkServer(DaemonTest):
         self.assertEqual(int(status["CapPrm"], 16), caps)
         self.assertEqual(status["NoNewPrivs"].strip(), "1")
         self.assertEqual(status["Uid"].split(), ["0", "0", "0", "0"])
-        # Its root is the template: /tmp empty (sandboxes build on mounts of their own) and a
-        # /proc that lists no process at all, should a sandbox's own ever be uncovered.
+        # Its root is the template: /tmp and /work empty (sandboxes build on mounts of their
+        # own) and a /proc that lists no process at all, should a sandbox's own ever be
+        # uncovered.
         root = "/proc/%d/root" % z
         self.assertEqual(os.listdir(root + "/tmp"), [])
+        self.assertEqual(os.listdir(root + "/work"), [])
         self.assertFalse([n for n in os.listdir(root + "/proc") if n.isdigit()])
         self.assertTrue(os.path.isdir(root + "/usr/bin"))
         # Sandboxes are sbxd's children (CLONE_PARENT): the zygote has none.

@@ -87,7 +87,8 @@ class Isolation(DaemonTest):
         res, out, _ = self.run_sh("ls -a / ; ls /home /root /var /sys 2>&1; "
                                   "cat /etc/shadow 2>&1; ls /etc")
         top = set(out.split("\n")[0:20])
-        for path in ("home", "root", "var", "sys", "work", "srv", "mnt", "opt"):
+        # /work is the sandbox's own workspace (test_workspace.py), nothing of the host's.
+        for path in ("home", "root", "var", "sys", "srv", "mnt", "opt"):
             self.assertNotIn(path, top)
         # /run, when there is one (a fork server's template has it for mount_rebase), is
         # empty: nothing of the host's /run.
@@ -213,7 +214,7 @@ class Isolation(DaemonTest):
             res, out, _ = c.exec(["pwd"], cwd="/usr")
             self.assertEqual(out.decode().strip(), "/usr")
             res, out, _ = c.exec(["pwd"])
-            self.assertEqual(out.decode().strip(), "/tmp")
+            self.assertEqual(out.decode().strip(), "/work")
             res, out, err = c.exec(["pwd"], cwd="/nonexistent")
             self.assertEqual(res["status"], "error")
             self.assertEqual(res["error_stage"], "cwd")

@@ -84,7 +84,7 @@ else:
     os.fchmod(fd, 0o755)
     routes("secret_", fd)
 
-for d in ("/tmp", "/dev/shm"):
+for d in ("/tmp", "/work", "/dev/shm"):
     key = d.strip("/").replace("/", "_")
     if not os.path.isdir(d) or not os.access(d, os.W_OK):
         for r in ("path", "fexecve", "execveat", "proc_fd", "tmpfile_proc_fd"):
@@ -112,7 +112,7 @@ print(json.dumps(out))
 
 MEMFD_ROUTES = ["memfd_fexecve", "memfd_execveat", "memfd_proc_fd",
                 "memfd_exec_fexecve", "memfd_exec_execveat", "memfd_exec_proc_fd"]
-FILE_ROUTES = ["%s_%s" % (d, r) for d in ("tmp", "dev_shm")
+FILE_ROUTES = ["%s_%s" % (d, r) for d in ("tmp", "work", "dev_shm")
                for r in ("path", "fexecve", "execveat", "proc_fd", "tmpfile_proc_fd")]
 
 
@@ -155,6 +155,7 @@ class ExecRoutes:
                     self.assertIn(got[route], ("EACCES", "absent"), (route, got))
                 self.assertEqual(got["writable_exec_mounts"], [], got)
                 self.assertEqual(got["tmp_path"], "EACCES", got)
+                self.assertEqual(got["work_path"], "EACCES", got)
 
 
 class FromForkServer(ExecRoutes, DaemonTest):

@@ -58,6 +58,7 @@ static int send_setup(int ctl, const struct try_opts *o)
     s.uid = 10001;
     s.gid = 10001;
     s.tmp_size = 64u << 20;
+    s.work_size = 64u << 20;
     (void)str_copy(s.hostname, "spawntry", sizeof(s.hostname));
     (void)str_copy(s.image_root, o->image, sizeof(s.image_root));
     return send(ctl, &s, sizeof(s), MSG_NOSIGNAL) == (ssize_t)sizeof(s) ? 0 : -errno;

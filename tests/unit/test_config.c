@@ -153,6 +153,7 @@ static void config_parse_pool__defaults(void **state)
     assert_int_equal(p.max_timeout_ns, 120 * SEC);
     assert_int_equal(p.output_cap, 32768);
     assert_int_equal(p.tmp_size, 64 * MIB);
+    assert_int_equal(p.work_size, 256 * MIB);
     assert_int_equal(p.uid, 10001);
     assert_int_equal(p.gid, 10001);
     assert_int_equal(p.nofile, 256);
@@ -272,6 +273,7 @@ static void config_parse_pool__every_key(void **state)
                        "max_timeout: 1m\n"
                        "output_cap: 1MiB\n"
                        "tmp_size: 128M\n"
+                       "work_size: 1GiB\n"
                        "uid: 1234\n"
                        "gid: 4321\n"
                        "nofile: 1024\n"
@@ -294,6 +296,7 @@ static void config_parse_pool__every_key(void **state)
     assert_int_equal(p.max_timeout_ns, 60 * SEC);
     assert_int_equal(p.output_cap, MIB);
     assert_int_equal(p.tmp_size, 128 * MIB);
+    assert_int_equal(p.work_size, 1024 * MIB);
     assert_int_equal(p.uid, 1234);
     assert_int_equal(p.gid, 4321);
     assert_int_equal(p.nofile, 1024);
@@ -342,6 +345,7 @@ static void config_load__embedded_default(void **state)
     assert_int_equal(p->max_timeout_ns, 300 * SEC);
     assert_int_equal(p->output_cap, 32 * 1024);
     assert_int_equal(p->tmp_size, 64 * MIB);
+    assert_int_equal(p->work_size, 256 * MIB);
     assert_int_equal(p->uid, 10001);
     assert_string_equal(p->seccomp, "strict");
     assert_string_equal(p->image, "python");
@@ -372,6 +376,7 @@ static void config_load__embedded_default(void **state)
     assert_int_equal(p->timeout_ns, 120 * SEC);
     assert_int_equal(p->max_timeout_ns, 900 * SEC);
     assert_int_equal(p->tmp_size, 512 * MIB);
+    assert_int_equal(p->work_size, 1024 * MIB);
     assert_true(p->dev_shm);
     assert_string_equal(p->seccomp, "default");
 
@@ -754,6 +759,11 @@ static void config_parse_pool__out_of_range(void **state)
     pool_fails("p.yaml", "name: p\noutput_cap: 65MiB\n",
                "p.yaml:2:13: 'output_cap' must be between 1 and 64MiB");
     pool_fails("p.yaml", "name: p\ntmp_size: 0\n", "p.yaml:2:11: 'tmp_size' must be at least 1MiB");
+    /* SECURITY: a tmpfs of size 0 has no limit; /work's too. */
+    pool_fails("p.yaml", "name: p\nwork_size: 0\n",
+               "p.yaml:2:12: 'work_size' must be at least 1MiB");
+    pool_fails("p.yaml", "name: p\nwork_size: 512K\n",
+               "p.yaml:2:12: 'work_size' must be at least 1MiB");
     pool_fails("p.yaml", "name: p\nnofile: 2\n",
                "p.yaml:2:9: 'nofile' must be between 16 and 1048576");
     pool_fails("p.yaml", "name: p\nio_read_bps: -1\n",

@@ -149,6 +149,7 @@ static int setup(void **state)
     f->pc.uid = 10001;
     f->pc.gid = 10002;
     f->pc.tmp_size = 64 << 20;
+    f->pc.work_size = 32 << 20;
     f->pc.shm_size = 16 << 20;
     f->pc.nofile = 64;
     f->cfg.userns = false; /* no host id blocks */
@@ -289,6 +290,7 @@ static void init_read_setup(struct fixture *f)
     assert_int_equal(s->flags, 0);
     assert_int_equal(s->seccomp_insns, f->kit.bpf_n);
     assert_int_equal(s->tmp_size, 64 << 20);
+    assert_int_equal(s->work_size, 32 << 20);
     assert_int_equal(s->shm_size, 16 << 20);
     assert_string_equal(s->hostname, "sbx-py-3");
     assert_string_equal(s->image_root, "/");

@@ -1058,17 +1058,21 @@ static void bpf_early_ok__any_refusal_keeps_it_late(void **state)
         "    args:\n      - {index: 1, op: eq, value: 4}\n",
         /* an allowlist without dup2 */
         "default_action: errno\nrules:\n  - names: [sendmsg, recvmsg, close, setsid, fcntl, "
-        "chdir, prlimit64, capset, execve, write, exit_group]\n    action: allow\n",
+        "chdir, mkdirat, prlimit64, capset, execve, write, exit_group]\n    action: allow\n",
+        /* one without mkdirat (a missing cwd below /work or /tmp is made) */
+        "default_action: errno\nrules:\n  - names: [sendmsg, recvmsg, close, setsid, fcntl, "
+        "dup2, chdir, prlimit64, capset, execve, write, exit_group]\n    action: allow\n",
     };
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
         struct prog p = compile_text(texts[i], SECCOMP_COMPILE_NOTIFY);
         assert_false(bpf_early_ok(p.insns, p.n, 7));
         free(p.insns);
     }
-    /* The same allowlist with dup2 is enough; so is logging a call. */
+    /* The allowlist with dup2 and mkdirat is enough; so is logging a call. */
     struct prog p = compile_text(
         "default_action: errno\nrules:\n  - names: [sendmsg, recvmsg, close, setsid, fcntl, "
-        "dup2, chdir, prlimit64, capset, execve, write, exit_group]\n    action: allow\n",
+        "dup2, chdir, mkdirat, prlimit64, capset, execve, write, exit_group]\n"
+        "    action: allow\n",
         SECCOMP_COMPILE_NOTIFY);
     assert_true(bpf_early_ok(p.insns, p.n, 7));
     free(p.insns);

@@ -154,6 +154,7 @@ static void setup_init(struct ctl_setup *s, const char *image)
     s->uid = TASK_UID;
     s->gid = TASK_UID;
     s->tmp_size = 16u << 20;
+    s->work_size = 16u << 20;
     (void)str_copy(s->hostname, "sbx-test", sizeof(s->hostname));
     (void)str_copy(s->image_root, image, sizeof(s->image_root));
 }
@@ -493,7 +494,7 @@ static void spawn_sandbox__proc_shows_only_the_sandbox(void **state)
 static void spawn_sandbox__only_the_image_is_visible(void **state)
 {
     (void)state;
-    static const char *const want[] = {"bin", "dev", "etc", "proc", "tmp", "usr"};
+    static const char *const want[] = {"bin", "dev", "etc", "proc", "tmp", "usr", "work"};
     const char *args[] = {"ls", "/", NULL};
     struct run r;
     need_prereqs();
@@ -651,6 +652,14 @@ static void spawn_sandbox__bad_setup_is_refused(void **state)
     setup_init(&s, fx.image);
     s.seccomp_insns = 3;
     (void)setup_refused(&s, sizeof(s));
+
+    /* SECURITY: a tmpfs of size 0 has no limit: neither /tmp's nor /work's may be 0. */
+    setup_init(&s, fx.image);
+    s.tmp_size = 0;
+    assert_int_equal(setup_refused(&s, sizeof(s)), -EINVAL);
+    setup_init(&s, fx.image);
+    s.work_size = 0;
+    assert_int_equal(setup_refused(&s, sizeof(s)), -EINVAL);
 }
 
 static void spawn_sandbox__missing_command_fails_exec(void **state)
