@@ -247,5 +247,8 @@ static inline const char *ctl_mount_dst_check(const char *dst)
     if (first_len == 3 && __builtin_memcmp(first, "tmp", 3) == 0 && len == 4) {
         return "/tmp itself would hide the task's scratch space";
     }
+    if (first_len == 4 && __builtin_memcmp(first, "work", 4) == 0 && len == 5) {
+        return "/work itself would hide the task's workspace";
+    }
     return NULL;
 }

@@ -308,13 +308,13 @@ static void token_policy_check_dsts__system_dirs_and_overlaps(void **state)
 {
     (void)state;
     struct err e = ERR_INIT;
-    static const char *const ok[] = {"/data",     "/mnt/x",   "/srv/a/b",
-                                     "/opt/tool", "/work",    "/home/agent",
-                                     "/tmp/in",   "/tmp/a/b", "/data with space"};
-    static const char *const bad[] = {"/",        "/usr",     "/usr/lib/x", "/bin",   "/etc/x",
-                                      "/lib64",   "/libexec", "/proc/1",    "/dev/x", "/sys",
-                                      "/tmp",     "/var/x",   "/root",      "data",   "/data/",
-                                      "/data//x", "/./data",  "/data/..",   "/a\nb",  ""};
+    static const char *const ok[] = {"/data",    "/mnt/x",          "/srv/a/b",    "/opt/tool",
+                                     "/work/in", "/workdir",        "/home/agent", "/tmp/in",
+                                     "/tmp/a/b", "/data with space"};
+    static const char *const bad[] = {
+        "/",       "/usr",   "/usr/lib/x", "/bin",    "/etc/x",   "/lib64", "/libexec",
+        "/proc/1", "/dev/x", "/sys",       "/tmp",    "/work",    "/var/x", "/root",
+        "data",    "/data/", "/data//x",   "/./data", "/data/..", "/a\nb",  ""};
     for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
         struct token_mount m = {NULL, (char *)ok[i]};
         assert_int_equal(token_policy_check_dsts(&m, 1, &e), 0);
