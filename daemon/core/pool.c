@@ -105,6 +105,9 @@ int pool_submit(struct pool *p, struct pool_waiter *w)
         return -ESHUTDOWN;
     }
     w->cold = false;
+    if (pool_full(p)) {
+        return -EBUSY;
+    }
     if (!p->q_head) {
         struct sandbox *sb = warm_pop(p);
         if (sb) {
@@ -113,9 +116,6 @@ int pool_submit(struct pool *p, struct pool_waiter *w)
             sched_refill(p->sched);
             return 0;
         }
-    }
-    if (p->n_queued >= p->pc->queue) {
-        return -EBUSY;
     }
     w->cold = true;
     DLIST_APPEND(p->q_head, p->q_tail, w);

@@ -97,18 +97,29 @@ static void timeout_field(struct audit_ev *ev, double secs)
     }
 }
 
+/* A task.request event begun with who asked (marked as a refused request's when refusal),
+ * or NULL when the trail takes no event. */
+static struct audit_ev *request_begin(struct task_env *tenv, const char *task_id,
+                                      const struct task_audit_peer *peer, bool refusal)
+{
+    struct audit_ev *ev = audit_begin(tenv->audit, "task.request", task_id);
+    if (ev) {
+        if (refusal) {
+            audit_mark_refusal(ev);
+        }
+        peer_fields(ev, peer);
+    }
+    return ev;
+}
+
 static void request_spec(struct task_env *tenv, const char *task_id,
                          const struct task_audit_peer *peer, const struct task_spec *spec,
                          bool refusal)
 {
-    struct audit_ev *ev = audit_begin(tenv->audit, "task.request", task_id);
+    struct audit_ev *ev = request_begin(tenv, task_id, peer, refusal);
     if (!ev) {
         return;
     }
-    if (refusal) {
-        audit_mark_refusal(ev);
-    }
-    peer_fields(ev, peer);
     audit_id(ev, "token_id", spec->token_id);
     /* A name the client sent is a client string (scrubbed), the default is sbxd's. */
     if (spec->has_pool) {
@@ -159,14 +170,10 @@ static void request_raw(struct task_env *tenv, const char *task_id,
                         const struct task_audit_peer *peer, const msgpack_object *args,
                         bool refusal)
 {
-    struct audit_ev *ev = audit_begin(tenv->audit, "task.request", task_id);
+    struct audit_ev *ev = request_begin(tenv, task_id, peer, refusal);
     if (!ev) {
         return;
     }
-    if (refusal) {
-        audit_mark_refusal(ev);
-    }
-    peer_fields(ev, peer);
     audit_id(ev, "token_id", NULL);
     if (!args || args->type != MSGPACK_OBJECT_MAP) {
         audit_bool(ev, "malformed", true);
