@@ -7,16 +7,8 @@
 -- the loop the request waits in. Neovim dispatches the notifications sbxd sends to its own
 -- API (they are not visible here); the test reads them from a relay on the socket.
 
-local report = { steps = {} }
-local ch
--- Neovim numbers a channel's requests 1, 2, ...: exec.stdin must name its request's msgid.
-local last_id = 0
-
-local function request(method, params)
-  last_id = last_id + 1
-  local ok, res = pcall(vim.rpcrequest, ch, method, params)
-  return { ok = ok, res = res, id = last_id }
-end
+local rpc = dofile('nvim_rpc.lua')
+local report, request = rpc.report, rpc.request
 
 -- Runs fn as soon as the loop turns, that is while the next request waits for its answer.
 local function during_next_request(fn)
@@ -28,14 +20,14 @@ local function during_next_request(fn)
 end
 
 local function main()
-  ch = vim.fn.sockconnect('pipe', os.getenv('SBX_SOCK'), { rpc = true })
+  local ch = rpc.connect()
   report.channel = ch
 
   table.insert(report.steps, 'ping')
   report.ping = request('ping', {})
 
   table.insert(report.steps, 'stdin')
-  local id = last_id + 1
+  local id = rpc.last_id + 1
   during_next_request(function()
     vim.rpcnotify(ch, 'exec.stdin', id, 'hello ')
     vim.rpcnotify(ch, 'exec.stdin', id, 'world\n')
@@ -51,7 +43,7 @@ local function main()
   })
 
   table.insert(report.steps, 'stdin_not_asked')
-  id = last_id + 1
+  id = rpc.last_id + 1
   during_next_request(function()
     vim.rpcnotify(ch, 'exec.stdin', id, 'lost')
   end)
@@ -64,18 +56,4 @@ local function main()
   vim.fn.chanclose(ch)
 end
 
--- A hang is a failure with a report, not a stuck test.
-local guard = vim.loop.new_timer()
-guard:start(60000, 0, function()
-  report.timeout = report.steps[#report.steps] or 'start'
-  io.stdout:write(vim.json.encode(report) .. '\n')
-  os.exit(3)
-end)
-
-local ok, err = pcall(main)
-if not ok then
-  report.exception = tostring(err)
-end
-io.stdout:write(vim.json.encode(report) .. '\n')
-io.stdout:flush()
-vim.cmd('qall!')
+rpc.run(main)
