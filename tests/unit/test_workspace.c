@@ -641,7 +641,7 @@ static void workspace_collect__bytes_files_and_skip_bounds(void **state)
     struct workspace_collect c;
     char data[100];
     for (int i = 0; i < 10; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof(name), "f%d", i);
         memset(data, 'a' + i, sizeof(data));
         put(t, name, data, sizeof(data), 0644);
