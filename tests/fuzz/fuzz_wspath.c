@@ -7,7 +7,8 @@
  * normal form is no longer than its spelling, has no empty, "." or ".." component, no
  * component over 255 bytes, no leading '/', and is its own normal form; and a pattern's
  * match agrees with a plain backtracking matcher, every directory above a matched path is
- * one the walk enters (wspath_match_dir), and "**" finds every path. */
+ * one the walk enters (wspath_match_dir), and "**" finds every path; a directory to list
+ * normalizes as a path does, or to "" for /work itself. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdbool.h>
@@ -116,19 +117,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *as_pat = normalize(sin, size - k, max, true);
     FUZZ_CHECK(path == NULL || as_pat != NULL || memmem(sin, size - k, "**", 2));
     free(as_pat);
+    /* A directory to list: the same as a path, but /work itself is "". */
+    char *dir = malloc(size - k + 1);
+    FUZZ_CHECK(dir != NULL);
+    const char *dwhy = NULL;
+    int dr = wspath_normalize_dir(sin, size - k, max, dir, size - k + 1, &dwhy);
+    if (path) {
+        FUZZ_CHECK(dr == 0 && strcmp(dir, path) == 0);
+    } else if (dr == 0) {
+        FUZZ_CHECK(dir[0] == '\0' && dwhy == NULL);
+    } else {
+        FUZZ_CHECK(dwhy != NULL);
+    }
+    free(dir);
     if (pat && path) {
         bool m = wspath_match(pat, path);
         FUZZ_CHECK(wspath_match("**", path));
         /* Each directory above a match is entered by the walk. */
         if (m) {
             FUZZ_CHECK(wspath_match_dir(pat, ""));
-            char *dir = strdup(path);
-            FUZZ_CHECK(dir != NULL);
-            for (char *slash = strrchr(dir, '/'); slash; slash = strrchr(dir, '/')) {
+            char *up = strdup(path);
+            FUZZ_CHECK(up != NULL);
+            for (char *slash = strrchr(up, '/'); slash; slash = strrchr(up, '/')) {
                 *slash = '\0';
-                FUZZ_CHECK(wspath_match_dir(pat, dir));
+                FUZZ_CHECK(wspath_match_dir(pat, up));
             }
-            free(dir);
+            free(up);
         }
         char *pc = strdup(pat);
         char *sc = strdup(path);

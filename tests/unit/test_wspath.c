@@ -144,6 +144,29 @@ static void wspath_normalize__ways_out_refused(void **state)
     assert_int_equal(wspath_normalize("..", 2, MAX_LEN, out, sizeof(out), NULL), -EINVAL);
 }
 
+static void wspath_normalize_dir__work_itself_is_the_root(void **state)
+{
+    (void)state;
+    char out[MAX_LEN + 1];
+    const char *why = NULL;
+    static const char *const roots[] = {"/work", "/work/", "/work/.", ".", "./", "//work//"};
+    for (size_t i = 0; i < ARRAY_SIZE(roots); i++) {
+        strcpy(out, "x");
+        assert_int_equal(
+            wspath_normalize_dir(roots[i], strlen(roots[i]), MAX_LEN, out, sizeof(out), &why), 0);
+        assert_string_equal(out, "");
+        assert_null(why);
+    }
+    assert_int_equal(wspath_normalize_dir("/work/a/", 8, MAX_LEN, out, sizeof(out), &why), 0);
+    assert_string_equal(out, "a");
+    static const char *const bad[] = {"", "/", "/etc", "..", "/work/..", "a/../.."};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        assert_int_equal(
+            wspath_normalize_dir(bad[i], strlen(bad[i]), MAX_LEN, out, sizeof(out), &why), -EINVAL);
+        assert_true(strncmp(why, "the path", 8) == 0);
+    }
+}
+
 static void wspath_pattern_normalize__globs_and_refusals(void **state)
 {
     (void)state;
@@ -343,6 +366,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(wspath_normalize__accepted_spellings),
         cmocka_unit_test(wspath_normalize__ways_out_refused),
+        cmocka_unit_test(wspath_normalize_dir__work_itself_is_the_root),
         cmocka_unit_test(wspath_pattern_normalize__globs_and_refusals),
         cmocka_unit_test(wspath_match__components),
         cmocka_unit_test(wspath_match_dir__what_a_walk_enters),
