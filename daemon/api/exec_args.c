@@ -56,8 +56,8 @@ static bool env_overridden(const msgpack_object *env, const char *name)
     return false;
 }
 
-static const char *const exec_keys[] = {"argv", "pool",  "timeout", "env",
-                                        "cwd",  "stdin", "token",   "capture"};
+static const char *const exec_keys[] = {"argv",  "pool",  "timeout", "env",    "cwd",
+                                        "stdin", "token", "capture", "session"};
 
 /* argv, the base env, then the request's env, into spec's strings. */
 static int decode_strings(const struct rpc_env *renv, const msgpack_object *a,
@@ -119,8 +119,9 @@ static int decode_strings(const struct rpc_env *renv, const msgpack_object *a,
     return 0;
 }
 
-int exec_args_decode(const struct rpc_env *renv, const msgpack_object *a, struct task_spec *spec,
-                     struct pool **ret_pool, struct err *e)
+/* fixed: the session's pool (a pool the request names must be it), or NULL. */
+static int decode(const struct rpc_env *renv, const msgpack_object *a, struct pool *fixed,
+                  struct task_spec *spec, struct pool **ret_pool, struct err *e)
 {
     char name[64];
     int kr = proto_keys_check(a, exec_keys, ARRAY_SIZE(exec_keys), name, sizeof(name));
@@ -140,9 +141,13 @@ int exec_args_decode(const struct rpc_env *renv, const msgpack_object *a, struct
         }
         pname = pbuf;
     }
-    struct pool *p = sched_find_pool(renv->sched, pname);
+    struct pool *p = fixed ? fixed : sched_find_pool(renv->sched, pname);
     if (!p) {
         return err_setx(e, -ENOENT, "unknown pool '%.60s'", pname);
+    }
+    if (fixed && pname == pbuf && strcmp(pname, pool_config(fixed)->name) != 0) {
+        return err_setx(e, -EINVAL, "'pool' must be the session's ('%s') or omitted",
+                        pool_config(fixed)->name);
     }
     const struct pool_config *pc = pool_config(p);
     spec->pool = pc;
@@ -199,8 +204,23 @@ int exec_args_decode(const struct rpc_env *renv, const msgpack_object *a, struct
     return 0;
 }
 
-int exec_args_grant(struct task_spec *spec, struct token_store *tokens, const struct token *tok,
-                    struct err *e)
+int exec_args_decode(const struct rpc_env *renv, const msgpack_object *a, struct task_spec *spec,
+                     struct pool **ret_pool, struct err *e)
+{
+    return decode(renv, a, NULL, spec, ret_pool, e);
+}
+
+int exec_args_decode_session(const struct rpc_env *renv, const msgpack_object *a, struct pool *p,
+                             struct task_spec *spec, struct err *e)
+{
+    struct pool *got = NULL;
+    return decode(renv, a, p, spec, &got, e);
+}
+
+/* mounts false: the id and network profile only (a session's later commands, whose
+ * sandbox has the token's mounts since its first). */
+static int grant(struct task_spec *spec, struct token_store *tokens, const struct token *tok,
+                 bool mounts, struct err *e)
 {
     struct token_info ti;
     int fds[TOKEN_MAX_MOUNTS];
@@ -208,7 +228,7 @@ int exec_args_grant(struct task_spec *spec, struct token_store *tokens, const st
     token_get_info(tokens, tok, &ti);
     spec->token_id = xstrdup(ti.id);
     spec->net_profile = ti.net ? xstrdup(ti.net) : NULL;
-    if (ti.n_mounts == 0) {
+    if (ti.n_mounts == 0 || !mounts) {
         return 0;
     }
     int r = token_open_mounts(tokens, tok, fds, &files, e);
@@ -222,4 +242,16 @@ int exec_args_grant(struct task_spec *spec, struct token_store *tokens, const st
     spec->n_mounts = (uint32_t)ti.n_mounts;
     spec->mount_files = files;
     return 0;
+}
+
+int exec_args_grant(struct task_spec *spec, struct token_store *tokens, const struct token *tok,
+                    struct err *e)
+{
+    return grant(spec, tokens, tok, true, e);
+}
+
+int exec_args_grant_session(struct task_spec *spec, struct token_store *tokens,
+                            const struct token *tok, bool first, struct err *e)
+{
+    return grant(spec, tokens, tok, first, e);
 }

@@ -25,3 +25,12 @@ int exec_args_decode(const struct rpc_env *env, const msgpack_object *a, struct 
  * profile are set even then, so that the trail names the token). */
 int exec_args_grant(struct task_spec *spec, struct token_store *tokens, const struct token *tok,
                     struct err *e);
+/* The arguments of a command of a session in pool p (exec with "session"): as
+ * exec_args_decode, but the pool is p (a "pool" argument must name it: else -EINVAL). */
+int exec_args_decode_session(const struct rpc_env *env, const msgpack_object *a, struct pool *p,
+                             struct task_spec *spec, struct err *e);
+/* A session's token's grants for its next command: as exec_args_grant for the first
+ * (first true), and only the id and network profile for the others, whose sandbox keeps
+ * the mounts the first one attached. */
+int exec_args_grant_session(struct task_spec *spec, struct token_store *tokens,
+                            const struct token *tok, bool first, struct err *e);

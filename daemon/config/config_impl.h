@@ -53,6 +53,7 @@ enum config_mark {
     CM_MAX_REQ,
     CM_MAX_MSG,
     CM_MAX_ARGV,
+    CM_MAX_SESSIONS,
     CM_CGROUP,
     CM_CG_VERSION,
     CM_CG_PARENT,
@@ -109,6 +110,10 @@ enum pool_mark {
     PM_SHM_SIZE,
     PM_IO_READ_BPS,
     PM_IO_READ_IOPS,
+    PM_SESSION_TTL,
+    PM_SESSION_MAX_TTL,
+    PM_SESSION_IDLE,
+    PM_MAX_SESSIONS,
     PM_COUNT
 };
 

@@ -24,6 +24,7 @@
 #include "lib/log.h"
 #include "metrics/metrics.h"
 #include "core/pool.h"
+#include "core/session.h"
 #include "wire/proto.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/task_spec.h"
@@ -395,7 +396,9 @@ static void task_start(struct task *t, struct sandbox *sb)
         t->error = e;
         t->exited = true;
         t->sb = NULL;
-        sandbox_kill(sb);
+        if (!t->spec.keep) {
+            sandbox_kill(sb); /* a session's sandbox is its session's to end */
+        }
         start_reading(t); /* the child's ends are closed: both pipes reach EOF at once */
         maybe_finish(t);
         return;
@@ -419,6 +422,15 @@ static void snapshot_usage(struct task *t)
     }
 }
 
+/* The task's command is over: its sandbox dies, unless a session keeps it (whose init
+ * killed and reaped everything of the command before it reported). */
+static void end_sandbox(struct task *t)
+{
+    if (t->sb && (!t->spec.keep || !t->session)) {
+        sandbox_kill(t->sb);
+    }
+}
+
 static void task_sandbox_event(void *arg, const struct ctl_event *ev)
 {
     struct task *t = arg;
@@ -433,12 +445,10 @@ static void task_sandbox_event(void *arg, const struct ctl_event *ev)
         t->seccomp_denials = ev->seccomp_denials;
         t->t_exit_ns = clock_now_ns();
         uv_timer_stop(&t->timer);
-        /* Whatever the task left running dies with its sandbox. Usage is read once, when
-         * the task finishes (or when the sandbox is reaped first): the counters keep their
-         * peak and totals after the kill. */
-        if (t->sb) {
-            sandbox_kill(t->sb);
-        }
+        /* Whatever the task left running dies with its sandbox (a kept one's init killed
+         * it all before reporting). Usage is read once, when the task finishes (or when the
+         * sandbox is reaped first): the counters keep their peak and totals after the kill. */
+        end_sandbox(t);
         maybe_finish(t);
         break;
     case CTL_EXEC_FAILED:
@@ -455,9 +465,7 @@ static void task_sandbox_event(void *arg, const struct ctl_event *ev)
                                                      : "the task could not start",
                          ev->msg);
         uv_timer_stop(&t->timer);
-        if (t->sb) {
-            sandbox_kill(t->sb);
-        }
+        end_sandbox(t);
         maybe_finish(t);
         break;
     default:
@@ -489,6 +497,7 @@ static const char *task_status(const struct task *t)
     case KILL_SHUTDOWN:
         return "error";
     case KILL_CLIENT:
+    case KILL_SESSION_CLOSED:
         return "cancelled";
     case KILL_TOKEN_EXPIRED:
         return "token_expired";
@@ -567,6 +576,8 @@ static void outcome_of(struct task *t, struct task_outcome *o)
         o->error_cause = error_cause(t);
     } else if (t->kill == KILL_CLIENT) { /* status cancelled */
         o->error = "the client left before the task finished";
+    } else if (t->kill == KILL_SESSION_CLOSED) {
+        o->error = "the session was closed before the command finished";
     }
 }
 
@@ -649,10 +660,27 @@ static void detach_client(struct task *t)
 }
 
 /* The task's chain is committed (or the trail cannot be written): answer, then let go. */
+/* A session's command is over: the session may run the next one (before the client has
+ * this one's result, so that it can send the next at once). */
+static void session_done(struct task *t)
+{
+    struct session *s = t->session;
+    if (s) {
+        t->session = NULL;
+        session_command_done(s, t);
+    }
+}
+
+void task_detach_session(struct task *t)
+{
+    t->session = NULL;
+}
+
 static void task_committed(void *arg, bool committed)
 {
     struct task *t = arg;
     struct sched *s = t->env->sched;
+    session_done(t);
     if (t->sink.ops) {
         if (committed) {
             struct task_outcome o;
@@ -683,7 +711,7 @@ static void maybe_finish(struct task *t)
     bool reaped = t->sb == NULL;
     if (t->sb) {
         snapshot_usage(t);
-        sandbox_kill(t->sb);
+        end_sandbox(t);
         sandbox_detach_task(t->sb);
         t->sb = NULL;
     }
@@ -711,8 +739,8 @@ static void maybe_finish(struct task *t)
      * client saw is in the trail even if sbxd is killed right after. The sandbox is dead
      * already (SIGKILL reached its init): that is recorded before the result. */
     task_audit_finished(t, &o);
-    if (t->sb_id[0]) {
-        task_audit_destroyed(t, reaped);
+    if (t->sb_id[0] && !(t->spec.keep && !reaped)) {
+        task_audit_destroyed(t, reaped); /* a session's is recorded by session.close */
     }
     uint64_t ticket = task_audit_result(t, o.status, NULL, o.error, &o);
     t->open_handles++; /* the wait holds the task */
@@ -736,6 +764,7 @@ static void end_unstarted(struct task *t, const char *status, const char *cause,
                               .error_cause = cause,
                           });
     }
+    session_done(t);
     if (t->sink.ops) {
         t->sink.ops->send_error(&t->sink, t->msgid, code, message);
         detach_client(t);
@@ -781,9 +810,18 @@ void task_kill(struct task *t, enum task_kill_reason why)
         t->kill = why;
     }
     uv_timer_stop(&t->timer);
-    if (t->sb) {
+    if (t->sb && t->spec.keep && t->session) {
+        sandbox_kill_task(t->sb); /* the command's processes only: the session goes on */
+    } else if (t->sb) {
         sandbox_kill(t->sb);
     }
+}
+
+void task_start_session(struct task *t, struct sandbox *sb, struct session *s)
+{
+    t->session = s;
+    t->spec.keep = true;
+    task_start(t, sb);
 }
 
 void task_token_kill(struct token_link *l, enum token_state why, void *arg)

@@ -17,7 +17,9 @@ struct config;
 struct egress;
 struct metrics;
 struct pool;
+struct sandbox;
 struct sched;
+struct session;
 struct task;
 struct task_sink;
 struct task_spec;
@@ -49,6 +51,7 @@ enum task_kill_reason {
     KILL_SHUTDOWN,      /* the daemon's drain grace ran out */
     KILL_TOKEN_EXPIRED, /* the capability token it ran under expired: status token_expired */
     KILL_TOKEN_REVOKED, /* ... or was revoked: status token_revoked */
+    KILL_SESSION_CLOSED, /* its session was closed: status cancelled */
 };
 
 /* How a task talks to its client, which hands these at task_new. Every op gets the task's
@@ -124,5 +127,13 @@ void task_kill(struct task *t, enum task_kill_reason why);
  * is refused with error "denied" (a denial of that reason; status token_expired /
  * token_revoked in the trail and the metrics) and freed. */
 void task_token_kill(struct token_link *l, enum token_state why, void *arg);
+/* Starts t, made by task_new and never submitted, on its session's sandbox sb (WARM before
+ * the session's first command, then SB_HELD) with spec.keep: the sandbox outlives it. On
+ * timeout, output cap, cancel or a gone client only the command's processes are killed
+ * (sandbox_kill_task); at its end it tells s (session_command_done) just before its result
+ * is sent. core/session.c's session_exec only. */
+void task_start_session(struct task *t, struct sandbox *sb, struct session *s);
+/* Its session ended first (and kills the sandbox): t tells it nothing more. */
+void task_detach_session(struct task *t);
 /* The client's write queue drained: resume reading output. */
 void task_resume(struct task *t);

@@ -114,11 +114,14 @@ static struct audit_ev *request_begin(struct task_env *tenv, const char *task_id
 
 static void request_spec(struct task_env *tenv, const char *task_id,
                          const struct task_audit_peer *peer, const struct task_spec *spec,
-                         bool refusal)
+                         const char *session, bool refusal)
 {
     struct audit_ev *ev = request_begin(tenv, task_id, peer, refusal);
     if (!ev) {
         return;
+    }
+    if (session) {
+        audit_id(ev, "session", session);
     }
     audit_id(ev, "token_id", spec->token_id);
     /* A name the client sent is a client string (scrubbed), the default is sbxd's. */
@@ -163,7 +166,14 @@ static void request_spec(struct task_env *tenv, const char *task_id,
 void task_audit_request(struct task_env *tenv, const char *task_id,
                         const struct task_audit_peer *peer, const struct task_spec *spec)
 {
-    request_spec(tenv, task_id, peer, spec, false);
+    request_spec(tenv, task_id, peer, spec, NULL, false);
+}
+
+void task_audit_request_session(struct task_env *tenv, const char *task_id,
+                                const struct task_audit_peer *peer, const struct task_spec *spec,
+                                const char *session)
+{
+    request_spec(tenv, task_id, peer, spec, session, false);
 }
 
 static void request_raw(struct task_env *tenv, const char *task_id,
@@ -179,6 +189,10 @@ static void request_raw(struct task_env *tenv, const char *task_id,
         audit_bool(ev, "malformed", true);
         audit_end(ev);
         return;
+    }
+    const msgpack_object *so = proto_map_get(args, "session");
+    if (so && so->type == MSGPACK_OBJECT_STR) {
+        audit_strn(ev, "session", so->via.str.ptr, so->via.str.size);
     }
     const msgpack_object *po = proto_map_get(args, "pool");
     if (po && po->type == MSGPACK_OBJECT_STR) {
@@ -276,7 +290,7 @@ void task_audit_refused_exec(struct task_env *tenv, const char *task_id,
                              const msgpack_object *args, const char *code, const char *reason)
 {
     if (spec) {
-        request_spec(tenv, task_id, peer, spec, true);
+        request_spec(tenv, task_id, peer, spec, NULL, true);
     } else {
         request_raw(tenv, task_id, peer, args, true);
     }

@@ -40,6 +40,7 @@ struct metrics_pool_values {
     bool fork_server_up;      /* its fork server runs */
     uint64_t fork_server_spawned;
     uint64_t fork_server_failures;
+    uint32_t sessions_open; /* sessions open or waiting for their sandbox */
 };
 
 /* What the source fills at scrape time. pools has n_pools entries in metrics_new's order,
@@ -121,6 +122,11 @@ void metrics_task_running(struct metrics_pool *ps, uint64_t request_ns);
  * stream, sbx_output_truncated_total and sbx_seccomp_denials_total. */
 void metrics_task_done(struct metrics_pool *ps, const char *status,
                        const struct metrics_task_result *r);
+/* A session ended (reason: closed, ttl, idle, token_expired, token_revoked, shutdown or
+ * error; another asserts): counts sbx_sessions_total, observes
+ * sbx_session_lifetime_seconds and sbx_session_commands. */
+void metrics_session_end(struct metrics_pool *ps, const char *reason, double lifetime_s,
+                         uint64_t commands);
 /* A sandbox's init reported READY: observes sbx_sandbox_create_seconds (created_ns, its
  * creation start, to ready_ns). */
 void metrics_sandbox_ready(struct metrics_pool *ps, uint64_t created_ns, uint64_t ready_ns);
