@@ -31,8 +31,8 @@ static const char *const task_statuses[] = {"exited",        "signaled",  "timeo
 #define N_STATUSES ARRAY_SIZE(task_statuses)
 #define STATUS_ERROR (N_STATUSES - 1)
 /* Why a task ended in "error" (metrics.h, struct metrics_task_result). */
-static const char *const error_causes[] = {"exec",  "cwd",        "mounts",
-                                           "setup", "no_sandbox", "shutdown"};
+static const char *const error_causes[] = {"exec",       "cwd",      "files", "mounts", "setup",
+                                           "no_sandbox", "shutdown"};
 #define N_CAUSES ARRAY_SIZE(error_causes)
 /* Why a request was refused by policy (metrics.h, metrics_denied). */
 static const char *const denial_reasons[] = {
@@ -84,6 +84,8 @@ struct metrics_pool {
     struct metric_series *fs_up;
     struct metric_series *fs_spawned;
     struct metric_series *fs_failures;
+    struct metric_series *files_in;
+    struct metric_series *files_out;
 };
 
 struct metrics {
@@ -232,6 +234,8 @@ struct families {
     struct metric_family *fs_up;
     struct metric_family *fs_spawned;
     struct metric_family *fs_failures;
+    struct metric_family *files_in;
+    struct metric_family *files_out;
     struct metric_family *leaks;
     struct metric_family *conns;
     struct metric_family *tokens;
@@ -282,7 +286,7 @@ static int families_new(struct metrics *m, struct families *f, struct err *e)
         {&f->tasks, METRIC_COUNTER, "sbx_tasks_total", "Tasks finished, by pool and status.",
          {"pool", "status"}, 2, NULL, 0},
         {&f->errors, METRIC_COUNTER, "sbx_task_errors_total",
-         "Tasks finished in status error, by pool and cause (exec, cwd: the request's; "
+         "Tasks finished in status error, by pool and cause (exec, cwd, files: the request's; "
          "mounts, setup, no_sandbox: sbx's; shutdown: the drain's).", {"pool", "cause"}, 2,
          NULL, 0},
         {&f->duration, METRIC_HISTOGRAM, "sbx_task_duration_seconds",
@@ -326,6 +330,12 @@ static int families_new(struct metrics *m, struct families *f, struct err *e)
          "Sandboxes forked by the pool's fork server.", {"pool"}, 1, NULL, 0},
         {&f->fs_failures, METRIC_COUNTER, "sbx_fork_server_failures_total",
          "Fork server starts that failed, and fork servers lost.", {"pool"}, 1, NULL, 0},
+        {&f->files_in, METRIC_COUNTER, "sbx_files_in_bytes_total",
+         "File bytes written into sandboxes' /work for clients (exec's files).", {"pool"}, 1,
+         NULL, 0},
+        {&f->files_out, METRIC_COUNTER, "sbx_files_out_bytes_total",
+         "File bytes read from sandboxes' /work for clients (exec's collect).", {"pool"}, 1,
+         NULL, 0},
         {&f->leaks, METRIC_COUNTER, "sbx_sandbox_leaks_total",
          "Sandboxes or cgroups left behind that the reaper removed.", {NULL}, 0, NULL, 0},
         {&f->conns, METRIC_GAUGE, "sbx_rpc_connections",
@@ -408,6 +418,8 @@ static void pool_series_new(struct metrics_pool *ps, const struct families *f, c
     ps->fs_up = registry_series(f->fs_up, one);
     ps->fs_spawned = registry_series(f->fs_spawned, one);
     ps->fs_failures = registry_series(f->fs_failures, one);
+    ps->files_in = registry_series(f->files_in, one);
+    ps->files_out = registry_series(f->files_out, one);
 }
 
 /* The series that are not per pool: known label values at zero, the unlabelled ones, and
@@ -587,6 +599,14 @@ void metrics_task_done(struct metrics_pool *ps, const char *status,
     }
     if (r->denials_known) {
         registry_add(ps->denials, r->seccomp_denials);
+    }
+}
+
+void metrics_files(struct metrics_pool *ps, uint64_t in_bytes, uint64_t out_bytes)
+{
+    if (ps) {
+        registry_add(ps->files_in, (double)in_bytes);
+        registry_add(ps->files_out, (double)out_bytes);
     }
 }
 
