@@ -18,6 +18,13 @@
 #define CONFIG_USERNS_BASE 0x70000000u
 #define CONFIG_USERNS_SLOTS_MAX 65536u
 
+/* Upper bounds of the pool's files and collect keys. A result holds at most
+ * CONFIG_COLLECT_BYTES_MAX bytes of files and CONFIG_COLLECT_FILES_MAX paths of at most
+ * CONFIG_FILES_PATH_MAX bytes (cli/sbx_conn.c sizes its reader from these). */
+#define CONFIG_FILES_PATH_MAX 4096u
+#define CONFIG_COLLECT_BYTES_MAX (64ull << 20)
+#define CONFIG_COLLECT_FILES_MAX 10000u
+
 struct pool_config {
     char *name;              /* [a-z0-9_-]{1,32}, from the file's `name:` */
     char *file;              /* where it came from (for messages) */
@@ -41,6 +48,13 @@ struct pool_config {
     uint64_t shm_size;       /* default 16 MiB */
     uint64_t io_read_bps;    /* bytes a second read from the image's disk; 0 (default): no limit */
     uint32_t io_read_iops;   /* reads a second from it; 0 (default): no limit */
+    /* exec's files (written into /work before the command) and collect (read back after). */
+    uint64_t files_max_bytes;   /* bytes of one request's files; default 128 MiB */
+    uint32_t files_max_count;   /* entries of one request's files; default 1000 */
+    uint32_t files_path_max;    /* bytes of one normalized path; default 1024 */
+    uint64_t files_timeout_ns;  /* from the request until every streamed byte came; 60 s */
+    uint64_t collect_max_bytes; /* file data in one result; default 16 MiB */
+    uint32_t collect_max_files; /* files in one result; default 1000 */
     /* Sessions (docs/PROTOCOL.md, "Sessions"): the default and the longest lifetime, the
      * default idle timeout, and how many may be open at once (each holds a sandbox, counted
      * against max; default max / 2, always below max so that one-shot tasks keep a place). */

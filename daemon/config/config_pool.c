@@ -40,6 +40,19 @@ static const struct field pool_fields[] = {
     /* Reads from the image's disk, per sandbox; 0: no limit (cgroup.h). */
     RANGE("io_read_bps", T_SIZE, PM_IO_READ_BPS, POOL(io_read_bps), 0, UINT64_MAX),
     RANGE("io_read_iops", T_U32, PM_IO_READ_IOPS, POOL(io_read_iops), 0, UINT32_MAX),
+    /* exec's files and collect (docs/PROTOCOL.md). The collect caps bound the result sbxd
+     * holds in memory and sends in one message: at most CONFIG_COLLECT_BYTES_MAX and
+     * CONFIG_COLLECT_FILES_MAX, which sbx's reader bound is sized from. */
+    RANGE("files_max_bytes", T_SIZE, PM_FILES_MAX_BYTES, POOL(files_max_bytes), 0, UINT64_MAX),
+    RANGE("files_max_count", T_U32, PM_FILES_MAX_COUNT, POOL(files_max_count), 0, 100000),
+    RANGE("files_path_max", T_U32, PM_FILES_PATH_MAX, POOL(files_path_max), 16,
+          CONFIG_FILES_PATH_MAX),
+    RANGE("files_timeout", T_DURATION, PM_FILES_TIMEOUT, POOL(files_timeout_ns), 1000000,
+          UINT64_MAX),
+    RANGE("collect_max_bytes", T_SIZE, PM_COLLECT_MAX_BYTES, POOL(collect_max_bytes), 0,
+          CONFIG_COLLECT_BYTES_MAX),
+    RANGE("collect_max_files", T_U32, PM_COLLECT_MAX_FILES, POOL(collect_max_files), 0,
+          CONFIG_COLLECT_FILES_MAX),
     RANGE("session_ttl", T_DURATION, PM_SESSION_TTL, POOL(session_ttl_ns), 1000000000ULL,
           UINT64_MAX),
     RANGE("session_max_ttl", T_DURATION, PM_SESSION_MAX_TTL, POOL(session_max_ttl_ns),
@@ -82,6 +95,12 @@ static void pool_defaults(struct pool_config *p, const char *file)
         .image = xstrdup("host"),
         .dev_shm = false,
         .shm_size = 16 * MIB,
+        .files_max_bytes = 128 * MIB,
+        .files_max_count = 1000,
+        .files_path_max = 1024,
+        .files_timeout_ns = 60ULL * 1000000000ULL,
+        .collect_max_bytes = 16 * MIB,
+        .collect_max_files = 1000,
         .session_ttl_ns = 15ULL * 60 * 1000000000ULL,
         .session_max_ttl_ns = 4ULL * 3600 * 1000000000ULL,
         .session_idle_ns = 5ULL * 60 * 1000000000ULL,

@@ -31,8 +31,8 @@ static const char *const task_statuses[] = {"exited",        "signaled",  "timeo
 #define N_STATUSES ARRAY_SIZE(task_statuses)
 #define STATUS_ERROR (N_STATUSES - 1)
 /* Why a task ended in "error" (metrics.h, struct metrics_task_result). */
-static const char *const error_causes[] = {"exec",  "cwd",        "mounts",
-                                           "setup", "no_sandbox", "shutdown"};
+static const char *const error_causes[] = {"exec",       "cwd",      "files", "mounts", "setup",
+                                           "no_sandbox", "shutdown"};
 #define N_CAUSES ARRAY_SIZE(error_causes)
 /* Why a request was refused by policy (metrics.h, metrics_denied). */
 static const char *const denial_reasons[] = {
@@ -93,6 +93,8 @@ struct metrics_pool {
     struct metric_series *fs_up;
     struct metric_series *fs_spawned;
     struct metric_series *fs_failures;
+    struct metric_series *files_in;
+    struct metric_series *files_out;
     struct metric_series *sessions_open;
     struct metric_series *sessions[N_SESSION_REASONS];
     struct metric_series *session_lifetime;
@@ -245,6 +247,8 @@ struct families {
     struct metric_family *fs_up;
     struct metric_family *fs_spawned;
     struct metric_family *fs_failures;
+    struct metric_family *files_in;
+    struct metric_family *files_out;
     struct metric_family *sessions_open;
     struct metric_family *sessions;
     struct metric_family *session_lifetime;
@@ -300,7 +304,7 @@ static int families_new(struct metrics *m, struct families *f, struct err *e)
         {&f->tasks, METRIC_COUNTER, "sbx_tasks_total", "Tasks finished, by pool and status.",
          {"pool", "status"}, 2, NULL, 0},
         {&f->errors, METRIC_COUNTER, "sbx_task_errors_total",
-         "Tasks finished in status error, by pool and cause (exec, cwd: the request's; "
+         "Tasks finished in status error, by pool and cause (exec, cwd, files: the request's; "
          "mounts, setup, no_sandbox: sbx's; shutdown: the drain's).", {"pool", "cause"}, 2,
          NULL, 0},
         {&f->duration, METRIC_HISTOGRAM, "sbx_task_duration_seconds",
@@ -344,6 +348,12 @@ static int families_new(struct metrics *m, struct families *f, struct err *e)
          "Sandboxes forked by the pool's fork server.", {"pool"}, 1, NULL, 0},
         {&f->fs_failures, METRIC_COUNTER, "sbx_fork_server_failures_total",
          "Fork server starts that failed, and fork servers lost.", {"pool"}, 1, NULL, 0},
+        {&f->files_in, METRIC_COUNTER, "sbx_files_in_bytes_total",
+         "File bytes written into sandboxes' /work for clients (exec's files).", {"pool"}, 1,
+         NULL, 0},
+        {&f->files_out, METRIC_COUNTER, "sbx_files_out_bytes_total",
+         "File bytes read from sandboxes' /work for clients (exec's collect).", {"pool"}, 1,
+         NULL, 0},
         {&f->sessions_open, METRIC_GAUGE, "sbx_sessions_open",
          "Sessions open or waiting for their sandbox.", {"pool"}, 1, NULL, 0},
         {&f->sessions, METRIC_COUNTER, "sbx_sessions_total",
@@ -434,6 +444,8 @@ static void pool_series_new(struct metrics_pool *ps, const struct families *f, c
     ps->fs_up = registry_series(f->fs_up, one);
     ps->fs_spawned = registry_series(f->fs_spawned, one);
     ps->fs_failures = registry_series(f->fs_failures, one);
+    ps->files_in = registry_series(f->files_in, one);
+    ps->files_out = registry_series(f->files_out, one);
     ps->sessions_open = registry_series(f->sessions_open, one);
     for (size_t i = 0; i < N_SESSION_REASONS; i++) {
         const char *v[2] = {name, session_reasons[i]};
@@ -620,6 +632,14 @@ void metrics_task_done(struct metrics_pool *ps, const char *status,
     }
     if (r->denials_known) {
         registry_add(ps->denials, r->seccomp_denials);
+    }
+}
+
+void metrics_files(struct metrics_pool *ps, uint64_t in_bytes, uint64_t out_bytes)
+{
+    if (ps) {
+        registry_add(ps->files_in, (double)in_bytes);
+        registry_add(ps->files_out, (double)out_bytes);
     }
 }
 
