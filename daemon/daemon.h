@@ -30,6 +30,7 @@ struct http_server;
 struct image;
 struct sched;
 struct signals;
+struct session_table;
 struct daemon;
 
 /* The command line (main.c): what daemon.c's steps read of it. */
@@ -83,6 +84,7 @@ struct daemon {
     struct audit *audit;        /* the audit trail (audit.c) */
     struct scrub *scrub;        /* secret scrubbing for the trail and the log (scrub.c) */
     struct token_store *tokens; /* capability tokens (token.c) */
+    struct session_table *sessions; /* open sessions (core/session.c) */
     struct egress *egress;      /* egress profiles and credentials (egress.c) */
     struct reaper *reaper;      /* leftovers and leaks (reaper.c) */
     struct metrics *metrics;    /* sbxd's series (metrics.c); NULL before start-up ends */

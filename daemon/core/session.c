@@ -128,7 +128,7 @@ static enum task_kill_reason kill_reason(enum session_end why)
     return KILL_SESSION_CLOSED;
 }
 
-static void audit_close(struct session *s, uint64_t lifetime_ms)
+static void audit_session_close(struct session *s, uint64_t lifetime_ms)
 {
     struct audit_ev *ev = audit_begin(s->tab->env.audit, "session.close", s->id);
     audit_id(ev, "session", s->id);
@@ -184,7 +184,7 @@ static void session_end(struct session *s, enum session_end why)
         sandbox_kill(sb);
     }
     uint64_t lifetime_ns = clock_now_ns() - s->created_ns;
-    audit_close(s, lifetime_ns / 1000000);
+    audit_session_close(s, lifetime_ns / 1000000);
     metrics_session_end(s->pool->metrics, session_end_name(why), (double)lifetime_ns / 1e9,
                         s->commands);
     metrics_files(s->pool->metrics, s->files_in, s->files_out);
@@ -220,7 +220,7 @@ static void timer_cb(uv_timer_t *h)
     }
 }
 
-static void audit_open(struct session *s)
+static void audit_session_open(struct session *s)
 {
     struct audit_ev *ev = audit_begin(s->tab->env.audit, "session.open", s->id);
     audit_id(ev, "session", s->id);
@@ -243,7 +243,7 @@ static void waiter_got(struct pool_waiter *w, struct sandbox *sb)
     s->state = SESSION_OPEN;
     s->created_ns = s->last_ns = clock_now_ns();
     s->created_ms = wall_ms();
-    audit_open(s);
+    audit_session_open(s);
     arm_timer(s);
     s->open_ops->opened(s->open_arg, s);
 }

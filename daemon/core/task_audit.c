@@ -190,9 +190,9 @@ static void request_raw(struct task_env *tenv, const char *task_id,
         audit_end(ev);
         return;
     }
-    const msgpack_object *so = proto_map_get(args, "session");
-    if (so && so->type == MSGPACK_OBJECT_STR) {
-        audit_strn(ev, "session", so->via.str.ptr, so->via.str.size);
+    const msgpack_object *sess = proto_map_get(args, "session");
+    if (sess && sess->type == MSGPACK_OBJECT_STR) {
+        audit_strn(ev, "session", sess->via.str.ptr, sess->via.str.size);
     }
     const msgpack_object *po = proto_map_get(args, "pool");
     if (po && po->type == MSGPACK_OBJECT_STR) {
@@ -334,6 +334,8 @@ static const char *kill_name(enum task_kill_reason k)
         return "token_expired";
     case KILL_TOKEN_REVOKED:
         return "token_revoked";
+    case KILL_SESSION_CLOSED:
+        return "session_closed";
     case KILL_NONE:
         break;
     }
