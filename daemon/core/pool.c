@@ -62,14 +62,11 @@ uint32_t pool_wanted(const struct pool *p)
     if (sched_draining(p->sched) || kit_image_pending(p->kit) || clock_now_ns() < p->retry_at_ns) {
         return 0;
     }
-    /* A session's sandbox before its first command is still WARM, but no one else's. */
-    uint32_t ready = p->n_warm + p->n_state[SB_CREATING];
+    uint32_t ready = p->n_state[SB_WARM] + p->n_state[SB_CREATING];
     /* Each queued task needs a sandbox of its own, on top of the warm target. */
     uint32_t want = p->pc->warm + p->n_queued;
-    /* Sandboxes that hold a place against max: all but the dying and dead (a session's
-     * too, all its life). */
-    uint32_t used = p->n_state[SB_CREATING] + p->n_state[SB_WARM] + p->n_state[SB_BUSY] +
-                    p->n_state[SB_HELD];
+    /* Sandboxes that hold a place against max: all but the dying and dead. */
+    uint32_t used = ready + p->n_state[SB_BUSY] + p->n_state[SB_HELD];
     if (ready >= want || used >= p->pc->max) {
         return 0;
     }
@@ -93,15 +90,8 @@ static struct sandbox *warm_pop(struct pool *p)
     struct sandbox *sb = p->warm_head;
     if (sb) {
         DLIST_UNLINK(p->warm_head, p->warm_tail, sb);
-        p->n_warm--;
     }
     return sb;
-}
-
-static void warm_push(struct pool *p, struct sandbox *sb)
-{
-    DLIST_APPEND(p->warm_head, p->warm_tail, sb);
-    p->n_warm++;
 }
 
 bool pool_full(const struct pool *p)
@@ -162,44 +152,15 @@ uint32_t pool_sessions(const struct pool *p)
     return p->n_sessions;
 }
 
-void pool_hold(struct pool *p, struct pool_hold *h, struct sandbox *sb)
-{
-    h->sb = sb;
-    DLIST_PUSH(p->holds, h);
-}
-
-void pool_unhold(struct pool *p, struct pool_hold *h)
-{
-    if (h->sb) {
-        DLIST_REMOVE(p->holds, h);
-        h->sb = NULL;
-    }
-}
-
-/* A sandbox is dying: if a session held it, that session must let go of it now. The list is
- * as long as the pool's open sessions (bounded by max_sessions), and empty without any. */
-static void held_gone(struct pool *p, struct sandbox *sb)
-{
-    for (struct pool_hold *h = p->holds; h; h = h->next) {
-        if (h->sb == sb) {
-            pool_unhold(p, h);
-            h->ops->lost(h);
-            return;
-        }
-    }
-}
-
 /* ---- struct sandbox_ops: what the pool's sandboxes tell it ---- */
 
 static void sandbox_state_cb(void *arg, struct sandbox *sb, enum sandbox_state from,
                              enum sandbox_state to)
 {
     struct pool *p = arg;
+    (void)sb;
     p->n_state[from]--;
     p->n_state[to]++;
-    if (to >= SB_DYING && p->holds) {
-        held_gone(p, sb);
-    }
 }
 
 static void sandbox_created_cb(void *arg, struct sandbox *sb, bool ok)
@@ -224,7 +185,7 @@ static void sandbox_ready_cb(void *arg, struct sandbox *sb)
         p->cold_starts++;
         w->ops->got(w, sb);
     } else {
-        warm_push(p, sb);
+        DLIST_APPEND(p->warm_head, p->warm_tail, sb);
     }
     sched_refill(p->sched);
 }
@@ -280,7 +241,6 @@ static void sandbox_unwarm_cb(void *arg, struct sandbox *sb)
     for (struct sandbox *x = p->warm_head; x; x = x->next) {
         if (x == sb) {
             DLIST_UNLINK(p->warm_head, p->warm_tail, sb);
-            p->n_warm--;
             return;
         }
     }
@@ -335,9 +295,9 @@ uint32_t pool_queued(const struct pool *p)
 void pool_get_stats(const struct pool *p, struct pool_stats *ret)
 {
     *ret = (struct pool_stats){
-        .warm = p->n_warm,
+        .warm = p->n_state[SB_WARM],
         .creating = p->n_state[SB_CREATING],
-        .busy = p->n_state[SB_BUSY],
+        .busy = p->n_state[SB_BUSY] + p->n_state[SB_HELD], /* a session's, between commands */
         .held = p->n_state[SB_HELD],
         .sessions = p->n_sessions,
         .dying = p->n_state[SB_DYING] + p->n_state[SB_DEAD],

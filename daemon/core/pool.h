@@ -34,22 +34,6 @@ struct pool_waiter {
     struct pool_waiter *next;
 };
 
-/* A sandbox a session holds (core/session.c embeds it): the pool counts it against max and
- * tells the holder, once, when it dies of itself (its init crashed, or it was killed by
- * someone else than the holder), so that nobody keeps a pointer to a sandbox being freed. */
-struct pool_hold;
-struct pool_hold_ops {
-    /* h's sandbox is dying or dead: h->sb is NULL already, h is off the pool's list. */
-    void (*lost)(struct pool_hold *h);
-};
-
-struct pool_hold {
-    const struct pool_hold_ops *ops;
-    struct sandbox *sb; /* NULL: holds none */
-    struct pool_hold *prev;
-    struct pool_hold *next;
-};
-
 struct pool {
     struct sched *sched;
     struct sandbox_kit *kit; /* owned */
@@ -61,9 +45,7 @@ struct pool {
     struct pool_waiter *q_head;
     struct pool_waiter *q_tail;
     uint32_t n_queued;
-    uint32_t n_warm;          /* sandboxes on the warm list (WARM and no one's) */
-    struct pool_hold *holds;  /* the sessions' sandboxes (lib/list.h) */
-    uint32_t n_sessions;      /* sessions open or opening (pool_session_begin) */
+    uint32_t n_sessions; /* sessions open or opening (pool_session_begin) */
     bool topping_up;      /* fell below half its warm target: refilled to it without waiting */
     uint64_t created;     /* sandboxes that became WARM */
     uint64_t failed;      /* creations that failed */
@@ -94,11 +76,7 @@ void pool_session_begin(struct pool *p);
 void pool_session_end(struct pool *p);
 /* Sessions open or opening, against the pool's max_sessions. */
 uint32_t pool_sessions(const struct pool *p);
-/* h holds sb (a sandbox its waiter got) until pool_unhold: the sandbox never goes back to
- * the warm set, and h->ops->lost is called if it dies before. */
-void pool_hold(struct pool *p, struct pool_hold *h, struct sandbox *sb);
-/* h lets go of its sandbox (the holder kills it next). Accepts an h that holds none. */
-void pool_unhold(struct pool *p, struct pool_hold *h);
+
 /* How many sandboxes the pool wants created now (0 when at target, max or in backoff). */
 uint32_t pool_wanted(const struct pool *p);
 /* Starts one sandbox creation (sched_refill decides when). */
@@ -112,7 +90,7 @@ uint32_t pool_live(const struct pool *p);
 struct pool_stats {
     uint32_t warm; /* sandboxes by state */
     uint32_t creating;
-    uint32_t busy;
+    uint32_t busy;     /* BUSY and HELD (a session's, between its commands) */
     uint32_t held;     /* sessions' sandboxes between commands (SB_HELD) */
     uint32_t sessions; /* sessions open or opening */
     uint32_t dying;    /* DYING and DEAD, until freed */

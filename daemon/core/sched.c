@@ -93,7 +93,7 @@ static void topup_cb(uv_timer_t *h)
  * (from there it is refilled to the target in one go, without waiting). */
 static bool topup_waits(const struct sched *s, struct pool *p, uint64_t now)
 {
-    uint32_t ready = p->n_warm + p->n_state[SB_CREATING]; /* sessions' sandboxes are not */
+    uint32_t ready = p->n_state[SB_WARM] + p->n_state[SB_CREATING];
     if (ready >= p->pc->warm) {
         p->topping_up = false;
         return false;

@@ -44,7 +44,9 @@ struct session {
     enum session_state state;
     enum session_end why;
     struct pool_waiter wait; /* its place in the pool's queue while opening */
-    struct pool_hold hold;   /* its sandbox, once it has one */
+    struct sandbox *sb;      /* its sandbox (held), once it has one, until it dies */
+    bool sb_held;            /* sandbox_hold's died is still to come: not freed before */
+    bool timer_open;         /* the timer is not closed yet: not freed before */
     struct token_link tlink; /* its token's list (tlink.tok NULL without) */
     const struct session_open_ops *open_ops;
     void *open_arg;
@@ -103,9 +105,19 @@ uint32_t session_table_count(const struct session_table *t)
     return t->n;
 }
 
+/* Freed once its timer is closed and its sandbox's died came (which may follow its end). */
+static void session_maybe_free(struct session *s)
+{
+    if (s->state == SESSION_ENDED && !s->timer_open && !s->sb_held) {
+        free(s);
+    }
+}
+
 static void timer_closed(uv_handle_t *h)
 {
-    free(h->data);
+    struct session *s = h->data;
+    s->timer_open = false;
+    session_maybe_free(s);
 }
 
 /* What a running command ends with when its session ends this way (its result's status). */
@@ -178,10 +190,9 @@ static void session_end(struct session *s, enum session_end why)
         task_detach_session(s->cmd);
         s->cmd = NULL;
     }
-    struct sandbox *sb = s->hold.sb;
-    pool_unhold(s->pool, &s->hold);
-    if (sb) {
-        sandbox_kill(sb);
+    if (s->sb) {
+        sandbox_kill(s->sb); /* its died follows, which frees s */
+        s->sb = NULL;
     }
     uint64_t lifetime_ns = clock_now_ns() - s->created_ns;
     audit_session_close(s, lifetime_ns / 1000000);
@@ -235,10 +246,35 @@ static void audit_session_open(struct session *s)
     audit_end(ev);
 }
 
+static void hold_died(void *arg, struct sandbox *sb)
+{
+    struct session *s = arg;
+    (void)sb;
+    s->sb_held = false;
+    if (s->state == SESSION_OPEN) {
+        s->sb = NULL;
+        log_warn("session=%s sb=%s msg=\"the session's sandbox died, ending the session\"", s->id,
+                 s->sb_id);
+        session_end(s, SESSION_ERROR);
+    }
+    session_maybe_free(s);
+}
+
 static void waiter_got(struct pool_waiter *w, struct sandbox *sb)
 {
     struct session *s = container_of(w, struct session, wait);
-    pool_hold(s->pool, &s->hold, sb);
+    struct err e = ERR_INIT;
+    if (sandbox_hold(sb, hold_died, s, &e) < 0) {
+        /* Not reached: a pool hands out WARM sandboxes only. */
+        log_error("session=%s sb=%s msg=\"cannot hold the sandbox, destroying it\" detail=\"%s\"",
+                  s->id, sb->id, err_msg(&e));
+        sandbox_kill(sb);
+        session_drop(s);
+        s->open_ops->failed(s->open_arg, "internal", "the session's sandbox could not be held");
+        return;
+    }
+    s->sb = sb;
+    s->sb_held = true;
     str_copy(s->sb_id, sb->id, sizeof(s->sb_id));
     s->state = SESSION_OPEN;
     s->created_ns = s->last_ns = clock_now_ns();
@@ -258,18 +294,6 @@ static void waiter_refused(struct pool_waiter *w, const char *code, const char *
 static const struct pool_waiter_ops session_waiter_ops = {
     .got = waiter_got,
     .refused = waiter_refused,
-};
-
-static void hold_lost(struct pool_hold *h)
-{
-    struct session *s = container_of(h, struct session, hold);
-    log_warn("session=%s sb=%s msg=\"the session's sandbox died, ending the session\"", s->id,
-             s->sb_id);
-    session_end(s, SESSION_ERROR);
-}
-
-static const struct pool_hold_ops session_hold_ops = {
-    .lost = hold_lost,
 };
 
 static void make_id(char buf[SESSION_ID_LEN + 1])
@@ -310,11 +334,11 @@ int session_open(struct session_table *t, const struct session_open_req *rq,
     s->ttl_ns = rq->ttl_ns;
     s->idle_ns = rq->idle_ns;
     s->wait.ops = &session_waiter_ops;
-    s->hold.ops = &session_hold_ops;
     s->open_ops = ops;
     s->open_arg = arg;
     uv_timer_init(t->env.loop, &s->timer);
     s->timer.data = s;
+    s->timer_open = true;
     if (rq->tok) {
         struct token_info ti;
         token_get_info(t->env.tokens, rq->tok, &ti);
@@ -425,10 +449,10 @@ void session_touch(struct session *s)
 
 int session_work_fd(const struct session *s, uid_t *ret_uid, gid_t *ret_gid)
 {
-    if (s->state != SESSION_OPEN || !s->hold.sb) {
+    if (s->state != SESSION_OPEN || !s->sb) {
         return -ENOENT;
     }
-    int fd = sandbox_work_fd(s->hold.sb);
+    int fd = sandbox_work_fd(s->sb);
     if (fd < 0) {
         return -ENOENT;
     }
@@ -436,7 +460,7 @@ int session_work_fd(const struct session *s, uid_t *ret_uid, gid_t *ret_gid)
     if (dup < 0) {
         return -errno;
     }
-    sandbox_task_host_ids(s->hold.sb, ret_uid, ret_gid);
+    sandbox_task_host_ids(s->sb, ret_uid, ret_gid);
     return dup;
 }
 
@@ -448,7 +472,7 @@ void session_add_files(struct session *s, uint64_t in, uint64_t out)
 
 int session_exec(struct session *s, struct task *t)
 {
-    if (s->state != SESSION_OPEN || !s->hold.sb) {
+    if (s->state != SESSION_OPEN || !s->sb) {
         return -ENOENT;
     }
     if (s->cmd) {
@@ -458,7 +482,7 @@ int session_exec(struct session *s, struct task *t)
     s->commands++;
     s->last_ns = clock_now_ns();
     arm_timer(s); /* no idle timeout while it runs */
-    task_start_session(t, s->hold.sb, s);
+    task_start_session(t, s->sb, s);
     return 0;
 }
 
@@ -472,7 +496,7 @@ void session_command_done(struct session *s, struct task *t)
     if (s->state != SESSION_OPEN) {
         return;
     }
-    if (!s->hold.sb) {
+    if (!s->sb) {
         session_end(s, SESSION_ERROR);
     } else if (s->tab->draining) {
         session_end(s, SESSION_SHUTDOWN);

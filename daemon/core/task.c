@@ -423,12 +423,20 @@ static void snapshot_usage(struct task *t)
 }
 
 /* The task's command is over: its sandbox dies, unless a session keeps it (whose init
- * killed and reaped everything of the command before it reported). */
+ * killed and reaped everything of the command before it reported, and sandbox.c detached
+ * the task before this report: the sandbox is its session's again). */
 static void end_sandbox(struct task *t)
 {
-    if (t->sb && (!t->spec.keep || !t->session)) {
-        sandbox_kill(t->sb);
+    if (!t->sb) {
+        return;
     }
+    if (t->spec.keep) {
+        snapshot_usage(t); /* before the next command resets the usage base */
+        t->sb = NULL;
+        t->kept = true;
+        return;
+    }
+    sandbox_kill(t->sb);
 }
 
 static void task_sandbox_event(void *arg, const struct ctl_event *ev)
@@ -711,7 +719,7 @@ static void maybe_finish(struct task *t)
     bool reaped = t->sb == NULL;
     if (t->sb) {
         snapshot_usage(t);
-        end_sandbox(t);
+        sandbox_kill(t->sb);
         sandbox_detach_task(t->sb);
         t->sb = NULL;
     }
@@ -739,8 +747,8 @@ static void maybe_finish(struct task *t)
      * client saw is in the trail even if sbxd is killed right after. The sandbox is dead
      * already (SIGKILL reached its init): that is recorded before the result. */
     task_audit_finished(t, &o);
-    if (t->sb_id[0] && !(t->spec.keep && !reaped)) {
-        task_audit_destroyed(t, reaped); /* a session's is recorded by session.close */
+    if (t->sb_id[0] && !t->kept) {
+        task_audit_destroyed(t, reaped); /* a kept one's end is its session's close */
     }
     uint64_t ticket = task_audit_result(t, o.status, NULL, o.error, &o);
     t->open_handles++; /* the wait holds the task */

@@ -77,6 +77,7 @@ struct task {
     bool admitted;           /* policy.decision (allowed) is in the audit trail */
     struct pool_waiter wait; /* its place in the pool's queue */
     struct session *session; /* a session's command (spec.keep), until it is told the end */
+    bool kept;               /* its sandbox went on after it (back to its session) */
 };
 
 /* What a finished task came to: computed once for its result and its audit events. */

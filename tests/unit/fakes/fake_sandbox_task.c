@@ -146,3 +146,27 @@ void fake_task_died(struct sandbox *sb)
         ops->died(arg);
     }
 }
+
+void sandbox_kill_task(struct sandbox *sb)
+{
+    fake_call("sandbox_kill_task %s", sb->id);
+}
+
+void fake_task_kept_exited(struct sandbox *sb, int wstatus)
+{
+    /* As sandbox.c reports a kept task's end: detached first, the sandbox held again. */
+    const struct sandbox_task_ops *ops = sb->task_ops;
+    void *arg = sb->task;
+    sb->task_ops = NULL;
+    sb->task = NULL;
+    sb->state = SB_HELD;
+    if (ops) {
+        ops->event(arg, &(struct ctl_event){.magic = CTL_MAGIC,
+                                            .type = CTL_EXITED,
+                                            .wstatus = wstatus,
+                                            .pid = sb->task_pid,
+                                            .utime_us = 3000,
+                                            .stime_us = 1000,
+                                            .seccomp_denials = 0});
+    }
+}
