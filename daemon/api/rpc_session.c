@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -431,9 +432,16 @@ static void fjob_work(struct workq_job *w)
     int fd = -1;
     switch (j->kind) {
     case FJOB_WRITE:
+        /* The workspace is a tmpfs of the sandbox's user namespace, where sbxd's root is
+         * no one: an inode it creates must be owned by an id mapped there (else
+         * EOVERFLOW), so this thread creates as the task's user, and is root again after. */
+        (void)setfsgid(j->gid);
+        (void)setfsuid(j->uid);
         j->r = j->offset == 0
                    ? workspace_create(j->root, j->rel, j->mode, j->uid, j->gid, &fd, &j->e)
                    : workspace_open_at(j->root, j->rel, &fd, &j->e);
+        (void)setfsuid(0);
+        (void)setfsgid(0);
         if (j->r < 0) {
             break;
         }
