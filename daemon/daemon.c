@@ -255,7 +255,8 @@ int daemon_audit_start(struct daemon *d, struct err *e)
                 AUDIT_ID, instance, "state_dir", AUDIT_STR, cfg->state_dir, "pools", AUDIT_U64,
                 (uint64_t)cfg->n_pools, "reaped_cgroups", AUDIT_U64, reaper_startup_cgroups(d),
                 "reaped_processes", AUDIT_U64, reaper_startup_processes(d), "abandoned_tasks",
-                AUDIT_U64, reaper_abandoned_tasks(d), NULL);
+                AUDIT_U64, reaper_abandoned_tasks(d), "abandoned_sessions", AUDIT_U64,
+                reaper_abandoned_sessions(d), NULL);
     audit_set_idle_cb(d->audit, audit_idle_cb, d);
     return audit_start(d->audit, e);
 }

@@ -164,7 +164,7 @@ static void m_pools(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *a
  * counted (refusal_recorded). The request is recorded from spec when it decoded, else
  * (spec NULL) from its raw args. */
 void rpc_deny_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args,
-                      const struct task_spec *spec, const char *code, const char *message)
+                   const struct task_spec *spec, const char *code, const char *message)
 {
     const struct rpc_env *env = &rc->rpc->env;
     if (refusal_recorded(rc, code)) {
@@ -180,7 +180,7 @@ void rpc_deny_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
  * tokens.required). Returns 0, -EINVAL (malformed argument) or -EACCES with e and *why
  * (sbx_denied_total's reason). */
 int rpc_exec_authorize(const struct rpc_env *env, const msgpack_object *a, const struct pool *p,
-                          const char **why, const struct token **ret, struct err *e)
+                       const char **why, const struct token **ret, struct err *e)
 {
     const msgpack_object *to = proto_map_get(a, "token");
     *ret = NULL;
@@ -202,7 +202,7 @@ int rpc_exec_authorize(const struct rpc_env *env, const msgpack_object *a, const
 /* Answers an exec that authorization refused (the reason never holds the token; why is
  * the denial's label when r is -EACCES). */
 void rpc_exec_refuse(struct rpc_conn *rc, uint32_t msgid, const struct task_spec *spec, int r,
-                        const char *why, const struct err *e)
+                     const char *why, const struct err *e)
 {
     const char *code = r == -EACCES ? "denied" : "bad_request";
     char q[192];

@@ -17,6 +17,7 @@
 #include "api/exec_args.h"
 #include "api/rpc_impl.h"
 #include "api/server.h"
+#include "audit/audit.h"
 #include "config/config.h"
 #include "core/pool.h"
 #include "core/sched.h"
@@ -50,9 +51,8 @@ static void refuse(struct rpc_conn *rc, uint32_t msgid, const char *method, cons
 
 /* The request's "token" (optional), verified for the session's pool: its id into id (""
  * when none was named). Returns 0, or -EACCES / -EINVAL with e (why: the denial's label). */
-static int named_token(const struct rpc_env *env, const msgpack_object *args,
-                       const struct pool *p, char id[TOKEN_ID_LEN + 1], const char **why,
-                       struct err *e)
+static int named_token(const struct rpc_env *env, const msgpack_object *args, const struct pool *p,
+                       char id[TOKEN_ID_LEN + 1], const char **why, struct err *e)
 {
     const struct token *tok = NULL;
     id[0] = '\0';
@@ -175,7 +175,7 @@ static void open_done(void *arg, struct session *s)
     if (!rc) {
         /* Nobody will ever know its id: it ends now rather than at its idle timeout. */
         struct session_info gone;
-        session_close(s, &gone);
+        (void)session_close(s, &gone);
         free(w);
         return;
     }
@@ -291,6 +291,30 @@ void rpc_session_open(struct rpc_conn *rc, uint32_t msgid, const msgpack_object 
 
 /* ---- session.close and session.list {} ---- */
 
+/* A session.close answer waiting for its event's commit, as a task's result waits for its
+ * chain's: a client that saw the close finds it in the trail. */
+struct close_wait {
+    struct rpc *rpc;
+    uint64_t conn_id;
+    uint32_t msgid;
+    msgpack_sbuffer sb;
+};
+
+static void close_committed(void *arg, bool committed)
+{
+    struct close_wait *w = arg;
+    struct rpc_conn *rc = rpc_find_conn(w->rpc, SERVER_AGENTS, w->conn_id);
+    if (rc && committed) {
+        server_conn_send(rc->c, &w->sb);
+    } else if (rc) {
+        server_conn_send_error(rc->c, w->msgid, "internal",
+                               "the audit trail cannot be written: the session was closed, "
+                               "its record is withheld");
+    }
+    msgpack_sbuffer_destroy(&w->sb);
+    free(w);
+}
+
 void rpc_session_close(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args)
 {
     static const char *const keys[] = {"session", "token"};
@@ -308,16 +332,17 @@ void rpc_session_close(struct rpc_conn *rc, uint32_t msgid, const msgpack_object
     struct session_info si;
     char id[SESSION_ID_LEN + 1];
     str_copy(id, session_id(s), sizeof(id));
-    session_close(s, &si);
-    msgpack_sbuffer sb;
+    uint64_t ticket = session_close(s, &si);
+    struct close_wait *w = xcalloc(1, sizeof(*w));
+    *w = (struct close_wait){.rpc = rc->rpc, .conn_id = server_conn_id(rc->c), .msgid = msgid};
     msgpack_packer pk;
-    rpc_begin_ok(&sb, &pk, msgid);
+    rpc_begin_ok(&w->sb, &pk, msgid);
     msgpack_pack_map(&pk, 4);
     proto_pack_kv_str(&pk, "session", id);
     proto_pack_kv_str(&pk, "reason", "closed");
     proto_pack_kv_u64(&pk, "commands", si.commands);
     proto_pack_kv_u64(&pk, "lifetime_ms", si.lifetime_ms);
-    rpc_finish(rc, &sb);
+    audit_when_committed(rc->rpc->env.audit, ticket, close_committed, w);
 }
 
 static void pack_session(msgpack_packer *pk, const struct session_info *si)
@@ -446,8 +471,8 @@ static void fjob_work(struct workq_job *w)
             break;
         }
         for (size_t done = 0; done < j->len;) {
-            ssize_t n = RETRY_EINTR(pwrite(fd, j->data + done, j->len - done,
-                                           (off_t)(j->offset + done)));
+            ssize_t n =
+                RETRY_EINTR(pwrite(fd, j->data + done, j->len - done, (off_t)(j->offset + done)));
             if (n < 0) {
                 j->r = err_set(&j->e, -errno, "write");
                 break;
@@ -461,12 +486,12 @@ static void fjob_work(struct workq_job *w)
         fd = fd_close(fd);
         break;
     case FJOB_READ:
-        j->r = workspace_read(j->root, j->rel, j->offset, j->len, j->data, &j->got, &j->size,
-                              &j->e);
+        j->r =
+            workspace_read(j->root, j->rel, j->offset, j->len, j->data, &j->got, &j->size, &j->e);
         break;
     case FJOB_LIST:
-        j->r = workspace_list(j->root, j->rel, LIST_MAX, &j->entries, &j->n_entries,
-                              &j->truncated, &j->e);
+        j->r = workspace_list(j->root, j->rel, LIST_MAX, &j->entries, &j->n_entries, &j->truncated,
+                              &j->e);
         break;
     }
 }
@@ -531,8 +556,7 @@ static void fjob_done(struct workq_job *w)
     struct fjob *j = container_of(w, struct fjob, job);
     struct session *s = session_find(j->sessions, j->session, strlen(j->session));
     if (s && j->r == 0) {
-        session_add_files(s, j->kind == FJOB_WRITE ? j->len : 0,
-                          j->kind == FJOB_READ ? j->got : 0);
+        session_add_files(s, j->kind == FJOB_WRITE ? j->len : 0, j->kind == FJOB_READ ? j->got : 0);
     }
     if (s) {
         session_touch(s);
@@ -619,9 +643,8 @@ void rpc_session_write(struct rpc_conn *rc, uint32_t msgid, const msgpack_object
     static const char method[] = "session.write";
     struct err e = ERR_INIT;
     /* The arguments first: nothing is duplicated for a request that is refused. */
-    const msgpack_object *d = args && args->type == MSGPACK_OBJECT_MAP
-                                  ? proto_map_get(args, "data")
-                                  : NULL;
+    const msgpack_object *d =
+        args && args->type == MSGPACK_OBJECT_MAP ? proto_map_get(args, "data") : NULL;
     const char *data = NULL;
     uint32_t len = 0;
     if (args && args->type == MSGPACK_OBJECT_MAP && (!d || !proto_obj_bytes(d, &data, &len))) {
@@ -744,9 +767,8 @@ void rpc_session_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object 
     }
     const struct token *tok = session_token(s);
     struct err ge = ERR_INIT;
-    int granted = tok ? exec_args_grant_session(&spec, env->tokens, tok,
-                                                session_commands(s) == 0, &ge)
-                      : 0;
+    int granted =
+        tok ? exec_args_grant_session(&spec, env->tokens, tok, session_commands(s) == 0, &ge) : 0;
     struct task *t = NULL;
     const struct task_sink sink = {&rpc_sink_ops, rc, NULL, NULL};
     r = task_new(env->tenv, &sink, msgid, p, &spec, &t, &e);

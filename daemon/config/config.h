@@ -58,10 +58,10 @@ struct pool_config {
     /* Sessions (docs/PROTOCOL.md, "Sessions"): the default and the longest lifetime, the
      * default idle timeout, and how many may be open at once (each holds a sandbox, counted
      * against max; default max / 2, always below max so that one-shot tasks keep a place). */
-    uint64_t session_ttl_ns;      /* default 15 min, <= session_max_ttl_ns */
-    uint64_t session_max_ttl_ns;  /* default 4 h */
-    uint64_t session_idle_ns;     /* default 5 min, <= session_ttl_ns */
-    uint32_t max_sessions;        /* default max / 2, < max */
+    uint64_t session_ttl_ns;     /* default 15 min, <= session_max_ttl_ns */
+    uint64_t session_max_ttl_ns; /* default 4 h */
+    uint64_t session_idle_ns;    /* default 5 min, <= session_ttl_ns */
+    uint32_t max_sessions;       /* default max / 2, < max */
 };
 
 /* Whether the pool limits its sandboxes' disk reads (io_read_bps or io_read_iops). */

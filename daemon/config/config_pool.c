@@ -57,8 +57,8 @@ static const struct field pool_fields[] = {
           UINT64_MAX),
     RANGE("session_max_ttl", T_DURATION, PM_SESSION_MAX_TTL, POOL(session_max_ttl_ns),
           1000000000ULL, UINT64_MAX),
-    RANGE("session_idle_timeout", T_DURATION, PM_SESSION_IDLE, POOL(session_idle_ns),
-          1000000ULL, UINT64_MAX),
+    RANGE("session_idle_timeout", T_DURATION, PM_SESSION_IDLE, POOL(session_idle_ns), 1000000ULL,
+          UINT64_MAX),
     RANGE("max_sessions", T_U32, PM_MAX_SESSIONS, POOL(max_sessions), 0, UINT32_MAX),
     END,
 };

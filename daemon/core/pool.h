@@ -45,7 +45,7 @@ struct pool {
     struct pool_waiter *q_head;
     struct pool_waiter *q_tail;
     uint32_t n_queued;
-    uint32_t n_sessions; /* sessions open or opening (pool_session_begin) */
+    uint32_t n_sessions;  /* sessions open or opening (pool_session_begin) */
     bool topping_up;      /* fell below half its warm target: refilled to it without waiting */
     uint64_t created;     /* sandboxes that became WARM */
     uint64_t failed;      /* creations that failed */

@@ -72,7 +72,7 @@ struct session_table {
     bool draining;
 };
 
-static const char *const end_names[] = {"closed",        "ttl",      "idle",  "token_expired",
+static const char *const end_names[] = {"closed",        "ttl",      "idle", "token_expired",
                                         "token_revoked", "shutdown", "error"};
 
 const char *session_end_name(enum session_end why)
@@ -140,7 +140,7 @@ static enum task_kill_reason kill_reason(enum session_end why)
     return KILL_SESSION_CLOSED;
 }
 
-static void audit_session_close(struct session *s, uint64_t lifetime_ms)
+static uint64_t audit_session_close(struct session *s, uint64_t lifetime_ms)
 {
     struct audit_ev *ev = audit_begin(s->tab->env.audit, "session.close", s->id);
     audit_id(ev, "session", s->id);
@@ -149,7 +149,7 @@ static void audit_session_close(struct session *s, uint64_t lifetime_ms)
     audit_u64(ev, "lifetime_ms", lifetime_ms);
     audit_u64(ev, "files_in_bytes", s->files_in);
     audit_u64(ev, "files_out_bytes", s->files_out);
-    audit_end(ev);
+    return audit_end(ev);
 }
 
 /* Off the table, its token let go, its timer closing (which frees it). */
@@ -167,10 +167,10 @@ static void session_drop(struct session *s)
 /* Ends s for why: its command killed and let go, its sandbox killed, its end recorded, and
  * then dropped. A session still waiting for its sandbox leaves the pool's queue and its
  * opener is refused. */
-static void session_end(struct session *s, enum session_end why)
+static uint64_t session_end(struct session *s, enum session_end why)
 {
     if (s->state == SESSION_ENDED) {
-        return;
+        return 0;
     }
     s->why = why;
     if (s->state == SESSION_OPENING) {
@@ -180,7 +180,7 @@ static void session_end(struct session *s, enum session_end why)
         s->open_ops->failed(s->open_arg, token ? "denied" : "shutting_down",
                             token ? "the session's token ended before it had a sandbox"
                                   : "sbxd is shutting down");
-        return;
+        return 0;
     }
     if (s->cmd) {
         /* Its sandbox dies next: the command's result says why, as its own end would. */
@@ -195,13 +195,14 @@ static void session_end(struct session *s, enum session_end why)
         s->sb = NULL;
     }
     uint64_t lifetime_ns = clock_now_ns() - s->created_ns;
-    audit_session_close(s, lifetime_ns / 1000000);
+    uint64_t ticket = audit_session_close(s, lifetime_ns / 1000000);
     metrics_session_end(s->pool->metrics, session_end_name(why), (double)lifetime_ns / 1e9,
                         s->commands);
     metrics_files(s->pool->metrics, s->files_in, s->files_out);
     log_debug("session=%s pool=%s reason=%s commands=%llu", s->id, pool_config(s->pool)->name,
               session_end_name(why), (unsigned long long)s->commands);
     session_drop(s);
+    return ticket;
 }
 
 static void timer_cb(uv_timer_t *h);
@@ -505,10 +506,10 @@ void session_command_done(struct session *s, struct task *t)
     }
 }
 
-void session_close(struct session *s, struct session_info *ret)
+uint64_t session_close(struct session *s, struct session_info *ret)
 {
     session_get_info(s, ret);
-    session_end(s, SESSION_CLOSED);
+    return session_end(s, SESSION_CLOSED);
 }
 
 void session_table_drain(struct session_table *t)

@@ -50,9 +50,9 @@ struct session_env {
 /* What session.open asks for, checked by its caller but for the limits. */
 struct session_open_req {
     struct pool *pool;
-    uint32_t uid;           /* the opener's peer uid */
-    int32_t pid;            /* its peer pid, for the trail */
-    uint64_t conn_id;       /* its connection, for the trail */
+    uint32_t uid;            /* the opener's peer uid */
+    int32_t pid;             /* its peer pid, for the trail */
+    uint64_t conn_id;        /* its connection, for the trail */
     const struct token *tok; /* NULL: none (authorized for pool by the caller) */
     uint64_t ttl_ns;         /* > 0, <= the pool's session_max_ttl */
     uint64_t idle_ns;        /* > 0, <= ttl_ns */
@@ -126,8 +126,9 @@ int session_exec(struct session *s, struct task *t);
 void session_command_done(struct session *s, struct task *t);
 
 /* Ends s for the client (session.close): a running command is cancelled. Fills ret with
- * what it was, just before it ended. */
-void session_close(struct session *s, struct session_info *ret);
+ * what it was, just before it ended. Returns the ticket of its session.close event
+ * (audit_when_committed), 0 when the trail takes none. */
+uint64_t session_close(struct session *s, struct session_info *ret);
 /* The drain began: idle sessions end now (reason shutdown), busy ones when their command
  * ends; waiting ones are refused by their pool's drain. */
 void session_table_drain(struct session_table *t);

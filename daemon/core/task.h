@@ -47,10 +47,10 @@ enum task_kill_reason {
     KILL_NONE = 0,
     KILL_TIMEOUT,
     KILL_OUTPUT,
-    KILL_CLIENT,        /* the client disconnected */
-    KILL_SHUTDOWN,      /* the daemon's drain grace ran out */
-    KILL_TOKEN_EXPIRED, /* the capability token it ran under expired: status token_expired */
-    KILL_TOKEN_REVOKED, /* ... or was revoked: status token_revoked */
+    KILL_CLIENT,         /* the client disconnected */
+    KILL_SHUTDOWN,       /* the daemon's drain grace ran out */
+    KILL_TOKEN_EXPIRED,  /* the capability token it ran under expired: status token_expired */
+    KILL_TOKEN_REVOKED,  /* ... or was revoked: status token_revoked */
     KILL_SESSION_CLOSED, /* its session was closed: status cancelled */
 };
 

@@ -31,8 +31,8 @@ static const char *const task_statuses[] = {"exited",        "signaled",  "timeo
 #define N_STATUSES ARRAY_SIZE(task_statuses)
 #define STATUS_ERROR (N_STATUSES - 1)
 /* Why a task ended in "error" (metrics.h, struct metrics_task_result). */
-static const char *const error_causes[] = {"exec",       "cwd",      "files", "mounts", "setup",
-                                           "no_sandbox", "shutdown"};
+static const char *const error_causes[] = {"exec",  "cwd",        "files",   "mounts",
+                                           "setup", "no_sandbox", "shutdown"};
 #define N_CAUSES ARRAY_SIZE(error_causes)
 /* Why a request was refused by policy (metrics.h, metrics_denied). */
 static const char *const denial_reasons[] = {
@@ -50,9 +50,8 @@ static const char *const proxy_outcomes[] = {"allowed", "denied", "limit", "erro
  * proxy denials over a task's, refusals while the trail was behind. */
 static const char *const suppressed_sources[] = {"rpc", "egress", "backlog"};
 /* How a session ended (docs/PROTOCOL.md, "Sessions"; abandoned is only the trail's). */
-static const char *const session_reasons[] = {"closed",        "ttl",      "idle",
-                                              "token_expired", "token_revoked", "shutdown",
-                                              "error"};
+static const char *const session_reasons[] = {"closed",        "ttl",      "idle", "token_expired",
+                                              "token_revoked", "shutdown", "error"};
 #define N_SESSION_REASONS ARRAY_SIZE(session_reasons)
 
 /* Request to sandbox in hand, and request to task running: sub-millisecond when warm. */
