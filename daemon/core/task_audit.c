@@ -320,6 +320,8 @@ static const char *kill_name(enum task_kill_reason k)
         return "token_expired";
     case KILL_TOKEN_REVOKED:
         return "token_revoked";
+    case KILL_FILES:
+        return "files";
     case KILL_NONE:
         break;
     }

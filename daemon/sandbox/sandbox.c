@@ -6,6 +6,7 @@
 #define LOG_MOD "sandbox"
 #include "sandbox/sandbox.h"
 
+#include <assert.h>
 #include <linux/filter.h>
 #include <signal.h>
 #include <stdio.h>
@@ -625,10 +626,20 @@ void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void
     workq_submit(env->workq, &sb->job, create_work, create_done);
 }
 
+void sandbox_claim(struct sandbox *sb, const struct sandbox_task_ops *ops, void *arg)
+{
+    assert(sb->state == SB_WARM);
+    sb->task_ops = ops;
+    sb->task = arg;
+    sb->claimed = true;
+    set_state(sb, SB_BUSY);
+}
+
 int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds[3],
                        const struct sandbox_task_ops *ops, void *arg, struct err *e)
 {
-    if (sb->state != SB_WARM) {
+    bool claimed = sb->claimed && sb->state == SB_BUSY && sb->task_ops == ops && sb->task == arg;
+    if (sb->state != SB_WARM && !claimed) {
         return err_setx(e, -EINVAL, "sandbox %s is %s, not warm", sb->id,
                         sandbox_state_name(sb->state));
     }
@@ -662,7 +673,10 @@ int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds
     }
     sb->task_ops = ops;
     sb->task = arg;
-    set_state(sb, SB_BUSY);
+    sb->claimed = false;
+    if (sb->state != SB_BUSY) {
+        set_state(sb, SB_BUSY);
+    }
     return 0;
 }
 

@@ -99,6 +99,7 @@ struct sandbox {
     bool failure_reported;                   /* ops->failed already counted this sandbox */
     const struct sandbox_task_ops *task_ops; /* the task it serves (BUSY), or NULL */
     void *task;                              /* their arg, not owned */
+    bool claimed; /* sandbox_claim: BUSY for its task, which has not been sent yet */
     struct sandbox *prev;                    /* the owner's warm list (DLIST) */
     struct sandbox *next;
     uint64_t created_ns; /* creation started */
@@ -115,13 +116,17 @@ struct sandbox {
  * never from within this call. The caller makes sure a block of host ids is free (with
  * userns). Loop context. */
 void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void *arg);
-/* Hands a task to a WARM sandbox of spec's pool: packs spec into CTL_TASK (with the pool's
+/* Hands a task to a WARM sandbox of spec's pool (or one sandbox_claim took for it): packs spec into CTL_TASK (with the pool's
  * nofile) and sends it with the three stdio fds and spec's mount fds (all stay owned by the
  * caller; close them after). From then on the sandbox reports to ops with arg, until
  * sandbox_detach_task or ops->died. Returns 0 or -errno (e says why); nothing is sent on a
  * refusal. */
 int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds[3],
                        const struct sandbox_task_ops *ops, void *arg, struct err *e);
+/* Takes a WARM sandbox (the pool handed it over) for a task that is not sent yet (its files
+ * are being written, core/task_files.c): BUSY from now on, its death reported to ops with
+ * arg (died), and sandbox_start_task with the same ops and arg sends the task later. */
+void sandbox_claim(struct sandbox *sb, const struct sandbox_task_ops *ops, void *arg);
 /* The task no longer wants sb's reports. */
 void sandbox_detach_task(struct sandbox *sb);
 /* Kills the sandbox (SIGKILL to its init through the pidfd, which ends its pid namespace).
