@@ -61,8 +61,8 @@ static bool env_overridden(const msgpack_object *env, const char *name)
     return false;
 }
 
-static const char *const exec_keys[] = {"argv",  "pool",    "timeout", "env",  "cwd",
-                                        "stdin", "token",   "capture", "files", "collect"};
+static const char *const exec_keys[] = {"argv",  "pool",  "timeout", "env",   "cwd",
+                                        "stdin", "token", "capture", "files", "collect"};
 static const char *const file_keys[] = {"path", "data", "size", "mode"};
 
 /* A client path for a message: quoted, escaped, cut. */
@@ -122,8 +122,8 @@ static int decode_file(const struct pool_config *pc, const msgpack_object *o, ui
         return err_setx(e, -EINVAL, "files[%u]: 'data' must be bin or str", i);
     }
     if (sobj && !allow_streamed) {
-        return err_setx(e, -EINVAL, "files[%u]: 'size' (streamed files) is exec's only; give 'data'",
-                        i);
+        return err_setx(e, -EINVAL,
+                        "files[%u]: 'size' (streamed files) is exec's only; give 'data'", i);
     }
     if (sobj && sobj->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
         return err_setx(e, -EINVAL, "files[%u]: 'size' must be a non-negative integer", i);
@@ -216,8 +216,8 @@ int exec_args_files(const struct pool_config *pc, const msgpack_object *fo, bool
     }
     uint32_t n = fo->via.array.size;
     if (n > pc->files_max_count) {
-        return err_setx(e, -E2BIG, "files: %u entries exceed pool '%s''s files_max_count (%u)",
-                        n, pc->name, pc->files_max_count);
+        return err_setx(e, -E2BIG, "files: %u entries exceed pool '%s''s files_max_count (%u)", n,
+                        pc->name, pc->files_max_count);
     }
     if (n == 0) {
         return 0;
@@ -270,8 +270,8 @@ static int decode_collect(const struct pool_config *pc, const msgpack_object *co
         char pat[CONFIG_FILES_PATH_MAX + 1];
         char q[96];
         const char *why = "invalid";
-        int r = wspath_pattern_normalize(o->via.str.ptr, o->via.str.size, pc->files_path_max,
-                                         pat, sizeof(pat), &why);
+        int r = wspath_pattern_normalize(o->via.str.ptr, o->via.str.size, pc->files_path_max, pat,
+                                         sizeof(pat), &why);
         if (r < 0) {
             return err_setx(e, r == -ENAMETOOLONG ? -E2BIG : -EINVAL, "collect[%u]: %s: %s", i,
                             path_quote(o->via.str.ptr, o->via.str.size, q, sizeof(q)), why);

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -49,17 +50,17 @@ struct task_stage {
     int root; /* a dup of the sandbox's work fd, for the jobs */
     uid_t uid;
     gid_t gid;
-    uint64_t work_size;            /* the pool's, for the message of a full /work */
-    struct task_spec_file *files;  /* taken from the spec at task_files_begin */
+    uint64_t work_size;           /* the pool's, for the message of a full /work */
+    struct task_spec_file *files; /* taken from the spec at task_files_begin */
     uint32_t n_files;
-    bool inline_done;              /* the inline entries are written */
-    uint32_t idx;                  /* the streamed cursor: entry, */
-    uint64_t off;                  /* offset in it, */
-    int cur_fd;                    /* and its fd while it is open */
-    struct file_chunk *batch;      /* the chunks the running job writes */
+    bool inline_done;         /* the inline entries are written */
+    uint32_t idx;             /* the streamed cursor: entry, */
+    uint64_t off;             /* offset in it, */
+    int cur_fd;               /* and its fd while it is open */
+    struct file_chunk *batch; /* the chunks the running job writes */
     size_t batch_bytes;
-    bool last;                     /* the batch ends the stream */
-    uint64_t written;              /* file bytes written, for files_in_bytes */
+    bool last;        /* the batch ends the stream */
+    uint64_t written; /* file bytes written, for files_in_bytes */
     int r;
     struct err e;
 };
@@ -118,10 +119,9 @@ static int stage_fail(struct task_stage *st, const struct task_spec_file *f, int
                         quote_path(f->path, q, sizeof(q)), (unsigned long long)st->work_size);
     }
     if (st->e.msg[0] != '\0') {
-        return err_prefix(&st->e, r, "files: %s", quote_path(f->path, q, sizeof(q)));
+        return err_prefix(&st->e, r, "files"); /* workspace.c's message names the path */
     }
-    return err_setx(&st->e, r, "files: %s: %s", quote_path(f->path, q, sizeof(q)),
-                    strerror(-r));
+    return err_setx(&st->e, r, "files: %s: %s", quote_path(f->path, q, sizeof(q)), strerror(-r));
 }
 
 static int create_file(struct task_stage *st, const struct task_spec_file *f, int *ret_fd)
@@ -219,6 +219,13 @@ static void stage_work(struct workq_job *j)
 {
     struct task_stage *st = container_of(j, struct task_stage, job);
     int r = 0;
+    /* The work tmpfs belongs to the sandbox's user namespace, where sbxd's root is not
+     * mapped: the kernel refuses to create an inode for it (EOVERFLOW). This thread makes
+     * them as the task's user (its host ids), which also gives up the file capabilities
+     * (DAC override, fowner) while it does, so that it writes only where the task could.
+     * The fs ids are the thread's own: sbxd's other threads are not concerned. */
+    gid_t old_gid = (gid_t)setfsgid(st->gid);
+    uid_t old_uid = (uid_t)setfsuid(st->uid);
     if (!st->inline_done) {
         r = write_inline(st);
         st->inline_done = r == 0;
@@ -231,6 +238,8 @@ static void stage_work(struct workq_job *j)
         st->finished = r == 0;
     }
     st->r = r;
+    (void)setfsuid(old_uid);
+    (void)setfsgid(old_gid);
 }
 
 /* ---- STAGING: the loop's side ---- */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct err;
 struct sandbox;
 struct task;
 

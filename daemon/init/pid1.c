@@ -265,6 +265,7 @@ int pid1_mount(struct init *in, enum mount_mode mode, struct err *e)
         .tmp_size = s->tmp_size,
         .work_size = s->work_size,
         .shm_size = (s->flags & CTL_SETUP_DEV_SHM) ? s->shm_size : 0,
+        .work_fd = mode == MOUNT_TEMPLATE ? NULL : &in->work_fd,
     };
     int r = mount_setup(&mc, e);
     in->image_fd = fd_close(in->image_fd);
@@ -414,21 +415,31 @@ static int init_setup(struct init *in, ssize_t n, size_t got)
     return proxy;
 }
 
-/* Reports CTL_READY, with the task child's pid (in our namespace: the task's own pid) and
- * the egress proxy's listener when there is one (closed here). */
-void pid1_ready(const struct init *in, int proxy)
+/* Reports CTL_READY, with the task child's pid (in our namespace: the task's own pid), the
+ * /work tmpfs's root and the egress proxy's listener when there is one (both closed here:
+ * sbxd holds the only copies from then on; init never accepts on the listener). A fork
+ * server has neither. */
+void pid1_ready(struct init *in, int proxy)
 {
     struct ctl_event ev;
     memset(&ev, 0, sizeof(ev));
     ev.type = CTL_READY;
+    ev.magic = CTL_MAGIC;
     ev.pid = in->task > 0 ? (uint32_t)in->task : 0;
-    if (proxy >= 0) {
-        /* sbxd holds the only copy from here: init never accepts on it. */
-        pid1_send_with_fd(in, &ev, proxy);
-        (void)fd_close(proxy);
-        return;
+    int fds[2];
+    size_t n = 0;
+    if (in->work_fd >= 0) {
+        fds[n++] = in->work_fd;
     }
-    init_send(in, &ev);
+    if (proxy >= 0) {
+        fds[n++] = proxy;
+    }
+    struct iovec iov = {&ev, sizeof(ev)};
+    if (fd_sendmsg(in->ctl, &iov, 1, fds, n, MSG_NOSIGNAL) != (ssize_t)sizeof(ev)) {
+        _exit(1);
+    }
+    in->work_fd = fd_close(in->work_fd);
+    (void)fd_close(proxy);
 }
 
 /* Checks the CTL_TASK in buf (n bytes). The task child (CHILD-SAFE, e NULL) also points
@@ -454,6 +465,9 @@ int pid1_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp, str
     }
     if (t->nofile == 0) {
         return err_setx(e, -EPROTO, "bad task nofile");
+    }
+    if (t->flags & ~CTL_TASK_KEEP) {
+        return err_setx(e, -EPROTO, "unknown task flags 0x%x", t->flags);
     }
     if (t->n_mounts > CTL_MOUNTS_MAX ||
         (t->n_mounts < 32 && (t->mount_files >> t->n_mounts) != 0)) {
@@ -910,6 +924,7 @@ int main(void)
     (void)setsid();
     in.ctl = CTL_FD;
     in.image_fd = -1;
+    in.work_fd = -1;
     in.report = -1;
     in.listener = -1;
     if (init_notif_buffers(&in) < 0) {

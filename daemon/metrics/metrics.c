@@ -31,8 +31,8 @@ static const char *const task_statuses[] = {"exited",        "signaled",  "timeo
 #define N_STATUSES ARRAY_SIZE(task_statuses)
 #define STATUS_ERROR (N_STATUSES - 1)
 /* Why a task ended in "error" (metrics.h, struct metrics_task_result). */
-static const char *const error_causes[] = {"exec",       "cwd",      "files", "mounts", "setup",
-                                           "no_sandbox", "shutdown"};
+static const char *const error_causes[] = {"exec",  "cwd",        "files",   "mounts",
+                                           "setup", "no_sandbox", "shutdown"};
 #define N_CAUSES ARRAY_SIZE(error_causes)
 /* Why a request was refused by policy (metrics.h, metrics_denied). */
 static const char *const denial_reasons[] = {

@@ -222,6 +222,7 @@ int task_spec_pack(const struct task_spec *s, uint32_t nofile, struct ctl_task *
     memset(ret, 0, sizeof(*ret));
     ret->magic = CTL_MAGIC;
     ret->type = CTL_TASK;
+    ret->flags = s->keep ? CTL_TASK_KEEP : 0;
     ret->argc = s->argc;
     ret->envc = s->envc;
     ret->nofile = nofile;

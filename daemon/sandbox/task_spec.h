@@ -47,7 +47,9 @@ struct task_spec {
     char cwd[CTL_PATH_MAX];
     uint64_t timeout_ns; /* the deadline applied (the request's, or the pool's default) */
     bool stdin;          /* the client streams stdin (else the task reads EOF at once) */
-    bool capture;        /* output comes back in the result, not as exec.stdout/exec.stderr */
+    /* The sandbox outlives the task (a session's command): packed as CTL_TASK_KEEP. */
+    bool keep;
+    bool capture; /* output comes back in the result, not as exec.stdout/exec.stderr */
     /* What the request itself said, for the audit trail (the rest are defaults): */
     bool has_pool;    /* a pool name */
     bool has_env;     /* an env map, maybe empty */
@@ -115,7 +117,8 @@ void task_spec_argv(const struct task_spec *s, struct task_spec_iter *it);
 void task_spec_request_env(const struct task_spec *s, struct task_spec_iter *it);
 bool task_spec_next(struct task_spec_iter *it, const char **ret, size_t *ret_len);
 
-/* Fills init's CTL_TASK header for s with nofile (the pool's RLIMIT_NOFILE); s->strings
+/* Fills init's CTL_TASK header for s with nofile (the pool's RLIMIT_NOFILE) and its flags
+ * (CTL_TASK_KEEP for keep); s->strings
  * are the data that follow it, s->mount_fds the fds after stdio. Returns 0, -EINVAL (no
  * argv, too many mounts) or -E2BIG (strings over TASK_SPEC_STRINGS_MAX), with e. */
 int task_spec_pack(const struct task_spec *s, uint32_t nofile, struct ctl_task *ret, struct err *e);

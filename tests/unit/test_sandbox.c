@@ -260,17 +260,32 @@ static ssize_t init_recv(void *buf, size_t len, int *fds, size_t max, size_t *nf
     return n;
 }
 
-static void init_send(const void *buf, size_t len, int fd)
+static void init_send_fds(const void *buf, size_t len, const int *fds, size_t nfds)
 {
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-    assert_int_equal(fd_sendmsg(fake_init_fd, &iov, 1, &fd, fd >= 0 ? 1 : 0, MSG_NOSIGNAL),
-                     (ssize_t)len);
+    assert_int_equal(fd_sendmsg(fake_init_fd, &iov, 1, fds, nfds, MSG_NOSIGNAL), (ssize_t)len);
 }
 
+static void init_send(const void *buf, size_t len, int fd)
+{
+    init_send_fds(buf, len, &fd, fd >= 0 ? 1 : 0);
+}
+
+/* A tmpfs directory, as init's /work is: the host's /dev/shm. */
+static int open_tmpfs_dir(void)
+{
+    int fd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    return fd;
+}
+
+/* An event; a READY comes with a tmpfs directory as init's /work. */
 static void init_send_event(uint32_t type, int32_t wstatus)
 {
     struct ctl_event ev = {.magic = CTL_MAGIC, .type = type, .wstatus = wstatus, .pid = 2};
-    init_send(&ev, sizeof(ev), -1);
+    int fd = type == CTL_READY ? open_tmpfs_dir() : -1;
+    init_send(&ev, sizeof(ev), fd);
+    (void)fd_close(fd);
 }
 
 /* Reads the CTL_SETUP init gets and checks it is the pool's (no seccomp program). */
@@ -397,11 +412,13 @@ static void sandbox_create__ready_makes_it_warm(void **state)
     (void)uv_run(&f->loop, UV_RUN_NOWAIT);
     fake_expect_none();
 
-    /* READY, with the egress proxy's listener. */
+    /* READY, with /work's root and the egress proxy's listener. */
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     struct ctl_event ev = {.magic = CTL_MAGIC, .type = CTL_READY, .pid = 2};
-    init_send(&ev, sizeof(ev), sv[0]);
+    int fds[2] = {open_tmpfs_dir(), sv[0]};
+    init_send_fds(&ev, sizeof(ev), fds, 2);
+    (void)close(fds[0]);
     (void)close(sv[0]);
     (void)close(sv[1]);
     run_until(f, "ready");
@@ -409,6 +426,7 @@ static void sandbox_create__ready_makes_it_warm(void **state)
     assert_int_equal(sb->state, SB_WARM);
     assert_int_equal(sb->task_pid, 2);
     assert_true(sb->proxy_fd >= 0);
+    assert_true(sandbox_work_fd(sb) >= 0);
     assert_true(sb->ready_seen);
     assert_true(sb->ready_ns >= sb->created_ns);
     assert_false(uv_is_active((uv_handle_t *)&sb->setup_timer));
