@@ -202,7 +202,8 @@ TEST_token_EXTRA := daemon/token/token_db.c daemon/token/token_secret.c \
 TEST_egress_route_EXTRA := daemon/wire/egress_path.c
 TEST_workspace_EXTRA := daemon/wire/wspath.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c $(CGROUP_SRCS) \
-                    daemon/sandbox/seccomp_memfd.c
+                    daemon/sandbox/seccomp_memfd.c daemon/sandbox/forkserver.c \
+                    daemon/sandbox/image.c
 # Link seams (tests/unit/fakes/): pool.c and sandbox.c linked alone, each with fakes of
 # what it calls, which log the calls for the test to compare.
 FAKES := tests/unit/fakes

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* What the three parts of sbxd-init share: struct init, one per process, and the functions one
- * part calls in another. pid1.c is pid 1 (setup, the loop, init's side of the task),
- * task_child.c the task's process until its execve (CHILD-SAFE), forkserver.c a pool's fork
- * server. Private to init/: nothing outside sbxd-init includes it. */
+/* What the parts of sbxd-init share: struct init, one per process, and the functions one
+ * part calls in another. pid1.c is pid 1's setup, task_run.c pid 1's side of the tasks (the
+ * loop), task_child.c the task's process until its execve (CHILD-SAFE), forkserver.c a
+ * pool's fork server. Private to init/: nothing outside sbxd-init includes it. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -88,6 +88,8 @@ struct init {
 
 /* pid1.c */
 
+/* Sends an event to sbxd (its magic set here); exits when the control socket fails. */
+void pid1_send(const struct init *in, struct ctl_event *ev);
 /* Sends a CTL_SETUP_FAILED or CTL_EXEC_FAILED (type) to sbxd; exits when the control socket
  * fails. */
 void pid1_send_failure(const struct init *in, uint32_t type, uint32_t stage, int err,
@@ -132,6 +134,13 @@ void task_child_clone(struct init *in, int proxy);
 /* Clones a task child for a sandbox's next task (after a CTL_TASK_KEEP task), when the
  * last one is gone. Returns 0 (in->task and in->report set) or -errno with e. */
 int task_child_respawn(struct init *in, struct err *e);
+
+/* task_run.c */
+
+/* A sandbox's init from READY on: serves its tasks (CTL_TASK, CTL_KILL), answers their
+ * seccomp notifications, reaps, reports; exits after the last task's report or when the
+ * control socket closes. Never returns. */
+__attribute__((noreturn)) void task_run_loop(struct init *in);
 
 /* forkserver.c */
 
