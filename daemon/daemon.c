@@ -310,6 +310,7 @@ int daemon_pools_start(struct daemon *d, struct err *e)
         .audit = d->audit,
         .sched = d->sched,
         .instance = d->instance,
+        .workq = d->workq,
     };
     d->pools = xcalloc(cfg->n_pools, sizeof(*d->pools));
     for (size_t i = 0; i < cfg->n_pools; i++) {

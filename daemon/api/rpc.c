@@ -446,9 +446,27 @@ static const struct method admin_methods[] = {
     {"audit.verify", rpc_audit_verify},
 };
 
+/* exec.file [msgid, bin]: the next bytes of that exec's streamed files. */
+static void file_chunk(struct rpc_conn *rc, const struct proto_msg *m, struct task *t,
+                       const msgpack_object *id, const msgpack_object *b)
+{
+    if (task_file_chunk(t, b->via.bin.ptr, b->via.bin.size) == 0) {
+        return;
+    }
+    char msg[160];
+    (void)snprintf(msg, sizeof(msg),
+                   "exec.file for request %llu: more bytes than its files declared (%llu); the "
+                   "task ends with status error",
+                   (unsigned long long)id->via.u64,
+                   (unsigned long long)task_get_spec(t)->files_streamed);
+    rpc_refused(rc, "bad_request", "bad_request", m->method, m->method_len, msg);
+    server_conn_send_error_notify(rc->c, "bad_request", msg, m->method, m->method_len, id);
+}
+
 static void handle_notify(struct rpc_conn *rc, const struct proto_msg *m)
 {
-    if (!proto_str_eq(m->method, m->method_len, "exec.stdin")) {
+    bool is_file = proto_str_eq(m->method, m->method_len, "exec.file");
+    if (!is_file && !proto_str_eq(m->method, m->method_len, "exec.stdin")) {
         log_debug("conn=%llu msg=\"ignoring unknown notification\"",
                   (unsigned long long)server_conn_id(rc->c));
         return;
@@ -458,7 +476,8 @@ static void handle_notify(struct rpc_conn *rc, const struct proto_msg *m)
         p->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
         (p->via.array.ptr[1].type != MSGPACK_OBJECT_BIN &&
          p->via.array.ptr[1].type != MSGPACK_OBJECT_STR)) {
-        const char *msg = "exec.stdin takes [msgid, bin]";
+        const char *msg =
+            is_file ? "exec.file takes [msgid, bin]" : "exec.stdin takes [msgid, bin]";
         bool has_id = p && p->type == MSGPACK_OBJECT_ARRAY && p->via.array.size > 0;
         rpc_refused(rc, "bad_request", "bad_request", m->method, m->method_len, msg);
         server_conn_send_error_notify(rc->c, "bad_request", msg, m->method, m->method_len,
@@ -469,6 +488,10 @@ static void handle_notify(struct rpc_conn *rc, const struct proto_msg *m)
     struct task *t = id <= UINT32_MAX ? rpc_find_task(rc, (uint32_t)id) : NULL;
     if (!t) {
         return; /* the task may have finished already: late stdin is dropped */
+    }
+    if (is_file) {
+        file_chunk(rc, m, t, &p->via.array.ptr[0], &p->via.array.ptr[1]);
+        return;
     }
     if (!task_get_spec(t)->stdin) {
         /* The task's stdin is empty; the client is told that these bytes went nowhere,

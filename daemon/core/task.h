@@ -23,6 +23,7 @@ struct session;
 struct task;
 struct task_sink;
 struct task_spec;
+struct workq;
 
 /* What every task needs, one per daemon, filled by the root (daemon.c). */
 struct task_env {
@@ -34,10 +35,12 @@ struct task_env {
     uint64_t next_task;      /* task_make_id's counter */
     struct egress *egress;   /* egress sessions for tasks with a network profile */
     struct metrics *metrics; /* denials of queued tasks by their token (NULL: not counted) */
+    struct workq *workq;     /* worker threads for /work's files (core/task_files.c) */
 };
 
 enum task_state {
     TASK_QUEUED = 0, /* waiting for a sandbox */
+    TASK_STAGING,    /* has its sandbox; its files are being written (task_files.c) */
     TASK_RUNNING,    /* handed to a sandbox */
     TASK_FINISHING,  /* exited or killed; draining output */
     TASK_DONE,       /* result sent (or client gone); handles closing */
@@ -52,6 +55,7 @@ enum task_kill_reason {
     KILL_TOKEN_EXPIRED,  /* the capability token it ran under expired: status token_expired */
     KILL_TOKEN_REVOKED,  /* ... or was revoked: status token_revoked */
     KILL_SESSION_CLOSED, /* its session was closed: status cancelled */
+    KILL_FILES,          /* exec.file bytes past the declared files: status error */
 };
 
 /* How a task talks to its client, which hands these at task_new. Every op gets the task's
@@ -114,6 +118,12 @@ int task_submit(struct task *t);
  * answers the client with the error (when connected) and frees the task. Its trail ends in
  * status denied, or, once admitted, error (counted, cause shutdown or no_sandbox). */
 void task_fail(struct task *t, const char *code, const char *message);
+/* From rpc.c: an exec.file chunk, the next len bytes of the request's streamed files
+ * (queued in memory, counted through the sink's stdin_queued, until a job writes them).
+ * Returns 0 (also for a task that ended: late bytes are dropped), or -EPROTO when they go
+ * past the declared total (or none was declared): the task then ends with status error,
+ * and the caller answers with an error notification. */
+int task_file_chunk(struct task *t, const char *data, size_t len);
 /* From rpc.c: a stdin chunk; len 0 closes the task's stdin. */
 void task_stdin(struct task *t, const char *data, size_t len);
 /* The client disconnected: kill the sandbox, drop the result. The task ends in status

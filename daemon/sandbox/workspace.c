@@ -34,10 +34,14 @@
  * mount point; a ".." that would leave is -EXDEV. */
 #define WS_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV)
 
+/* O_NOFOLLOW too, but for directories: with O_DIRECTORY the kernel answers a trailing
+ * symlink with ENOTDIR, where RESOLVE_NO_SYMLINKS, which refuses it as well, says ELOOP. */
 static int ws_open(int dfd, const char *path, int flags, mode_t mode)
 {
-    return sys_openat2(dfd, path, (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY), mode,
-                       WS_RESOLVE);
+    if (!(flags & O_DIRECTORY)) {
+        flags |= O_NOFOLLOW;
+    }
+    return sys_openat2(dfd, path, (uint64_t)(flags | O_CLOEXEC | O_NOCTTY), mode, WS_RESOLVE);
 }
 
 /* Whether rel is in wspath_normalize's form: non-empty components of at most NAME_MAX bytes,

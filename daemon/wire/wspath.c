@@ -82,7 +82,7 @@ static bool next_component(const char *p, size_t len, size_t *i, const char **c,
 }
 
 static int normalize(const char *p, size_t len, size_t max_len, char *out, size_t out_size,
-                     bool pattern, const char **why)
+                     bool pattern, bool root_ok, const char **why)
 {
     if (len == 0) {
         return refuse(R_EMPTY, pattern, why);
@@ -146,7 +146,7 @@ static int normalize(const char *p, size_t len, size_t max_len, char *out, size_
         memcpy(out + o, c, n);
         o += n;
     }
-    if (o == 0) {
+    if (o == 0 && !root_ok) {
         return refuse(R_WORK, pattern, why);
     }
     out[o] = '\0';
@@ -159,13 +159,19 @@ static int normalize(const char *p, size_t len, size_t max_len, char *out, size_
 int wspath_normalize(const char *path, size_t len, size_t max_len, char *out, size_t out_size,
                      const char **why)
 {
-    return normalize(path, len, max_len, out, out_size, false, why);
+    return normalize(path, len, max_len, out, out_size, false, false, why);
+}
+
+int wspath_normalize_dir(const char *path, size_t len, size_t max_len, char *out, size_t out_size,
+                         const char **why)
+{
+    return normalize(path, len, max_len, out, out_size, false, true, why);
 }
 
 int wspath_pattern_normalize(const char *pat, size_t len, size_t max_len, char *out,
                              size_t out_size, const char **why)
 {
-    return normalize(pat, len, max_len, out, out_size, true, why);
+    return normalize(pat, len, max_len, out, out_size, true, false, why);
 }
 
 struct comp {

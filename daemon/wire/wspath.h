@@ -24,7 +24,12 @@
  * NULL). */
 int wspath_normalize(const char *path, size_t len, size_t max_len, char *out, size_t out_size,
                      const char **why);
-/* The same for a collect pattern: a component may hold fnmatch(3) syntax (`*`, `?`,
+/* The same for a directory to list, where /work itself is allowed: "/work", "/work/", "."
+ * and "./" give "" (what workspace_list takes for the root). */
+int wspath_normalize_dir(const char *path, size_t len, size_t max_len, char *out, size_t out_size,
+                         const char **why);
+/* The same as wspath_normalize for a collect pattern: a component may hold fnmatch(3) syntax (`*`,
+ * `?`,
  * `[...]`, `\` escapes; it matches within one component, dot files included), and a
  * component that is exactly "**" matches zero or more components; adjacent "**" collapse
  * into one. Refused besides what wspath_normalize refuses: "**" inside a longer component,

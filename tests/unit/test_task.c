@@ -634,7 +634,7 @@ static void task_start__sandbox_refusing_the_task_is_an_error(void **state)
     /* The sandbox is destroyed; the child's ends are closed, so the pipes reach EOF. */
     fake_expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
                  "egress_session_start - sb1; sandbox_start_task sb1 argv0=true cwd=/tmp; "
-                 "sandbox_kill sb1");
+                 "sandbox_detach_task sb1; sandbox_kill sb1");
     run_until(f, "audit_when_committed");
     fake_expectf("metrics_task_done error setup out=0 err=0 truncated=0; audit finished error; "
                  "audit destroyed sb1 reaped=1; "
@@ -677,9 +677,9 @@ static void task_start__egress_refusing_the_session_is_an_error(void **state)
     fake_egress_start_r = -ENOENT;
     f->sb = fake_task_sandbox("sb1");
     fake_pool_got(f->sb);
-    /* The task is never handed to the sandbox. */
+    /* The task is never handed to the sandbox, which it claimed: it lets go first. */
     fake_expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
-                 "egress_session_start web sb1; sandbox_kill sb1");
+                 "egress_session_start web sb1; sandbox_detach_task sb1; sandbox_kill sb1");
     run_until(f, "audit_when_committed");
     fake_calls_reset();
     commit_result(f, "error");

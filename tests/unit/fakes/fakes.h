@@ -72,6 +72,8 @@ extern int fake_cgroup_create_r;  /* cgroup_create fails with it when < 0 */
 extern bool fake_cgroup_empty;    /* what cgroup_is_empty says */
 extern int fake_cgroup_reset_r;   /* what cgroup_reset returns */
 extern unsigned fake_cgroup_live; /* cgroup handles not freed */
+struct cgroup_usage;
+extern struct cgroup_usage fake_cgroup_usage; /* what cgroup_usage reads */
 /* A handle as cgroup_create makes it (for a kit's spare). */
 struct cgroup *fake_cgroup_new(const char *name);
 
