@@ -166,17 +166,26 @@ struct open_wait {
     struct rpc *rpc;
     uint64_t conn_id;
     uint32_t msgid;
+    struct task_spec files; /* the request's files (files and n_files only) */
 };
 
-static void open_done(void *arg, struct session *s)
+static void open_wait_free(struct open_wait *w)
 {
-    struct open_wait *w = arg;
+    task_spec_clear(&w->files);
+    free(w);
+}
+
+static void files_job_start(struct open_wait *w, struct session *s);
+
+/* The session is open (and its files written): its opener gets it. */
+static void open_answer(struct open_wait *w, struct session *s)
+{
     struct rpc_conn *rc = rpc_find_conn(w->rpc, SERVER_AGENTS, w->conn_id);
     if (!rc) {
         /* Nobody will ever know its id: it ends now rather than at its idle timeout. */
         struct session_info gone;
         (void)session_close(s, &gone);
-        free(w);
+        open_wait_free(w);
         return;
     }
     struct session_info si;
@@ -192,7 +201,17 @@ static void open_done(void *arg, struct session *s)
     proto_pack_kv_f64(&pk, "idle_timeout", (double)si.idle_ns / 1e9);
     proto_pack_kv_f64(&pk, "expires_at", (double)si.expires_ms / 1e3);
     rpc_finish(rc, &sb);
-    free(w);
+    open_wait_free(w);
+}
+
+static void open_done(void *arg, struct session *s)
+{
+    struct open_wait *w = arg;
+    if (w->files.n_files > 0) {
+        files_job_start(w, s);
+        return;
+    }
+    open_answer(w, s);
 }
 
 static void open_failed(void *arg, const char *code, const char *message)
@@ -203,7 +222,7 @@ static void open_failed(void *arg, const char *code, const char *message)
         rpc_note_error(w->rpc, code);
         server_conn_send_error(rc->c, w->msgid, code, message);
     }
-    free(w);
+    open_wait_free(w);
 }
 
 static const struct session_open_ops open_ops = {
@@ -213,7 +232,7 @@ static const struct session_open_ops open_ops = {
 
 void rpc_session_open(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args)
 {
-    static const char *const keys[] = {"pool", "token", "ttl", "idle_timeout"};
+    static const char *const keys[] = {"pool", "token", "ttl", "idle_timeout", "files"};
     static const char method[] = "session.open";
     const struct rpc_env *env = &rc->rpc->env;
     struct err e = ERR_INIT;
@@ -280,10 +299,17 @@ void rpc_session_open(struct rpc_conn *rc, uint32_t msgid, const msgpack_object 
         .idle_ns = idle,
     };
     struct open_wait *w = xcalloc(1, sizeof(*w));
-    *w = (struct open_wait){rc->rpc, server_conn_id(rc->c), msgid};
+    *w = (struct open_wait){rc->rpc, server_conn_id(rc->c), msgid, TASK_SPEC_INIT};
+    /* Inline files only: a session.open has no stream of exec.file chunks. */
+    r = exec_args_files(pc, args ? proto_map_get(args, "files") : NULL, false, &w->files, &e);
+    if (r < 0) {
+        open_wait_free(w);
+        refuse(rc, msgid, method, r == -E2BIG ? "too_large" : "bad_request", err_msg(&e));
+        return;
+    }
     r = session_open(env->sessions, &rq, &open_ops, w, &e);
     if (r < 0) {
-        free(w);
+        open_wait_free(w);
         const char *code = r == -EBUSY ? "busy" : r == -ESHUTDOWN ? "shutting_down" : "limit";
         refuse(rc, msgid, method, code, err_msg(&e));
     }
@@ -415,7 +441,7 @@ static void list_sessions(struct rpc_conn *rc, uint32_t msgid, const msgpack_obj
 
 /* ---- file jobs: session.write, session.read, session.list {session} ---- */
 
-enum fjob_kind { FJOB_WRITE, FJOB_READ, FJOB_LIST };
+enum fjob_kind { FJOB_WRITE, FJOB_READ, FJOB_LIST, FJOB_FILES };
 
 struct fjob {
     struct workq_job job;
@@ -438,6 +464,7 @@ struct fjob {
     struct workspace_entry *entries;
     size_t n_entries;
     bool truncated;
+    struct open_wait *open; /* FJOB_FILES: the session.open its files are for */
     int r;
     struct err e;
 };
@@ -447,7 +474,27 @@ static void fjob_free(struct fjob *j)
     j->root = fd_close(j->root);
     workspace_entries_free(j->entries, j->n_entries);
     free(j->data);
+    if (j->open) {
+        open_wait_free(j->open);
+    }
     free(j);
+}
+
+/* Writes one file of a session.open whole (as the task's user: fjob_work). */
+static int write_file(struct fjob *j, const struct task_spec_file *f)
+{
+    int fd = -1;
+    int r = workspace_create(j->root, f->path, f->mode, j->uid, j->gid, &fd, &j->e);
+    for (size_t done = 0; r == 0 && done < f->size;) {
+        ssize_t n = RETRY_EINTR(write(fd, f->data + done, (size_t)f->size - done));
+        if (n < 0) {
+            r = err_set(&j->e, -errno, "'%s': write", f->path);
+        } else {
+            done += (size_t)n;
+        }
+    }
+    fd = fd_close(fd);
+    return r;
 }
 
 /* Worker thread: the write, read or listing, beneath the workspace's root. */
@@ -493,6 +540,16 @@ static void fjob_work(struct workq_job *w)
         j->r = workspace_list(j->root, j->rel, LIST_MAX, &j->entries, &j->n_entries, &j->truncated,
                               &j->e);
         break;
+    case FJOB_FILES:
+        (void)setfsgid(j->gid);
+        (void)setfsuid(j->uid);
+        for (uint32_t i = 0; j->r == 0 && i < j->open->files.n_files; i++) {
+            j->r = write_file(j, &j->open->files.files[i]);
+            j->len += j->r == 0 ? (size_t)j->open->files.files[i].size : 0;
+        }
+        (void)setfsuid(0);
+        (void)setfsgid(0);
+        break;
     }
 }
 
@@ -531,6 +588,8 @@ static void fjob_answer(struct rpc_conn *rc, struct fjob *j)
         proto_pack_kv_u64(&pk, "size", j->size);
         proto_pack_kv_bool(&pk, "eof", j->offset + j->got >= j->size);
         break;
+    case FJOB_FILES:
+        break; /* open_answer's */
     case FJOB_LIST:
         msgpack_pack_map(&pk, 2);
         proto_pack_cstr(&pk, "entries");
@@ -555,8 +614,25 @@ static void fjob_done(struct workq_job *w)
 {
     struct fjob *j = container_of(w, struct fjob, job);
     struct session *s = session_find(j->sessions, j->session, strlen(j->session));
-    if (s && j->r == 0) {
-        session_add_files(s, j->kind == FJOB_WRITE ? j->len : 0, j->kind == FJOB_READ ? j->got : 0);
+    if (s && (j->r == 0 || j->kind == FJOB_FILES)) {
+        session_add_files(s, j->kind == FJOB_WRITE || j->kind == FJOB_FILES ? j->len : 0,
+                          j->kind == FJOB_READ ? j->got : 0);
+    }
+    if (j->kind == FJOB_FILES) {
+        struct open_wait *ow = take_ptr(&j->open);
+        if (s && j->r == 0) {
+            open_answer(ow, s);
+        } else {
+            /* The session was never the client's: it ends, and the open is refused. */
+            struct session_info gone;
+            if (s) {
+                (void)session_close(s, &gone);
+            }
+            open_failed(ow, s ? fjob_code(j->r) : "internal",
+                        s ? err_msg(&j->e) : "the session ended before its files were written");
+        }
+        fjob_free(j);
+        return;
     }
     if (s) {
         session_touch(s);
@@ -635,6 +711,31 @@ static struct fjob *fjob_begin(struct rpc_conn *rc, uint32_t msgid, const msgpac
 static void fjob_submit(struct rpc_conn *rc, struct fjob *j)
 {
     workq_submit(rc->rpc->env.workq, &j->job, fjob_work, fjob_done);
+}
+
+/* A session.open's files, written before it is answered. */
+static void files_job_start(struct open_wait *w, struct session *s)
+{
+    struct fjob *j = xcalloc(1, sizeof(*j));
+    j->kind = FJOB_FILES;
+    j->rpc = w->rpc;
+    j->sessions = w->rpc->env.sessions;
+    j->conn_id = w->conn_id;
+    j->msgid = w->msgid;
+    j->open = w;
+    str_copy(j->session, session_id(s), sizeof(j->session));
+    int r = session_work_fd(s, &j->uid, &j->gid);
+    if (r < 0) {
+        j->open = NULL;
+        j->root = -1;
+        fjob_free(j);
+        struct session_info gone;
+        (void)session_close(s, &gone);
+        open_failed(w, "internal", "the session's sandbox is gone");
+        return;
+    }
+    j->root = r;
+    workq_submit(w->rpc->env.workq, &j->job, fjob_work, fjob_done);
 }
 
 void rpc_session_write(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args)

@@ -128,6 +128,31 @@ class Sessions(DaemonTest):
         self.assertEqual(error_code(lambda: run(self.c, sid, ["true"])), "not_found")
         self.assertEqual(wait_closed(self.d, sid), "closed")
 
+    def test_open_with_files_and_a_command_with_files_and_collect(self):
+        sid = call(self.c, "session.open", {"files": [
+            {"path": "in/data.bin", "data": b"\x00\xffbinary", "mode": 0o600},
+            {"path": "/work/run.sh", "data": "echo run\n", "mode": 0o755}]})["session"]
+        r = run(self.c, sid, ["sh", "-c", "stat -c '%a %s %n' in/data.bin run.sh; sh run.sh"])
+        self.assertEqual(r["stdout"], b"600 8 in/data.bin\n755 9 run.sh\nrun\n")
+        r = run(self.c, sid, ["sh", "-c", "cat more.txt > out.txt; echo x >> out.txt"],
+                files=[{"path": "more.txt", "data": b"more\n"}], collect=["*.txt"])
+        self.assertEqual(r["status"], "exited")
+        got = {f["path"]: f["data"] for f in r["files"]}
+        self.assertEqual(got, {"more.txt": b"more\n", "out.txt": b"more\nx\n"})
+        # and they stay for the next command
+        self.assertEqual(run(self.c, sid, ["cat", "out.txt"])["stdout"], b"more\nx\n")
+        # refused before anything: a bad path, a streamed file, another pool
+        for files in ([{"path": "../x", "data": b""}], [{"path": "x", "size": 3}]):
+            self.assertEqual(error_code(lambda: call(self.c, "session.open", {"files": files})),
+                             "bad_request")
+        self.assertEqual(error_code(lambda: run(self.c, sid, ["true"], pool="nope")),
+                         "bad_request")
+        closed = call(self.c, "session.close", {"session": sid})
+        self.assertEqual(closed["commands"], 3)
+        (fields,), = trail(self.d, "SELECT fields FROM events WHERE task = ? AND "
+                                   "type = 'session.close'", (sid,))
+        self.assertGreaterEqual(json.loads(fields)["files_in_bytes"], 17)
+
     def test_nothing_of_a_session_is_seen_elsewhere(self):
         a, b = self.open(), self.open()
         run(self.c, a, ["sh", "-c", "echo secret > /work/s.txt; echo secret > /tmp/s.txt"])
@@ -347,6 +372,8 @@ class KillNine(unittest.TestCase):
                 self.assertEqual(run(c, sid, ["echo", "again"])["stdout"], b"again\n")
         finally:
             d.stop()
+        # left open at SIGTERM: the drain ended it
+        self.assertEqual(close_reason(d, sid), "shutdown")
 
 
 if __name__ == "__main__":
