@@ -626,6 +626,15 @@ static void workspace_collect__million_entries_stop_at_max_entries(void **state)
     collect(t, pats, 1, &lim, &c);
     assert_int_equal(c.n_files, 9);
     workspace_collect_free(&c);
+    /* Names a pattern spells out are looked up, not searched for among the million. */
+    const char *named[] = {"wide/x999999", "wide/x5", "wide/nope", "wide/x5"};
+    collect(t, named, ARRAY_SIZE(named), &big, &c);
+    assert_int_equal(c.n_files, 2);
+    assert_string_equal(c.files[0].path, "wide/x5");
+    assert_string_equal(c.files[1].path, "wide/x999999");
+    assert_int_equal(c.n_skipped, 0);
+    assert_false(c.truncated);
+    workspace_collect_free(&c);
     put_str(t, "other/a", "a");
     const char *other[] = {"other/*"};
     collect(t, other, 1, &big, &c);
@@ -775,7 +784,7 @@ static void workspace_collect__patterns_select(void **state)
     }
 }
 
-static void workspace_collect__root_must_be_a_directory(void **state)
+static void workspace_collect__root_a_directory_and_patterns_normalized(void **state)
 {
     struct tree *t = tree_of(state);
     struct workspace_collect c = {0};
@@ -786,6 +795,13 @@ static void workspace_collect__root_must_be_a_directory(void **state)
     assert_int_equal(workspace_collect(fd, pats, 1, &big, &c, &e), -ENOTDIR);
     assert_null(c.files);
     fd_close(fd);
+    /* Patterns come normalized (wspath_pattern_normalize); any other is refused, so that a
+     * name looked up as the pattern spells it is never "..". */
+    static const char *const bad[] = {"..",  "../outside/secret.txt", "a/../b", "/etc", "", "./a",
+                                      "a//b"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        assert_int_equal(workspace_collect(t->root, &bad[i], 1, &big, &c, &e), -EINVAL);
+    }
 }
 
 /* Two threads change the tree while it is collected: one appends to a file (and now and then
@@ -838,6 +854,52 @@ static void *swap_thread(void *arg)
         (void)renameat(root, "swap.p", root, "swap");
     }
     return NULL;
+}
+
+/* "p" is a directory, then a symlink to outside, in turn (an atomic exchange of the two). */
+static void *flip_thread(void *arg)
+{
+    struct churn *ch = arg;
+    int root = ch->t->root;
+    while (!atomic_load(&ch->stop)) {
+        CHURN_CHECK(ch, renameat2(root, "p", root, "p.other", RENAME_EXCHANGE) == 0);
+    }
+    return NULL;
+}
+
+/* The parents of a file being created swapped for a symlink to outside meanwhile: the file
+ * lands in the tree or the create fails; nothing is ever made outside. */
+static void workspace_create__parent_swapped_for_a_symlink(void **state)
+{
+    struct tree *t = tree_of(state);
+    struct churn ch = {.t = t};
+    struct err e = ERR_INIT;
+    pthread_t flip;
+    struct stat st;
+    char leak[256];
+    snprintf(leak, sizeof(leak), "%s/x", outside);
+    assert_int_equal(mkdirat(t->root, "p", 0755), 0);
+    mk_symlink(t, outside, "p.other");
+    assert_int_equal(pthread_create(&flip, NULL, flip_thread, &ch), 0);
+    size_t made = 0;
+    size_t refused = 0;
+    for (int i = 0; i < 5000; i++) {
+        int fd = -1;
+        int r = workspace_create(t->root, "p/x", 0644, 1, 1, &fd, &e);
+        if (r == 0) {
+            made++;
+            fd_close(fd);
+        } else {
+            assert_true(r == -ELOOP || r == -ENOENT || r == -ENOTDIR);
+            refused++;
+        }
+        assert_int_equal(stat(leak, &st), -1);
+    }
+    atomic_store(&ch.stop, true);
+    pthread_join(flip, NULL);
+    assert_int_equal(atomic_load(&ch.failed_line), 0);
+    assert_int_equal(stat(leak, &st), -1);
+    print_message("created %zu, refused %zu\n", made, refused);
 }
 
 static void workspace_collect__file_grows_while_read(void **state)
@@ -919,6 +981,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(workspace_create__refuses_what_is_not_a_file_or_leaves,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(workspace_create__parent_swapped_for_a_symlink, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(workspace_open_at__existing_regular_files_only, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(workspace_read__ranges_and_refusals, setup, teardown),
@@ -941,8 +1005,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(workspace_collect__unicode_names_binary_data_and_modes,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(workspace_collect__patterns_select, setup, teardown),
-        cmocka_unit_test_setup_teardown(workspace_collect__root_must_be_a_directory, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(workspace_collect__root_a_directory_and_patterns_normalized,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(workspace_collect__file_grows_while_read, setup, teardown),
         cmocka_unit_test_setup_teardown(workspace_collect__file_swapped_while_read, setup,
                                         teardown),
