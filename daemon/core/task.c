@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* One task from request to result: stdio pipes streamed to the client as notifications
  * (or, with capture, kept for the result) under the combined output cap, stdin streamed
- * in, the deadline, and the result map.
+ * in, the deadline, and the result map. Its files (STAGING before the command, COLLECTING
+ * after it) are core/task_files.c's.
  * Task output is never logged; only byte counts leave this file. */
 #define LOG_MOD "exec"
 #include "core/task.h"
