@@ -383,7 +383,10 @@ static void task_start(struct task *t, struct sandbox *sb)
     t->counted = true;
     task_admit(t);
     task_audit_assigned(t);
-    sandbox_claim(sb, &task_sandbox_ops, t);
+    if (t->stage) {
+        /* Its files take a while to write: the sandbox's death must reach the task. */
+        sandbox_claim(sb, &task_sandbox_ops, t);
+    }
     int r = task_files_begin(t, sb, &e);
     if (r < 0) {
         log_error("task=%s sb=%s msg=\"cannot prepare the task's files, destroying sandbox\" "
@@ -425,7 +428,9 @@ void task_run(struct task *t)
         t->error = e;
         t->exited = true;
         t->sb = NULL;
-        sandbox_detach_task(sb); /* claimed: its death must not reach the task */
+        if (t->stage) {
+            sandbox_detach_task(sb); /* claimed: its death must not reach the task */
+        }
         sandbox_kill(sb);
         start_reading(t); /* the child's ends are closed: both pipes reach EOF at once */
         maybe_finish(t);
