@@ -421,8 +421,9 @@ static void setup_timeout(uv_timer_t *h)
 }
 
 /* SECURITY: sbxd writes and reads the task's files below the fd that init's READY brought
- * (sandbox/workspace.c): it must be a tmpfs's directory, as the sandbox's /work is, and
- * nothing of the host that init could have opened instead. Returns 0 or -errno with e. */
+ * (sandbox/workspace.c): it must be what init mounted as the sandbox's /work, a tmpfs's
+ * directory of the task's user, and nothing of the host (a shared /dev/shm, say) that an
+ * init could have opened instead. Returns 0 or -errno with e. */
 static int check_work_fd(const struct sandbox *sb, struct err *e)
 {
     struct stat st;
@@ -435,6 +436,13 @@ static int check_work_fd(const struct sandbox *sb, struct err *e)
     }
     if (!S_ISDIR(st.st_mode) || sfs.f_type != TMPFS_MAGIC) {
         return err_setx(e, -EPROTO, "sandbox init's /work is not a tmpfs directory");
+    }
+    uid_t uid;
+    gid_t gid;
+    sandbox_task_host_ids(sb, &uid, &gid);
+    if (st.st_uid != uid || st.st_gid != gid || (st.st_mode & 07777) != 0755) {
+        return err_setx(e, -EPROTO, "sandbox init's /work is not the task's (%u:%u %04o)",
+                        (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
     }
     return 0;
 }

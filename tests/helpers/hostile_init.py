@@ -7,13 +7,14 @@ fails or talks garbage too, so that sbxd falls back to building sandboxes from s
 this same program as their init. The seed comes from the file `seed` next to it, mixed with
 the clock (each sandbox's init is pid 1 of its own namespace), so that each sandbox behaves
 differently."""
+import ctypes
 import os
 import random
 import socket
 import struct
 import time
 
-CTL_MAGIC = 0x53425807
+CTL_MAGIC = 0x53425808
 SETUP, TASK, ZYGOTE, SPAWN = 1, 2, 3, 4
 READY, SETUP_FAILED, EXITED, EXEC_FAILED, SPAWNED = 10, 11, 13, 14, 15
 EVENT = struct.Struct("<IIiIiIQQQII128s")  # struct ctl_event
@@ -61,7 +62,11 @@ def send(data, nfds=0):
             os.close(fd)
 
 
+last = b""
+
+
 def receive(timeout):
+    global last
     ctl.settimeout(timeout)
     try:
         msg, anc, _, _ = ctl.recvmsg(1 << 17, socket.CMSG_SPACE(16 * 4))
@@ -69,7 +74,24 @@ def receive(timeout):
         return None
     if len(msg) < 8:
         return None
+    last = msg
     return struct.unpack_from("<II", msg)[1]
+
+
+def work_dir():
+    """A /work as sbxd wants it with READY (a tmpfs directory of the task's user, mode 0755),
+    mounted over this program's directory in our own mount namespace; None when that fails."""
+    if len(last) < 16:
+        return None
+    uid, gid = struct.unpack_from("<II", last, 8)
+    libc = ctypes.CDLL(None, use_errno=True)
+    opts = ("mode=0755,uid=%d,gid=%d,size=1m" % (uid, gid)).encode()
+    if libc.mount(b"tmpfs", here.encode(), b"tmpfs", 0, opts) != 0:
+        return None
+    try:
+        return os.open(here, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
 
 
 def garbage():
@@ -130,7 +152,19 @@ if r < 0.3:
     end()
 if r < 0.35:
     end()  # silence, or a death before READY
-send(event(READY, pid=R.choice([2, 0, 2**32 - 1])), nfds=R.choice([0, 0, 1, 3]))
+work = work_dir() if R.random() < 0.6 else None
+if work is not None:
+    # The READY sbxd takes, with a lie or two in it (the pid) and at times a stray listener.
+    fds = [work] + [os.open("/dev/null", os.O_RDONLY) for _ in range(R.choice([0, 0, 1]))]
+    try:
+        ctl.sendmsg([event(READY, pid=R.choice([2, 0, 2**32 - 1]))],
+                    [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("%di" % len(fds), *fds))])
+    except OSError:
+        pass
+    for fd in fds:
+        os.close(fd)
+else:
+    send(event(READY, pid=R.choice([2, 0, 2**32 - 1])), nfds=R.choice([0, 0, 1, 3]))
 if R.random() < 0.2:
     send(event(READY))  # twice
 got = receive(30)

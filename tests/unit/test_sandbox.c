@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -148,6 +149,12 @@ static void env_untrack(void *arg, const char *cg_name)
 
 /* ---- fixture ---- */
 
+/* A tmpfs directory of the task's user, mode 0755, as init's /work is: one below the host's
+ * /dev/shm (made by setup), given the host ids of the sandbox made last. */
+static char work_dir[64];
+static uid_t work_uid;
+static gid_t work_gid;
+
 static int setup(void **state)
 {
     struct fixture *f = xcalloc(1, sizeof(*f));
@@ -175,6 +182,11 @@ static int setup(void **state)
     f->kit.env = &f->env;
     f->kit.pc = &f->pc;
     fake_calls_reset();
+    str_copy(work_dir, "/dev/shm/sbx-test-sandbox-XXXXXX", sizeof(work_dir));
+    assert_non_null(mkdtemp(work_dir));
+    assert_int_equal(chmod(work_dir, 0755), 0);
+    work_uid = 10001;
+    work_gid = 10002;
     *state = f;
     return 0;
 }
@@ -205,6 +217,7 @@ static int teardown(void **state)
     fake_kit_reserve = false;
     fake_cgroup_empty = true;
     memset(&fake_cgroup_usage, 0, sizeof(fake_cgroup_usage));
+    (void)rmdir(work_dir);
     return 0;
 }
 
@@ -282,11 +295,11 @@ static void init_send(const void *buf, size_t len, int fd)
     init_send_fds(buf, len, &fd, fd >= 0 ? 1 : 0);
 }
 
-/* A tmpfs directory, as init's /work is: the host's /dev/shm. */
 static int open_tmpfs_dir(void)
 {
-    int fd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open(work_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     assert_true(fd >= 0);
+    assert_int_equal(fchown(fd, work_uid, work_gid), 0);
     return fd;
 }
 
@@ -340,6 +353,7 @@ static struct sandbox *made(struct fixture *f)
     assert_int_equal(sb->state, SB_CREATING);
     assert_int_equal(sb->pid, fake_init_pid);
     assert_true(sb->pidfd >= 0);
+    sandbox_task_host_ids(sb, &work_uid, &work_gid);
     init_read_setup(f);
     return sb;
 }
@@ -794,7 +808,7 @@ static void sandbox_create__from_the_fork_server_with_a_spare_cgroup(void **stat
 static void handle_event__ready_needs_a_tmpfs_work_dir(void **state)
 {
     struct fixture *f = *state;
-    static const char *const cases[] = {"none", "not tmpfs", "not a directory"};
+    static const char *const cases[] = {"none", "not tmpfs", "not a directory", "not the task's"};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         f->n_failed = 0;
         struct sandbox *sb = made(f);
@@ -807,6 +821,8 @@ static void handle_event__ready_needs_a_tmpfs_work_dir(void **state)
             int file = openat(fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600); /* on tmpfs */
             (void)close(fd);
             fd = file;
+        } else if (i == 3) {
+            fd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* the host's, 1777 */
         }
         assert_true(i == 0 || fd >= 0);
         init_send(&ev, sizeof(ev), fd);
@@ -814,8 +830,9 @@ static void handle_event__ready_needs_a_tmpfs_work_dir(void **state)
         run_until(f, "failed");
         assert_int_equal(sb->state, SB_DYING);
         fake_expectf("failed %s; state creating->dying",
-                     i == 0 ? "sandbox init sent no /work directory with READY"
-                            : "sandbox init's /work is not a tmpfs directory");
+                     i == 0   ? "sandbox init sent no /work directory with READY"
+                     : i == 3 ? "sandbox init's /work is not the task's (0:0 1777)"
+                              : "sandbox init's /work is not a tmpfs directory");
         run_until_freed(f);
         assert_int_equal(f->n_failed, 1);
         fake_calls_reset();

@@ -888,6 +888,34 @@ static void spawn_sandbox__counted_denials_get_their_errno(void **state)
     assert_int_equal(r.denials, 0);
 }
 
+/* A kept sandbox's tasks each get the filter, and each its own count of denials: the
+ * listener of one task goes with its report, the next child brings its own. */
+static void spawn_sandbox__kept_tasks_count_their_own_denials(void **state)
+{
+    (void)state;
+    struct sock_filter prog[] = OPENAT_FILTER(SECCOMP_RET_USER_NOTIF);
+    static const char *const write_argv[] = {"probe", "write", "/tmp/x", NULL};
+    static const char *const true_argv[] = {"probe", "true", NULL};
+    struct box b;
+    struct run r;
+    need_prereqs();
+    if (!need_x86_64()) {
+        return;
+    }
+    box_start_filtered(&b, prog, ARRAY_SIZE(prog));
+    b.task_flags = CTL_TASK_KEEP;
+    for (int i = 0; i < 2; i++) {
+        box_run(&b, write_argv, &r);
+        assert_string_equal(r.out, "write /tmp/x: EPERM\n");
+        assert_int_equal(r.type, CTL_EXITED);
+        assert_int_equal(r.denials, 1);
+    }
+    box_run(&b, true_argv, &r);
+    assert_exit(&r, 0);
+    assert_int_equal(r.denials, 0);
+    box_stop(&b);
+}
+
 /* A counting program that also denies setsid, which the task child makes after its task
  * comes: it cannot go on early (bpf_early_ok), so the child installs it just before
  * execve and hands the listener over while the task runs. init must be reading the report
@@ -1507,6 +1535,7 @@ int main(void)
         cmocka_unit_test(spawn_sandbox__seccomp_filter_is_applied),
         cmocka_unit_test(spawn_sandbox__no_filter_counts_nothing),
         cmocka_unit_test(spawn_sandbox__counted_denials_get_their_errno),
+        cmocka_unit_test(spawn_sandbox__kept_tasks_count_their_own_denials),
         cmocka_unit_test(spawn_sandbox__late_listener_is_taken_while_the_task_runs),
         cmocka_unit_test(spawn_sandbox__counting_filter_reports_exec_failure),
         cmocka_unit_test(spawn_sandbox__counting_falls_back_under_a_listener),
