@@ -481,11 +481,84 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Counts one more entry read; false when that is one over max_entries (the walk stops). */
+static bool count_entry(struct walk *w, const struct frame *f)
+{
+    if (w->entries >= w->lim.max_entries) {
+        w->path[f->path_len] = '\0';
+        add_skip(w, w->path, "too_many_entries");
+        w->c.truncated = true;
+        w->stop = true;
+        return false;
+    }
+    w->entries++;
+    return true;
+}
+
+static void frame_add(struct frame *f, size_t *cap, const char *name)
+{
+    if (f->n == *cap) {
+        *cap = *cap ? *cap * 2 : 16;
+        f->names = xrealloc(f->names, *cap * sizeof(*f->names));
+    }
+    f->names[f->n++] = xstrdup(name);
+}
+
+/* The most names the patterns may spell out for one directory before it is read instead. */
+#define WALK_NAMES_MAX 64
+
+/* When every pattern spells out the names it needs in the directory at f->fd (a literal
+ * path, or the literal part of a pattern), looks only those up: a directory of a million
+ * entries beside them costs nothing then. Returns false when the directory must be read. */
+static bool read_names(struct walk *w, struct frame *f)
+{
+    struct wspath_name v[WALK_NAMES_MAX];
+    size_t n = 0;
+    size_t cap = 0;
+    w->path[f->path_len] = '\0';
+    for (size_t i = 0; i < w->n_pats; i++) {
+        int r = wspath_dir_names(w->pats[i], w->path, v + n, WALK_NAMES_MAX - n);
+        if (r < 0) {
+            return false;
+        }
+        n += (size_t)r;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char name[WSPATH_COMPONENT_MAX + 1];
+        bool again = false;
+        for (size_t j = 0; j < i && !again; j++) {
+            again = v[j].len == v[i].len && memcmp(v[j].p, v[i].p, v[i].len) == 0;
+        }
+        if (again || v[i].len > WSPATH_COMPONENT_MAX) {
+            continue;
+        }
+        memcpy(name, v[i].p, v[i].len);
+        name[v[i].len] = '\0';
+        if (dot_or_dotdot(name)) {
+            continue;
+        }
+        if (!count_entry(w, f)) {
+            break;
+        }
+        struct stat st;
+        if (fstatat(f->fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+            frame_add(f, &cap, name);
+        }
+    }
+    if (f->n > 1) {
+        qsort(f->names, f->n, sizeof(*f->names), name_cmp);
+    }
+    return true;
+}
+
 /* Reads the directory at f->fd (path w->path, f->path_len bytes) into f->names: the entries
  * a pattern matches or could match under, each counted against max_entries. */
 static void read_dir(struct walk *w, struct frame *f)
 {
     size_t cap = 0;
+    if (read_names(w, f)) {
+        return;
+    }
     scoped(closedirp) DIR *d = dir_open(f->fd);
     w->path[f->path_len] = '\0';
     if (!d) {
@@ -505,23 +578,14 @@ static void read_dir(struct walk *w, struct frame *f)
         if (dot_or_dotdot(de->d_name)) {
             continue;
         }
-        if (w->entries >= w->lim.max_entries) {
-            w->path[f->path_len] = '\0';
-            add_skip(w, w->path, "too_many_entries");
-            w->c.truncated = true;
-            w->stop = true;
+        if (!count_entry(w, f)) {
             break;
         }
-        w->entries++;
         path_push(w, f->path_len, de->d_name);
         if (!any_match(w, w->path) && !any_under(w, w->path)) {
             continue;
         }
-        if (f->n == cap) {
-            cap = cap ? cap * 2 : 16;
-            f->names = xrealloc(f->names, cap * sizeof(*f->names));
-        }
-        f->names[f->n++] = xstrdup(de->d_name);
+        frame_add(f, &cap, de->d_name);
     }
     if (f->n > 1) {
         qsort(f->names, f->n, sizeof(*f->names), name_cmp);
@@ -717,6 +781,12 @@ int workspace_collect(int root, const char *const *patterns, size_t n,
     }
     if (w.lim.max_skipped == 0) {
         w.lim.max_skipped = WORKSPACE_MAX_SKIPPED;
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* SECURITY: a pattern's literal names are looked up as they are: none may be "..". */
+        if (!rel_ok(patterns[i])) {
+            return err_setx(e, -EINVAL, "collect pattern '%s' is not in normal form", patterns[i]);
+        }
     }
     int fd = ws_open(root, ".", O_RDONLY | O_DIRECTORY | O_NONBLOCK, 0);
     if (fd < 0) {

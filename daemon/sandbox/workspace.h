@@ -97,7 +97,9 @@ struct workspace_collect {
 };
 /* Collects the regular files matching any of the n normalized patterns (wspath_match),
  * walking the tree once, depth first, each directory's entries in name order, and entering
- * only directories under which a pattern could match. A match that is a symlink (or a
+ * only directories under which a pattern could match; where the patterns spell out the
+ * names they need in a directory (wspath_dir_names), only those are looked up (and
+ * counted as entries). A pattern not in normal form is -EINVAL. A match that is a symlink (or a
  * symlink where a pattern could descend), a FIFO, a socket or a device is skipped with its
  * reason, as is what the limits leave out; directories matching are ignored. Each file is
  * read up to the size fstat gives at open and the bytes left of max_bytes (a sparse file's

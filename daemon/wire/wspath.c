@@ -290,3 +290,34 @@ bool wspath_match_dir(const char *pattern, const char *dir)
     }
     return false;
 }
+
+static bool is_literal(const struct comp *pc)
+{
+    for (size_t i = 0; i < pc->n; i++) {
+        if (strchr("*?[\\", pc->p[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int wspath_dir_names(const char *pattern, const char *dir, struct wspath_name *v, size_t max)
+{
+    struct comp c[WSPATH_PATTERN_COMPONENTS_MAX];
+    bool set[WSPATH_PATTERN_COMPONENTS_MAX + 1];
+    int m = split(pattern, c);
+    if (m <= 0 || !run(c, m, dir, set)) {
+        return 0;
+    }
+    size_t n = 0;
+    for (int k = 0; k < m; k++) {
+        if (!set[k]) {
+            continue;
+        }
+        if (!is_literal(&c[k]) || n == max) {
+            return -1;
+        }
+        v[n++] = (struct wspath_name){c[k].p, c[k].n};
+    }
+    return (int)n;
+}

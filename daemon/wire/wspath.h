@@ -43,3 +43,14 @@ bool wspath_match(const char *pattern, const char *rel);
  * itself) could match pattern, that is whether a walk looking for pattern's matches must
  * descend into dir. */
 bool wspath_match_dir(const char *pattern, const char *dir);
+/* A name in a pattern: len bytes at p (not NUL-terminated). */
+struct wspath_name {
+    const char *p;
+    size_t len;
+};
+/* The names an entry directly under dir must have for pattern to match it or a path under
+ * it, when the pattern spells them out: no glob character (nor '\\') and no "**" in the
+ * components that could come next. Up to max of them go into v (pointing into pattern; the
+ * same name may come twice). Returns how many (0: nothing under dir can match), or -1 when
+ * any name could do or there are more than max: then the directory must be read. */
+int wspath_dir_names(const char *pattern, const char *dir, struct wspath_name *v, size_t max);

@@ -7,8 +7,9 @@
  * normal form is no longer than its spelling, has no empty, "." or ".." component, no
  * component over 255 bytes, no leading '/', and is its own normal form; and a pattern's
  * match agrees with a plain backtracking matcher, every directory above a matched path is
- * one the walk enters (wspath_match_dir), and "**" finds every path; a directory to list
- * normalizes as a path does, or to "" for /work itself. */
+ * one the walk enters (wspath_match_dir) and, where the pattern spells out the names to
+ * look up there (wspath_dir_names), is reached through one of them; "**" finds every path; a
+ * directory to list normalizes as a path does, or to "" for /work itself. */
 #include <errno.h>
 #include <fnmatch.h>
 #include <stdbool.h>
@@ -133,14 +134,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (pat && path) {
         bool m = wspath_match(pat, path);
         FUZZ_CHECK(wspath_match("**", path));
-        /* Each directory above a match is entered by the walk. */
+        /* Each directory above a match is entered by the walk, and where the pattern
+         * spells out the names a walk looks up there, the match's next component is one. */
         if (m) {
             FUZZ_CHECK(wspath_match_dir(pat, ""));
             char *up = strdup(path);
             FUZZ_CHECK(up != NULL);
-            for (char *slash = strrchr(up, '/'); slash; slash = strrchr(up, '/')) {
-                *slash = '\0';
-                FUZZ_CHECK(wspath_match_dir(pat, up));
+            for (;;) {
+                char *slash = strrchr(up, '/');
+                const char *above = slash ? up : "";
+                if (slash) {
+                    *slash = '\0';
+                }
+                FUZZ_CHECK(wspath_match_dir(pat, above));
+                const char *next = path + (slash ? (size_t)(slash - up) + 1 : 0);
+                size_t next_len = strcspn(next, "/");
+                struct wspath_name v[8];
+                int r = wspath_dir_names(pat, above, v, 8);
+                FUZZ_CHECK(r != 0);
+                bool found = r < 0;
+                for (int i = 0; i < r && !found; i++) {
+                    found = v[i].len == next_len && memcmp(v[i].p, next, next_len) == 0;
+                }
+                FUZZ_CHECK(found);
+                if (!slash) {
+                    break;
+                }
             }
             free(up);
         }

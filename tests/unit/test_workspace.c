@@ -626,6 +626,15 @@ static void workspace_collect__million_entries_stop_at_max_entries(void **state)
     collect(t, pats, 1, &lim, &c);
     assert_int_equal(c.n_files, 9);
     workspace_collect_free(&c);
+    /* Names a pattern spells out are looked up, not searched for among the million. */
+    const char *named[] = {"wide/x999999", "wide/x5", "wide/nope", "wide/x5"};
+    collect(t, named, ARRAY_SIZE(named), &big, &c);
+    assert_int_equal(c.n_files, 2);
+    assert_string_equal(c.files[0].path, "wide/x5");
+    assert_string_equal(c.files[1].path, "wide/x999999");
+    assert_int_equal(c.n_skipped, 0);
+    assert_false(c.truncated);
+    workspace_collect_free(&c);
     put_str(t, "other/a", "a");
     const char *other[] = {"other/*"};
     collect(t, other, 1, &big, &c);
@@ -775,7 +784,7 @@ static void workspace_collect__patterns_select(void **state)
     }
 }
 
-static void workspace_collect__root_must_be_a_directory(void **state)
+static void workspace_collect__root_a_directory_and_patterns_normalized(void **state)
 {
     struct tree *t = tree_of(state);
     struct workspace_collect c = {0};
@@ -786,6 +795,13 @@ static void workspace_collect__root_must_be_a_directory(void **state)
     assert_int_equal(workspace_collect(fd, pats, 1, &big, &c, &e), -ENOTDIR);
     assert_null(c.files);
     fd_close(fd);
+    /* Patterns come normalized (wspath_pattern_normalize); any other is refused, so that a
+     * name looked up as the pattern spells it is never "..". */
+    static const char *const bad[] = {"..",  "../outside/secret.txt", "a/../b", "/etc", "", "./a",
+                                      "a//b"};
+    for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+        assert_int_equal(workspace_collect(t->root, &bad[i], 1, &big, &c, &e), -EINVAL);
+    }
 }
 
 /* Two threads change the tree while it is collected: one appends to a file (and now and then
@@ -941,8 +957,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(workspace_collect__unicode_names_binary_data_and_modes,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(workspace_collect__patterns_select, setup, teardown),
-        cmocka_unit_test_setup_teardown(workspace_collect__root_must_be_a_directory, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(workspace_collect__root_a_directory_and_patterns_normalized,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(workspace_collect__file_grows_while_read, setup, teardown),
         cmocka_unit_test_setup_teardown(workspace_collect__file_swapped_while_read, setup,
                                         teardown),

@@ -284,6 +284,42 @@ static void wspath_match_dir__what_a_walk_enters(void **state)
     }
 }
 
+static void wspath_dir_names__literal_names_a_walk_looks_up(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *pat;
+        const char *dir;
+        int n;
+        const char *first;
+    } cases[] = {
+        {"a/b/c.txt", "", 1, "a"},
+        {"a/b/c.txt", "a", 1, "b"},
+        {"a/b/c.txt", "a/b", 1, "c.txt"},
+        {"a/b/c.txt", "a/b/c.txt", 0, NULL},
+        {"a/b/c.txt", "x", 0, NULL},
+        {"a/*/c", "a", -1, NULL},
+        {"a/*/c", "a/zz", 1, "c"},
+        {"a/**/c", "", 1, "a"},
+        {"a/**/c", "a", -1, NULL},
+        {"*.txt", "", -1, NULL},
+        {"\\*", "", -1, NULL},
+        {"[x]", "", -1, NULL},
+    };
+    struct wspath_name v[4];
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        int n = wspath_dir_names(cases[i].pat, cases[i].dir, v, ARRAY_SIZE(v));
+        if (n != cases[i].n) {
+            fail_msg("%s in %s: %d names, expected %d", cases[i].pat, cases[i].dir, n, cases[i].n);
+        }
+        if (n > 0) {
+            assert_int_equal(v[0].len, strlen(cases[i].first));
+            assert_memory_equal(v[0].p, cases[i].first, v[0].len);
+        }
+    }
+    assert_int_equal(wspath_dir_names("a/b", "", v, 0), -1);
+}
+
 /* Patterns with many "**" against a deep path: the automaton's states make this a few
  * thousand component matches; a backtracking matcher would take longer than anyone waits. */
 static void wspath_match__many_starstars_stay_linear(void **state)
@@ -370,6 +406,7 @@ int main(void)
         cmocka_unit_test(wspath_pattern_normalize__globs_and_refusals),
         cmocka_unit_test(wspath_match__components),
         cmocka_unit_test(wspath_match_dir__what_a_walk_enters),
+        cmocka_unit_test(wspath_dir_names__literal_names_a_walk_looks_up),
         cmocka_unit_test(wspath_match__many_starstars_stay_linear),
         cmocka_unit_test(wspath_normalize__random_paths_stay_inside),
     };
