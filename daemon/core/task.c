@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* One task from request to result: stdio pipes streamed to the client as notifications
  * (or, with capture, kept for the result) under the combined output cap, stdin streamed
- * in, the deadline, and the result map.
+ * in, the deadline, and the result map. Its files (STAGING before the command, COLLECTING
+ * after it) are core/task_files.c's.
  * Task output is never logged; only byte counts leave this file. */
 #define LOG_MOD "exec"
 #include "core/task.h"
@@ -383,7 +384,10 @@ static void task_start(struct task *t, struct sandbox *sb)
     t->counted = true;
     task_admit(t);
     task_audit_assigned(t);
-    sandbox_claim(sb, &task_sandbox_ops, t);
+    if (t->stage) {
+        /* Its files take a while to write: the sandbox's death must reach the task. */
+        sandbox_claim(sb, &task_sandbox_ops, t);
+    }
     int r = task_files_begin(t, sb, &e);
     if (r < 0) {
         log_error("task=%s sb=%s msg=\"cannot prepare the task's files, destroying sandbox\" "
@@ -425,7 +429,9 @@ void task_run(struct task *t)
         t->error = e;
         t->exited = true;
         t->sb = NULL;
-        sandbox_detach_task(sb); /* claimed: its death must not reach the task */
+        if (t->stage) {
+            sandbox_detach_task(sb); /* claimed: its death must not reach the task */
+        }
         if (!t->spec.keep) {
             sandbox_kill(sb); /* a session's sandbox is its session's to end */
         }

@@ -264,6 +264,11 @@ static void stage_kick(struct task_stage *st)
     }
     bool all_arrived = t->files_received == t->spec.files_streamed;
     if (st->finished) {
+        /* Written: the entries and the fd go now, not with the task. */
+        st->root = fd_close(st->root);
+        task_spec_files_free(st->files, st->n_files);
+        st->files = NULL;
+        st->n_files = 0;
         task_run(t);
         return;
     }

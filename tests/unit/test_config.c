@@ -163,6 +163,12 @@ static void config_parse_pool__defaults(void **state)
     assert_int_equal(p.shm_size, 16 * MIB);
     assert_int_equal(p.io_read_bps, 0); /* no io limits unless asked */
     assert_int_equal(p.io_read_iops, 0);
+    assert_int_equal(p.files_max_bytes, 128 * MIB);
+    assert_int_equal(p.files_max_count, 1000);
+    assert_int_equal(p.files_path_max, 1024);
+    assert_int_equal(p.files_timeout_ns, 60 * SEC);
+    assert_int_equal(p.collect_max_bytes, 16 * MIB);
+    assert_int_equal(p.collect_max_files, 1000);
     config_pool_clear(&p);
 
     /* Derived defaults follow the values given: max_timeout = 4 * timeout, gid = uid. */
@@ -795,6 +801,13 @@ static void config_parse_pool__out_of_range(void **state)
                "p.yaml:2:12: 'work_size' must be at least 1MiB");
     pool_fails("p.yaml", "name: p\nwork_size: 512K\n",
                "p.yaml:2:12: 'work_size' must be at least 1MiB");
+    /* A result holds the collect whole: its caps are bounded (sbx's reader is sized so). */
+    pool_fails("p.yaml", "name: p\ncollect_max_bytes: 65MiB\n",
+               "p.yaml:2:20: 'collect_max_bytes' must be between 0 and 64MiB");
+    pool_fails("p.yaml", "name: p\ncollect_max_files: 10001\n",
+               "p.yaml:2:20: 'collect_max_files' must be between 0 and 10000");
+    pool_fails("p.yaml", "name: p\nfiles_path_max: 4097\n",
+               "p.yaml:2:17: 'files_path_max' must be between 16 and 4096");
     pool_fails("p.yaml", "name: p\nnofile: 2\n",
                "p.yaml:2:9: 'nofile' must be between 16 and 1048576");
     pool_fails("p.yaml", "name: p\nio_read_bps: -1\n",
