@@ -185,6 +185,20 @@ int sbx_rpc_connect(const struct sbx_ctx *ctx, bool json, struct sbx_conn *c);
 int sbx_rpc_request(const struct sbx_ctx *ctx, struct sbx_conn *c, const char *method,
                     sbx_pack_args_cb pack_args, const void *arg, bool json, struct proto_msg *ret);
 
+/* sbx_out.c: files from sbxd written under a local directory, never outside it. */
+
+/* Whether a path sbxd sent (len bytes) may be written under a directory: relative, no
+ * empty, "." or ".." component, no NUL, components of at most 255 bytes, under PATH_MAX.
+ * Returns 0, or -EINVAL / -ENAMETOOLONG with *why set (static text). */
+int sbx_out_check_path(const char *path, size_t len, const char **why);
+/* Writes data (len bytes) as path (path_len bytes, checked as sbx_out_check_path does)
+ * beneath the directory dirfd with the permission bits of mode (0..0777, umask aside):
+ * missing directories are created, a symlink or non-directory on the way is refused, an
+ * existing regular file is replaced (by a rename: a hard link is never written through),
+ * anything else at the name is refused. Returns 0 or -errno with e set. */
+int sbx_out_write(int dirfd, const char *path, size_t path_len, const char *data, size_t len,
+                  uint32_t mode, struct err *e);
+
 /* sbx_text.c */
 
 /* Daemon text (str or bin) sanitized into buf; "" for other types. */
