@@ -14,6 +14,7 @@
 
 struct sbx_audit_opts {
     const char *task;
+    const char *session;
     const char *pool;
     const char *status;
     uint64_t since_ns; /* 0: any */
@@ -24,11 +25,14 @@ struct sbx_audit_opts {
 static void sbx_audit_pack_args(msgpack_packer *pk, const void *arg)
 {
     const struct sbx_audit_opts *o = arg;
-    uint32_t n = (o->task != NULL) + (o->pool != NULL) + (o->status != NULL) + (o->since_ns != 0) +
-                 (o->limit != 0);
+    uint32_t n = (o->task != NULL) + (o->session != NULL) + (o->pool != NULL) +
+                 (o->status != NULL) + (o->since_ns != 0) + (o->limit != 0);
     (void)msgpack_pack_map(pk, n);
     if (o->task) {
         proto_pack_kv_str(pk, "task", o->task);
+    }
+    if (o->session) {
+        proto_pack_kv_str(pk, "session", o->session);
     }
     if (o->pool) {
         proto_pack_kv_str(pk, "pool", o->pool);
@@ -257,6 +261,11 @@ int sbx_audit_run(const struct sbx_ctx *ctx, int argc, char **argv)
                 return sbx_usage_error(cmd, "audit: --task needs a task id");
             }
             o.task = v;
+        } else if ((r = parse_long_opt(argc, argv, &i, "--session", &v)) != 0) {
+            if (r < 0 || !v[0]) {
+                return sbx_usage_error(cmd, "audit: --session needs a session id");
+            }
+            o.session = v;
         } else if ((r = parse_long_opt(argc, argv, &i, "--pool", &v)) != 0) {
             if (r < 0 || !v[0]) {
                 return sbx_usage_error(cmd, "audit: --pool needs a pool name");

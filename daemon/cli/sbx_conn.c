@@ -11,7 +11,10 @@
 
 #include "lib/util.h"
 
-#define SBX_MAX_MSG (16u << 20)    /* largest message accepted from sbxd */
+/* The largest message accepted from sbxd: an exec result may hold up to 64 MiB of output
+ * (capture, the pool's output_cap at its maximum) and 64 MiB of collected files in up to
+ * 10000 paths of up to 4096 bytes (config.h's CONFIG_COLLECT_*), with room for the rest. */
+#define SBX_MAX_MSG (192u << 20)
 #define SBX_READ_CHUNK (64u << 10) /* socket read size */
 
 void sbx_conn_close(struct sbx_conn *c)
