@@ -591,15 +591,31 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
     return code;
 }
 
-/* Opens --out's directory (the current one by default), creating it when missing: before
+/* Opens --out's directory (the current one by default), creating it and its parents when
+ * missing: before
  * anything runs, so that a directory sbx cannot write to fails the command, not its
  * result. */
 static int sbx_exec_open_out(struct sbx_exec *x)
 {
     const char *dir = x->opts.out_dir ? x->opts.out_dir : ".";
-    if (mkdir(dir, 0777) < 0 && errno != EEXIST) {
-        return sbx_fail(x->opts.json, SBX_ERR_SYSTEM, "--out: cannot create '%s': %s", dir,
-                        strerror(errno));
+    char path[PATH_MAX];
+    size_t n = strlen(dir);
+    if (n >= sizeof(path)) {
+        return sbx_fail(x->opts.json, SBX_ERR_SYSTEM, "--out: path too long");
+    }
+    memcpy(path, dir, n + 1);
+    /* mkdir -p: each parent, then the directory itself. */
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0') {
+            continue;
+        }
+        char c = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0777) < 0 && errno != EEXIST) {
+            return sbx_fail(x->opts.json, SBX_ERR_SYSTEM, "--out: cannot create '%s': %s", path,
+                            strerror(errno));
+        }
+        path[i] = c;
     }
     x->out_dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (x->out_dirfd < 0) {

@@ -315,7 +315,9 @@ class CliFakeTest(unittest.TestCase):
             p.stderr.close()
 
     def test_message_above_cap(self):
-        r = self.sbx("exec", "huge", str(20 << 20))
+        # sbx's bound is 192 MiB: a result may hold 64 MiB of captured output and 64 MiB of
+        # collected files (sbx_conn.c).
+        r = self.sbx("exec", "huge", str(193 << 20))
         self.assertEqual(r.returncode, SBX_FAIL)
         self.assertTrue(r.stderr.startswith(b"sbx: "), r.stderr)
         self.assertEqual(r.stderr.count(b"\n"), 1)
