@@ -592,9 +592,8 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
 }
 
 /* Opens --out's directory (the current one by default), creating it and its parents when
- * missing: before
- * anything runs, so that a directory sbx cannot write to fails the command, not its
- * result. */
+ * missing: before anything runs, so that a directory sbx cannot write to fails the command,
+ * not its result. */
 static int sbx_exec_open_out(struct sbx_exec *x)
 {
     const char *dir = x->opts.out_dir ? x->opts.out_dir : ".";
