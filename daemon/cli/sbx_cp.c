@@ -152,11 +152,6 @@ static int sbx_cp_download(struct sbx_conn *c, struct sbx_cp *cp)
         char *full = sbx_cp_target(target, cp->remote);
         free(target);
         target = full;
-        fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
-        if (fd < 0) {
-            return sbx_fail(false, SBX_ERR_SYSTEM, "cp: cannot create '%s': %s", target,
-                            strerror(errno));
-        }
     }
     for (;;) {
         scoped(proto_msg_done) struct proto_msg m = {0};
@@ -171,6 +166,14 @@ static int sbx_cp_download(struct sbx_conn *c, struct sbx_cp *cp)
             proto_get_bool(m.result, "eof", &eof, NULL) < 0 || len > SBX_CP_CHUNK ||
             (len == 0 && !eof)) {
             return sbx_fail(false, SBX_ERR_PROTOCOL, "malformed session.read result from sbxd");
+        }
+        /* Opened once sbxd has answered, so that a refused read leaves no empty file. */
+        if (!out && fd < 0) {
+            fd = open(target, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0666);
+            if (fd < 0) {
+                return sbx_fail(false, SBX_ERR_SYSTEM, "cp: cannot create '%s': %s", target,
+                                strerror(errno));
+            }
         }
         int r = 0;
         if (out) {

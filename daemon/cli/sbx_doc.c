@@ -55,7 +55,7 @@ void sbx_doc_man(FILE *f)
 {
     (void)fputs(".TH SBX 1 \"\" \"sbx " SBX_VERSION "\" \"User Commands\"\n"
                 ".SH NAME\n"
-                "sbx \\- run commands in fresh sandboxes of sbxd\n"
+                "sbx \\- run commands in fresh sandboxes of sbxd, or in sessions\n"
                 ".SH SYNOPSIS\n"
                 ".B sbx\n"
                 "[\\fB\\-\\-socket\\fR \\fIPATH\\fR] [\\fB\\-\\-admin\\-socket\\fR \\fIPATH\\fR]\n"
@@ -105,7 +105,8 @@ void sbx_doc_man(FILE *f)
                 "too: with \\fB\\-\\-json\\fR, \\fIstatus\\fR tells them apart)\n"
                 ".TP\n.B 124\nthe task timed out\n"
                 ".TP\n.B 125\nsbx failed: a usage error, sbxd unreachable, a request sbxd "
-                "refused, a broken connection, a write error\n"
+                "refused, a broken connection, a write error, a collected file it could not "
+                "write\n"
                 ".TP\n.B 126\nthe command was found but could not be executed\n"
                 ".TP\n.B 127\nthe command was not found\n"
                 ".TP\n.B 128+N\nthe command was killed by signal N; 137 also when sbxd killed "
@@ -121,8 +122,8 @@ void sbx_doc_man(FILE *f)
                 ".TP\n.B SBX_SOCKET\nthe agents' socket, when \\fB\\-\\-socket\\fR is not given\n"
                 ".TP\n.B SBX_ADMIN_SOCKET\nthe admin socket, when \\fB\\-\\-admin\\-socket\\fR is "
                 "not given\n"
-                ".TP\n.B SBX_TOKEN\nthe capability token of \\fBsbx exec\\fR, when "
-                "\\fB\\-\\-token\\fR is not given\n"
+                ".TP\n.B SBX_TOKEN\nthe capability token of \\fBsbx exec\\fR, \\fBsbx "
+                "session\\fR and \\fBsbx cp\\fR, when \\fB\\-\\-token\\fR is not given\n"
                 ".SH SEE ALSO\n"
                 "docs/PROTOCOL.md, docs/TOKENS.md and docs/AUDIT.md in sbx's source\n",
                 f);

@@ -168,6 +168,7 @@ class CliSession(DaemonTest):
         r = self.sbx("cp", sid + ":missing", os.path.join(d, "x"))
         self.assertEqual(r.returncode, SBX_FAIL)
         self.assertRegex(r.stderr, rb"^sbx: .*\(\w+\)\n$")
+        self.assertFalse(os.path.exists(os.path.join(d, "x")))  # a refused read makes no file
         r = self.sbx("cp", "-", sid + ":../escape", input=b"x")
         self.assertEqual(r.returncode, SBX_FAIL)
         self.assertIn(b"(bad_request)", r.stderr)
