@@ -200,8 +200,10 @@ TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token/token_db.c daemon/token/token_secret.c \
                     daemon/token/token_policy.c daemon/token/token_mount.c $(L)/scrub.c
 TEST_egress_route_EXTRA := daemon/wire/egress_path.c
+TEST_workspace_EXTRA := daemon/wire/wspath.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c $(CGROUP_SRCS) \
-                    daemon/sandbox/seccomp_memfd.c
+                    daemon/sandbox/seccomp_memfd.c daemon/sandbox/forkserver.c \
+                    daemon/sandbox/image.c
 # Link seams (tests/unit/fakes/): pool.c and sandbox.c linked alone, each with fakes of
 # what it calls, which log the calls for the test to compare.
 FAKES := tests/unit/fakes
@@ -220,8 +222,9 @@ TEST_server_EXTRA := $(FAKES)/fake_calls.c daemon/wire/proto.c
 TEST_task_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_pool.c $(FAKES)/fake_sandbox_task.c \
                    $(FAKES)/fake_task_audit.c $(FAKES)/fake_audit.c $(FAKES)/fake_sched.c \
                    $(FAKES)/fake_metrics.c $(FAKES)/fake_egress.c $(FAKES)/fake_token.c \
-                   daemon/core/outcap.c daemon/sandbox/task_spec.c daemon/wire/egress_parse.c \
-                   daemon/wire/proto.c
+                   $(FAKES)/fake_workq.c $(FAKES)/fake_session.c daemon/core/outcap.c \
+                   daemon/core/task_files.c daemon/sandbox/task_spec.c daemon/sandbox/workspace.c \
+                   daemon/wire/wspath.c daemon/wire/egress_parse.c daemon/wire/proto.c
 .SECONDARY: $(call obj,$(wildcard $(FAKES)/*.c))
 # Whatever links lib/scrub.c links its context matchers too.
 TEST_audit_EXTRA += $(L)/scrub_context.c
@@ -229,13 +232,14 @@ TEST_token_EXTRA += $(L)/scrub_context.c
 # Fuzz targets (tests/fuzz/README.md): tests/fuzz/fuzz_<name>.c and the sources it takes
 # apart. make test links each with replay.c and runs it over its committed corpus
 # (tests/fuzz/corpus/<name>/); `make fuzz` links them with libFuzzer and searches for more.
-FUZZ_NAMES := proto egress config seccomp
+FUZZ_NAMES := proto egress config seccomp wspath
 FUZZ_proto_SRCS := daemon/wire/proto.c
 FUZZ_egress_SRCS := daemon/wire/egress_parse.c daemon/wire/egress_path.c \
                     daemon/wire/egress_inspect.c daemon/sandbox/task_spec.c
 FUZZ_egress_LIBS := $(HTTP_PARSER_LIBS)
 FUZZ_config_SRCS := daemon/config/config.c $(CONFIG_SRCS) $(YAML_SRCS)
 FUZZ_seccomp_SRCS := daemon/sandbox/seccomp.c $(SECCOMP_SRCS) $(YAML_SRCS)
+FUZZ_wspath_SRCS := daemon/wire/wspath.c
 FUZZ_REPLAYS := $(patsubst %,$(BUILD)/tests/fuzz_%,$(FUZZ_NAMES))
 FUZZ_LIBS = $(shell pkg-config --libs msgpack yaml-0.1 libseccomp)
 unit-bins: $(UNIT_BINS) $(FUZZ_REPLAYS)

@@ -66,7 +66,7 @@ uint32_t pool_wanted(const struct pool *p)
     /* Each queued task needs a sandbox of its own, on top of the warm target. */
     uint32_t want = p->pc->warm + p->n_queued;
     /* Sandboxes that hold a place against max: all but the dying and dead. */
-    uint32_t used = ready + p->n_state[SB_BUSY];
+    uint32_t used = ready + p->n_state[SB_BUSY] + p->n_state[SB_HELD];
     if (ready >= want || used >= p->pc->max) {
         return 0;
     }
@@ -133,6 +133,23 @@ void pool_cancel(struct pool *p, struct pool_waiter *w)
             return;
         }
     }
+}
+
+void pool_session_begin(struct pool *p)
+{
+    p->n_sessions++;
+}
+
+void pool_session_end(struct pool *p)
+{
+    if (p->n_sessions > 0) {
+        p->n_sessions--;
+    }
+}
+
+uint32_t pool_sessions(const struct pool *p)
+{
+    return p->n_sessions;
 }
 
 /* ---- struct sandbox_ops: what the pool's sandboxes tell it ---- */
@@ -280,7 +297,9 @@ void pool_get_stats(const struct pool *p, struct pool_stats *ret)
     *ret = (struct pool_stats){
         .warm = p->n_state[SB_WARM],
         .creating = p->n_state[SB_CREATING],
-        .busy = p->n_state[SB_BUSY],
+        .busy = p->n_state[SB_BUSY] + p->n_state[SB_HELD], /* a session's, between commands */
+        .held = p->n_state[SB_HELD],
+        .sessions = p->n_sessions,
         .dying = p->n_state[SB_DYING] + p->n_state[SB_DEAD],
         .queued = p->n_queued,
         .created = p->created,

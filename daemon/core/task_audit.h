@@ -33,6 +33,10 @@ struct task_audit_peer {
  * and cwd, timeout and stdin when the request gave them. */
 void task_audit_request(struct task_env *tenv, const char *task_id,
                         const struct task_audit_peer *peer, const struct task_spec *spec);
+/* The same for a command of a session (its task.request names the session). */
+void task_audit_request_session(struct task_env *tenv, const char *task_id,
+                                const struct task_audit_peer *peer, const struct task_spec *spec,
+                                const char *session);
 /* rpc.refused (no task id): bad input refused outside an exec, from peer: code, the
  * method when there was one (at most 64 bytes, scrubbed), reason. Marked as a refusal's
  * (audit_mark_refusal: pruned first). */

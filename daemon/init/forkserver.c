@@ -68,6 +68,7 @@ static int init_forkserver_child(void *arg)
     in->ctl = CTL_FD;
     in->from_forkserver = true;
     in->image_fd = -1;
+    in->work_fd = -1;
     /* Our copy of the fork server's memory was made while it ran as the namespace's owner, which
      * set its dumpable flag to the host's suid_dumpable: init stays undumpable (main). */
     (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* What the three parts of sbxd-init share: struct init, one per process, and the functions one
- * part calls in another. pid1.c is pid 1 (setup, the loop, init's side of the task),
- * task_child.c the task's process until its execve (CHILD-SAFE), forkserver.c a pool's fork
- * server. Private to init/: nothing outside sbxd-init includes it. */
+/* What the parts of sbxd-init share: struct init, one per process, and the functions one
+ * part calls in another. pid1.c is pid 1's setup, task_run.c pid 1's side of the tasks (the
+ * loop), task_child.c the task's process until its execve (CHILD-SAFE), forkserver.c a
+ * pool's fork server. Private to init/: nothing outside sbxd-init includes it. */
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,7 +37,7 @@ struct init;
 struct init_child_arg {
     const struct init *in;
     int sock;    /* its end of the socket to init */
-    int drop[4]; /* init's fds it must not hold, -1 for none */
+    int drop[5]; /* init's fds it must not hold, -1 for none */
 };
 
 /* One per process, page-aligned: main's, and in a sandbox forked by the fork server a fresh one
@@ -51,6 +51,7 @@ struct init {
      * ids are still the host's until CTL_SETUP (sbxd has written the maps by then). */
     bool from_forkserver;
     int image_fd; /* CTL_SETUP_IMAGE_FD: the image's root until the mounts are built, else -1 */
+    int work_fd;  /* the /work tmpfs's root from the mounts until CTL_READY hands it over */
     int sigfd;
     struct ctl_setup setup;
     unsigned short filter_len;
@@ -59,7 +60,9 @@ struct init {
     bool filter_early;
     char *buf; /* INIT_BUF_SIZE bytes, 8-aligned: the packet being received */
     enum init_task_state state;
-    pid_t task; /* the task child, cloned at setup */
+    pid_t task;     /* the task child, cloned at setup (and after each CTL_TASK_KEEP task) */
+    uint32_t tasks; /* CTL_TASK packets received: token mounts come only with the first */
+    bool keep;      /* the running task is CTL_TASK_KEEP: another follows its report */
     /* Our end of the task child's socket (SOCK_SEQPACKET, CLOEXEC) until EOF: the child's end
      * closes on execve. We send the task on it, once (TASK_NONE), then only read the child's
      * reports (non-blocking). */
@@ -85,6 +88,8 @@ struct init {
 
 /* pid1.c */
 
+/* Sends an event to sbxd (its magic set here); exits when the control socket fails. */
+void pid1_send(const struct init *in, struct ctl_event *ev);
 /* Sends a CTL_SETUP_FAILED or CTL_EXEC_FAILED (type) to sbxd; exits when the control socket
  * fails. */
 void pid1_send_failure(const struct init *in, uint32_t type, uint32_t stage, int err,
@@ -102,8 +107,9 @@ ssize_t pid1_recv_setup(struct init *in, size_t *got);
 int pid1_parse_setup(struct init *in, ssize_t n, size_t got, uint32_t type, struct err *e);
 /* Builds the filesystem of in->setup in mode (mount.c). Returns 0 or -errno with e. */
 int pid1_mount(struct init *in, enum mount_mode mode, struct err *e);
-/* Reports CTL_READY, with the egress proxy's listener when proxy >= 0 (closed here). */
-void pid1_ready(const struct init *in, int proxy);
+/* Reports CTL_READY, with the /work tmpfs's root (in->work_fd) and the egress proxy's
+ * listener when proxy >= 0, both closed here. */
+void pid1_ready(struct init *in, int proxy);
 /* Checks the CTL_TASK in buf; with ret_argv (the task child, CHILD-SAFE, e NULL) also points
  * argv and envp into it. Returns 0 or -EPROTO with e. */
 int pid1_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp, struct err *e);
@@ -123,8 +129,18 @@ int task_child_stack_guard(void);
  * CHILD-SAFE. */
 int task_child_capset(uint32_t caps);
 /* Clones the task child ahead of its task (init's side); exits after CTL_SETUP_FAILED on
- * failure. proxy is closed in the child. */
+ * failure. proxy and in->work_fd are closed in the child. */
 void task_child_clone(struct init *in, int proxy);
+/* Clones a task child for a sandbox's next task (after a CTL_TASK_KEEP task), when the
+ * last one is gone. Returns 0 (in->task and in->report set) or -errno with e. */
+int task_child_respawn(struct init *in, struct err *e);
+
+/* task_run.c */
+
+/* A sandbox's init from READY on: serves its tasks (CTL_TASK, CTL_KILL), answers their
+ * seccomp notifications, reaps, reports; exits after the last task's report or when the
+ * control socket closes. Never returns. */
+__attribute__((noreturn)) void task_run_loop(struct init *in);
 
 /* forkserver.c */
 

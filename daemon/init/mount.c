@@ -731,6 +731,14 @@ static int mount_workspace(const struct mount_config *cfg, struct err *e)
     if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0) {
         return err_set(e, -errno, "mount tmpfs on %s", path);
     }
+    /* For sbxd, which writes and reads the task's files through it (CTL_READY): the
+     * tmpfs's own root, whatever is mounted or pivoted later. */
+    if (cfg->work_fd) {
+        *cfg->work_fd = openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (*cfg->work_fd < 0) {
+            return err_set(e, -errno, "open %s", path);
+        }
+    }
     return 0;
 }
 

@@ -37,6 +37,9 @@ struct mount_config {
     uint64_t tmp_size;  /* bytes for /tmp, > 0 */
     uint64_t work_size; /* bytes for /work, > 0 */
     uint64_t shm_size;  /* bytes for /dev/shm, > 0; 0 = no /dev/shm */
+    /* Where the root directory of the /work tmpfs goes, opened right after its mount
+     * (O_DIRECTORY, CLOEXEC; the caller's to close), or NULL; -1 for a template. */
+    int *work_fd;
 };
 
 /* Builds the root filesystem and makes it the process's root (cwd "/"). Image paths

@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /* sbxd-init: static pid 1 of every sandbox. Builds the sandbox (cgroupns, mounts, hostname,
  * loopback) on CTL_SETUP and clones the task's process ahead, which sheds its privileges and
- * waits; on CTL_TASK hands it the one task, which it runs with no privileges left. Answers
- * and counts the task's seccomp denials (docs/SECCOMP.md, "Counting denials"), reaps every
- * process of the namespace and reports. It trusts nothing it reads from CTL_FD without
- * checking, and exits as soon as the control socket closes, or once it has reported how
- * its task ended (its exit then ends every process left in the namespace).
+ * waits; on CTL_TASK hands it the task, which it runs with no privileges left. Answers
+ * and counts the task's seccomp denials (docs/SECCOMP.md, "Counting denials"), kills and
+ * reaps every process of the namespace when the task ends, and reports. It trusts nothing it
+ * reads from CTL_FD without checking, and exits as soon as the control socket closes, or once
+ * it has reported how its last task ended (a CTL_TASK_KEEP task is not the last).
  *
- * This file is pid 1's part: setup, the loop, and init's side of the task; the task's own
- * process is task_child.c, a pool's fork server forkserver.c. */
+ * This file is pid 1's setup and the checks of what sbxd sends; pid 1's side of the tasks
+ * (the loop) is task_run.c, the task's own process task_child.c, a pool's fork server
+ * forkserver.c. */
 #include "init/init_impl.h"
 
 #include <errno.h>
@@ -38,20 +39,8 @@
 #include "lib/sys.h"
 #include "lib/util.h"
 
-/* The fds that may come with one packet: a task's stdio and its token mounts. */
-#define INIT_FDS_MAX (3 + CTL_MOUNTS_MAX)
-_Static_assert(INIT_FDS_MAX <= FD_SEND_MAX, "init_recv's fds fit fd_recv");
-/* Notifications answered per poll round at most: a task that spams denied calls must not
- * keep init from its control socket and from reaping. */
-#define INIT_NOTIF_BATCH 64
-
-#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
-#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64) /* linux 6.6 */
-#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP (1UL << 0)
-#endif
-
 /* The control socket is our only link: if it fails, the sandbox ends with us. */
-static void init_send(const struct init *in, struct ctl_event *ev)
+void pid1_send(const struct init *in, struct ctl_event *ev)
 {
     ev->magic = CTL_MAGIC;
     ssize_t n = RETRY_EINTR(send(in->ctl, ev, sizeof(*ev), MSG_NOSIGNAL));
@@ -69,7 +58,7 @@ void pid1_send_failure(const struct init *in, uint32_t type, uint32_t stage, int
     ev.stage = stage;
     ev.err = err < 0 ? err : -EIO;
     (void)str_copy(ev.msg, msg, sizeof(ev.msg));
-    init_send(in, &ev);
+    pid1_send(in, &ev);
 }
 
 /* Receives one packet from sock into buf (size bytes), with up to nfds fds (CLOEXEC) into
@@ -265,6 +254,7 @@ int pid1_mount(struct init *in, enum mount_mode mode, struct err *e)
         .tmp_size = s->tmp_size,
         .work_size = s->work_size,
         .shm_size = (s->flags & CTL_SETUP_DEV_SHM) ? s->shm_size : 0,
+        .work_fd = mode == MOUNT_TEMPLATE ? NULL : &in->work_fd,
     };
     int r = mount_setup(&mc, e);
     in->image_fd = fd_close(in->image_fd);
@@ -414,21 +404,31 @@ static int init_setup(struct init *in, ssize_t n, size_t got)
     return proxy;
 }
 
-/* Reports CTL_READY, with the task child's pid (in our namespace: the task's own pid) and
- * the egress proxy's listener when there is one (closed here). */
-void pid1_ready(const struct init *in, int proxy)
+/* Reports CTL_READY, with the task child's pid (in our namespace: the task's own pid), the
+ * /work tmpfs's root and the egress proxy's listener when there is one (both closed here:
+ * sbxd holds the only copies from then on; init never accepts on the listener). A fork
+ * server has neither. */
+void pid1_ready(struct init *in, int proxy)
 {
     struct ctl_event ev;
     memset(&ev, 0, sizeof(ev));
     ev.type = CTL_READY;
+    ev.magic = CTL_MAGIC;
     ev.pid = in->task > 0 ? (uint32_t)in->task : 0;
-    if (proxy >= 0) {
-        /* sbxd holds the only copy from here: init never accepts on it. */
-        pid1_send_with_fd(in, &ev, proxy);
-        (void)fd_close(proxy);
-        return;
+    int fds[2];
+    size_t n = 0;
+    if (in->work_fd >= 0) {
+        fds[n++] = in->work_fd;
     }
-    init_send(in, &ev);
+    if (proxy >= 0) {
+        fds[n++] = proxy;
+    }
+    struct iovec iov = {&ev, sizeof(ev)};
+    if (fd_sendmsg(in->ctl, &iov, 1, fds, n, MSG_NOSIGNAL) != (ssize_t)sizeof(ev)) {
+        _exit(1);
+    }
+    in->work_fd = fd_close(in->work_fd);
+    (void)fd_close(proxy);
 }
 
 /* Checks the CTL_TASK in buf (n bytes). The task child (CHILD-SAFE, e NULL) also points
@@ -454,6 +454,9 @@ int pid1_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp, str
     }
     if (t->nofile == 0) {
         return err_setx(e, -EPROTO, "bad task nofile");
+    }
+    if (t->flags & ~CTL_TASK_KEEP) {
+        return err_setx(e, -EPROTO, "unknown task flags 0x%x", t->flags);
     }
     if (t->n_mounts > CTL_MOUNTS_MAX ||
         (t->n_mounts < 32 && (t->mount_files >> t->n_mounts) != 0)) {
@@ -491,320 +494,6 @@ int pid1_parse_task(char *buf, size_t n, char ***ret_argv, char ***ret_envp, str
     }
     return 0;
 }
-/* init's side of the task: it hands the task to the task child, answers the task's seccomp
- * notifications, reaps the namespace and reports. */
-
-static void init_read_reports(struct init *in);
-
-static void init_start_task(struct init *in)
-{
-    struct err e = ERR_INIT;
-    int fds[INIT_FDS_MAX];
-    size_t got = 0;
-
-    for (size_t i = 0; i < INIT_FDS_MAX; i++) {
-        fds[i] = -1;
-    }
-    in->state = TASK_DONE; /* one task per sandbox, whatever happens below */
-    ssize_t n = init_recv(in, in->ctl, fds, INIT_FDS_MAX, &got);
-    if (n == 0) {
-        _exit(0);
-    }
-    int r = n < 0 ? err_set(&e, (int)n, "receive task") : 0;
-    if (r == 0) {
-        r = pid1_parse_task(in->buf, (size_t)n, NULL, NULL, &e);
-    }
-    const struct ctl_task *t = (const struct ctl_task *)in->buf;
-    if (r == 0 && got != 3 + (size_t)t->n_mounts) {
-        r = err_setx(&e, -EPROTO, "task needs %u fds, got %zu", 3 + t->n_mounts, got);
-    }
-    uint32_t stage = CTL_STAGE_PROTOCOL;
-    if (r == 0 && t->n_mounts > 0) {
-        /* The token's mounts, before the task: it finds them in place. */
-        stage = CTL_STAGE_TASK_MOUNT;
-        r = mount_task_mounts(fds + 3, t->n_mounts, t->mount_dst, t->mount_files,
-                              in->from_forkserver, &e);
-    }
-    /* The mounts are attached (or refused): init keeps no handle on them. */
-    for (size_t i = 3; i < got; i++) {
-        fds[i] = fd_close(fds[i]);
-    }
-    if (r == 0) {
-        /* argv[0] is the first string: checked above, NUL-terminated. */
-        (void)str_copy(in->argv0, in->buf + sizeof(*t), sizeof(in->argv0));
-        (void)str_copy(in->cwd, t->cwd, sizeof(in->cwd));
-        /* SECURITY: the only message the child ever receives from us: this checked task,
-         * and the stdio it runs with. The mounts' fds stay behind (closed above). */
-        struct iovec iov = {in->buf, (size_t)n};
-        ssize_t sent = fd_sendmsg(in->report, &iov, 1, fds, 3, MSG_NOSIGNAL);
-        if (sent != n) {
-            stage = CTL_STAGE_FORK;
-            r = err_set(&e, sent < 0 ? (int)sent : -EIO, "hand the task to its process");
-        }
-    }
-    /* The task holds its stdio now: ours would keep sbxd's readers from seeing EOF. */
-    for (int i = 0; i < 3; i++) {
-        fds[i] = fd_close(fds[i]);
-    }
-    if (r < 0) {
-        /* The child reads EOF instead of a task and leaves; we reap it as any orphan. */
-        in->report = fd_close(in->report);
-        pid1_send_failure(in, CTL_EXEC_FAILED, stage, r, err_msg(&e));
-        return;
-    }
-    (void)fd_set_nonblock(in->report, true);
-    in->state = TASK_RUNNING;
-    if (in->filter_early) {
-        /* The listener has been waiting since the child was cloned. */
-        init_read_reports(in);
-    }
-    /* No report that the task started: sbxd counts it started once CTL_TASK is sent (it
-     * had the task's pid with CTL_READY), and hears of it next from CTL_EXITED or
-     * CTL_EXEC_FAILED. A message here would wake sbxd's loop beside the task's execve. */
-}
-
-static uint64_t init_tv_us(const struct timeval *tv)
-{
-    return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
-}
-
-/* Reads everything the task child has sent so far: the listener, then at most one failure
- * record; closes the socket at EOF (the child exec'd or died). Never blocks. */
-static void init_read_reports(struct init *in)
-{
-    while (in->report >= 0) {
-        struct init_report rep;
-        int fd = -1;
-        ssize_t n = fd_recv_one(in->report, &rep, sizeof(rep), &fd, MSG_DONTWAIT);
-        if (n == -EAGAIN) {
-            return;
-        }
-        if (n <= 0) {
-            in->report = fd_close(in->report);
-            return;
-        }
-        if (n != (ssize_t)sizeof(rep)) {
-            (void)fd_close(fd);
-            continue;
-        }
-        if (rep.stage == CTL_STAGE_NONE) {
-            if (fd >= 0 && in->listener < 0) {
-                in->listener = take_fd(&fd);
-                in->counting = true;
-                /* Task and init take turns on one CPU instead of waking each other across
-                 * CPUs: a denial costs several times less. Older kernels lack it: no matter. */
-                (void)ioctl(in->listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS,
-                            SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);
-            }
-            (void)fd_close(fd);
-        } else {
-            (void)fd_close(fd);
-            if (!in->failed) {
-                in->failed = true;
-                in->failure = rep;
-            }
-        }
-    }
-}
-
-/* Closes a failed listener: the kernel then fails whatever is still waiting, and every
- * later counted call, with ENOSYS, so the count is unknown. (One whose filter has no user
- * left stays open: init_serve_listener.) */
-static void init_close_listener(struct init *in)
-{
-    in->listener = fd_close(in->listener);
-    in->counting = false;
-}
-
-/* Answers the oldest pending notification, if there is one, with the errno the program
- * itself gives the call, and counts it. Returns 1 when one was taken (answered, or its
- * caller had died meanwhile), 0 when none was pending, -errno when the listener failed. */
-static int init_answer_one(struct init *in)
-{
-    struct pollfd p = {in->listener, POLLIN, 0};
-    int k = RETRY_EINTR(poll(&p, 1, 0));
-    if (k < 0) {
-        return -errno;
-    }
-    /* RECV blocks when nothing is pending: never call it without POLLIN. */
-    if (k == 0 || !(p.revents & POLLIN)) {
-        return 0;
-    }
-    for (;;) {
-        /* The kernel refuses a buffer that is not all zeroes. */
-        memset(in->notif, 0, in->notif_size);
-        if (ioctl(in->listener, SECCOMP_IOCTL_NOTIF_RECV, in->notif) == 0) {
-            break;
-        }
-        if (errno == ENOENT) {
-            return 1; /* the caller died (or was interrupted) before we got to it */
-        }
-        if (errno != EINTR) {
-            return -errno;
-        }
-    }
-    memset(in->resp, 0, in->resp_size);
-    in->resp->id = in->notif->id;
-    in->resp->val = 0;
-    in->resp->error = -bpf_notify_errno(in->filter, in->filter_len, &in->notif->data);
-    in->resp->flags = 0;
-    if (RETRY_EINTR(ioctl(in->listener, SECCOMP_IOCTL_NOTIF_SEND, in->resp)) < 0 &&
-        errno != ENOENT) {
-        return -errno;
-    }
-    /* ENOENT: the caller was killed or interrupted after making the call; it still did. */
-    if (in->denials < CTL_DENIALS_UNKNOWN - 1) {
-        in->denials++;
-    }
-    return 1;
-}
-
-/* Serves the listener for one poll round: at most INIT_NOTIF_BATCH answers. */
-static void init_serve_listener(struct init *in, short revents)
-{
-    if (revents & POLLIN) {
-        for (int i = 0; i < INIT_NOTIF_BATCH; i++) {
-            int r = init_answer_one(in);
-            if (r < 0) {
-                init_close_listener(in);
-                return;
-            }
-            if (r == 0) {
-                break;
-            }
-        }
-    }
-    /* POLLERR, POLLNVAL: the listener failed, and the count is unknown. POLLHUP: no process
-     * uses the filter any more, so nothing can be pending; the count is final. We keep the
-     * listener open without polling it, to close it with our exit: its close drops the last
-     * hold on the program, and the kernel queues the program's free (the unmapping of its JIT
-     * image) to a worker of this CPU, which would otherwise run before our report reaches
-     * sbxd (BENCHMARKS.md, session 17). */
-    if (revents & (POLLERR | POLLNVAL)) {
-        init_close_listener(in);
-    } else if (revents & POLLHUP) {
-        in->listener_hup = true;
-    }
-}
-
-static void init_task_exited(struct init *in, int wstatus, const struct rusage *ru)
-{
-    /* The child is gone, so the socket holds its records and then EOF: no wait here. (A
-     * listener still queued here was never needed: nothing could have been denied.) */
-    init_read_reports(in);
-    in->report = fd_close(in->report);
-    in->state = TASK_DONE;
-    if (in->failed) {
-        const struct init_report rep = in->failure;
-        char msg[128];
-        if (rep.stage == CTL_STAGE_EXEC) {
-            (void)snprintf(msg, sizeof(msg), "execve '%.64s': %s", in->argv0, err_name(rep.err));
-        } else if (rep.stage == CTL_STAGE_CHDIR) {
-            (void)snprintf(msg, sizeof(msg), "chdir '%.80s': %s", in->cwd, err_name(rep.err));
-        } else {
-            (void)snprintf(msg, sizeof(msg), "task setup stage %d: %s", rep.stage,
-                           err_name(rep.err));
-        }
-        pid1_send_failure(in, CTL_EXEC_FAILED, (uint32_t)rep.stage, rep.err, msg);
-    } else {
-        struct ctl_event ev;
-        memset(&ev, 0, sizeof(ev));
-        ev.type = CTL_EXITED;
-        ev.pid = (uint32_t)in->task;
-        ev.wstatus = wstatus;
-        ev.utime_us = init_tv_us(&ru->ru_utime);
-        ev.stime_us = init_tv_us(&ru->ru_stime);
-        ev.maxrss_kb = (uint64_t)ru->ru_maxrss;
-        ev.seccomp_denials = in->counting ? in->denials : CTL_DENIALS_UNKNOWN;
-        init_send(in, &ev);
-    }
-    /* Our last report is sent: the sandbox ends now, as sbxd would end it on reading the
-     * report. As pid 1 our exit kills whatever the task left running (the kernel empties
-     * the namespace before our exit completes), and sbxd reads the report before it reaps
-     * us (pid_cb). Exiting here spares a wake-up for sbxd's SIGKILL. */
-    _exit(0);
-}
-
-/* As pid 1 we reap every process of the namespace, orphans included. */
-static void init_reap(struct init *in)
-{
-    /* Raw calls: they end in EAGAIN and ECHILD, and libc's would write errno, whose page
-     * (musl's TLS) the fork server's fork gave us shared: one copy-on-write fault per sandbox. */
-    struct signalfd_siginfo si;
-    while (sys_read(in->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-    }
-    for (;;) {
-        int st = 0;
-        struct rusage ru;
-        pid_t pid = sys_wait4(-1, &st, WNOHANG, &ru);
-        if (pid <= 0) {
-            return;
-        }
-        if (pid != in->task) {
-            continue;
-        }
-        if (in->state == TASK_NONE) {
-            /* The task child died before its task (never by itself): a task must not run
-             * without the privileges shed, so this sandbox cannot serve one. */
-            _exit(1);
-        }
-        if (in->state == TASK_RUNNING) {
-            init_task_exited(in, st, &ru);
-        }
-    }
-}
-
-/* The control socket is readable: the task, before it starts; only EOF after. */
-static void init_ctl_ready(struct init *in)
-{
-    if (in->state == TASK_NONE) {
-        init_start_task(in);
-        return;
-    }
-    /* Only EOF is expected after the task: anything else ends the sandbox. */
-    char c;
-    ssize_t n = RETRY_EINTR(recv(in->ctl, &c, 1, MSG_DONTWAIT));
-    if (n < 0 && errno == EAGAIN) {
-        return;
-    }
-    _exit(n == 0 ? 0 : 1);
-}
-
-static void init_loop(struct init *in)
-{
-    for (;;) {
-        /* poll ignores negative fds: the report socket and listener come and go. Nothing is
-         * read from the task child before it has its task. The report socket stays polled
-         * to its EOF at the child's execve, though no record can follow a listener: our end
-         * then closes at once, and the task finds no socket of ours in its network
-         * namespace's /proc/net/unix (test_netns). Reading it only at the reap instead
-         * saved a wake-up per task but no measurable time (BENCHMARKS.md, session 7). */
-        struct pollfd pfd[4] = {{in->ctl, POLLIN, 0},
-                                {in->sigfd, POLLIN, 0},
-                                {in->state == TASK_RUNNING ? in->report : -1, POLLIN, 0},
-                                {in->listener_hup ? -1 : in->listener, POLLIN, 0}};
-        if (poll(pfd, 4, -1) < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            _exit(1);
-        }
-        /* Reports and denials before exits, so that an exit reports an up-to-date count. */
-        if (pfd[2].revents) {
-            init_read_reports(in);
-        }
-        if (pfd[3].revents && in->listener >= 0) {
-            init_serve_listener(in, pfd[3].revents);
-        }
-        if (pfd[1].revents) {
-            init_reap(in);
-        }
-        if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
-            init_ctl_ready(in);
-        }
-    }
-}
-
 /* Buffers for the listener, as large as the kernel reads and writes: static (no heap in a
  * forked init) unless a future kernel's structures outgrow them. */
 #define INIT_NOTIF_STATIC 512
@@ -865,7 +554,7 @@ __attribute__((noreturn)) void pid1_sandbox(struct init *in, ssize_t n, size_t g
      * path: a warm sandbox has its task child waiting. */
     task_child_clone(in, proxy);
     pid1_ready(in, proxy);
-    init_loop(in);
+    task_run_loop(in);
     _exit(1);
 }
 
@@ -910,6 +599,7 @@ int main(void)
     (void)setsid();
     in.ctl = CTL_FD;
     in.image_fd = -1;
+    in.work_fd = -1;
     in.report = -1;
     in.listener = -1;
     if (init_notif_buffers(&in) < 0) {

@@ -451,25 +451,25 @@ static int init_task_child_main(void *arg)
     init_task_child(a->in, a->sock);
 }
 
-/* Clones the task child ahead of its task, with a socket to it. On failure sends
- * CTL_SETUP_FAILED and exits. */
-void task_child_clone(struct init *in, int proxy)
+/* Clones a task child with a socket to it; proxy (or -1) is closed in the child. Returns 0
+ * or -errno with e. */
+static int init_task_child_spawn(struct init *in, int proxy, struct err *e)
 {
     int sp[2] = {-1, -1};
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-        pid1_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, -errno, "task socket");
-        _exit(1);
+        return err_set(e, -errno, "task socket");
     }
     int r = task_child_stack_guard();
     if (r < 0) {
-        pid1_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, r, "guard the task's stack");
-        _exit(1);
+        (void)fd_close(sp[0]);
+        (void)fd_close(sp[1]);
+        return err_set(e, r, "guard the task's stack");
     }
     in->filter_early = in->filter_len > 0 && bpf_early_ok(in->filter, in->filter_len, sp[1]);
     /* In struct init, whose page this sandbox writes anyway: the child may read it after
      * we return. */
     in->child_arg = (struct init_child_arg){
-        .in = in, .sock = sp[1], .drop = {sp[0], in->ctl, in->sigfd, proxy}};
+        .in = in, .sock = sp[1], .drop = {sp[0], in->ctl, in->sigfd, proxy, in->work_fd}};
     struct sys_clone_args args;
     memset(&args, 0, sizeof(args));
     args.flags = CLONE_VM;
@@ -479,9 +479,29 @@ void task_child_clone(struct init *in, int proxy)
     pid_t pid = sys_clone3_run(&args, init_task_child_main, &in->child_arg);
     (void)fd_close(sp[1]);
     if (pid < 0) {
-        pid1_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, pid, "clone the task's process");
-        _exit(1);
+        (void)fd_close(sp[0]);
+        return err_set(e, pid, "clone the task's process");
     }
     in->task = pid;
     in->report = sp[0];
+    return 0;
+}
+
+/* Clones the task child ahead of its task. On failure sends CTL_SETUP_FAILED and exits. */
+void task_child_clone(struct init *in, int proxy)
+{
+    struct err e = ERR_INIT;
+    int r = init_task_child_spawn(in, proxy, &e);
+    if (r < 0) {
+        pid1_send_failure(in, CTL_SETUP_FAILED, CTL_STAGE_FORK, r, err_msg(&e));
+        _exit(1);
+    }
+}
+
+/* The last task child is reaped (it exec'd and its whole namespace was killed, or it
+ * died): its stack and buffers are free for the next, which starts from the same
+ * privileges the first had, init's. */
+int task_child_respawn(struct init *in, struct err *e)
+{
+    return init_task_child_spawn(in, -1, e);
 }

@@ -186,6 +186,11 @@ int sys_pidfd_send_signal(int pidfd, int sig)
     return (int)raw4(__NR_pidfd_send_signal, pidfd, sig, NULL, 0);
 }
 
+int sys_kill(pid_t pid, int sig)
+{
+    return (int)raw2(__NR_kill, pid, sig);
+}
+
 int sys_pidfd_wait(int pidfd, siginfo_t *info, int options)
 {
     long r;

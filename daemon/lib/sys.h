@@ -100,6 +100,8 @@ int sys_pidns_write(int pidfd, int self_ns, pid_t tid, void *stack, size_t stack
                     const void *buf, size_t len);
 int sys_pidfd_open(pid_t pid, unsigned flags);
 int sys_pidfd_send_signal(int pidfd, int sig);
+/* kill(2). Returns 0 or -errno. */
+int sys_kill(pid_t pid, int sig);
 /* waitid(P_PIDFD, pidfd, info, options), retrying EINTR. Returns 0 or -errno. */
 int sys_pidfd_wait(int pidfd, siginfo_t *info, int options);
 

@@ -2,16 +2,21 @@
 /* A sandbox's life: created on a worker thread (cgroup, clone3, CTL_SETUP), WARM when its
  * init reports READY, BUSY with one task, then killed through its pidfd, reaped through
  * the pidfd, and its cgroup emptied on a worker thread: reset for the pool's next sandbox
- * (kit.h: spare cgroups) or removed. It never serves a second task. */
+ * (kit.h: spare cgroups) or removed. A session's sandbox (HELD) serves its tasks one at a
+ * time, each CTL_TASK_KEEP, until it is killed; it never goes back to a pool. */
 #define LOG_MOD "sandbox"
 #include "sandbox/sandbox.h"
 
+#include <assert.h>
 #include <linux/filter.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,7 +37,7 @@
 
 const char *sandbox_state_name(enum sandbox_state s)
 {
-    static const char *const names[] = {"creating", "warm", "busy", "dying", "dead"};
+    static const char *const names[] = {"creating", "warm", "busy", "held", "dying", "dead"};
     return s <= SB_DEAD ? names[s] : "?";
 }
 
@@ -216,6 +221,7 @@ static void sandbox_free(struct sandbox *sb)
     sb->cg = cgroup_free(sb->cg);
     sb->ctl_fd = fd_close(sb->ctl_fd);
     sb->proxy_fd = fd_close(sb->proxy_fd);
+    sb->work_fd = fd_close(sb->work_fd);
     sb->pidfd = fd_close(sb->pidfd);
     netns_ref_close(&sb->netns); /* remove_work gives it back; else unused */
     if (sb->has_ids) {
@@ -309,9 +315,11 @@ static void remove_done(struct workq_job *w)
 static void sandbox_remove_cgroup(struct sandbox *sb)
 {
     /* Every handle is closed: nothing polls these any more, and the namespace check in
-     * remove_work must not count them. */
+     * remove_work must not count them. The workspace goes too: its tmpfs's pages are
+     * charged to the cgroup, which could not be reset while they stay. */
     sb->ctl_fd = fd_close(sb->ctl_fd);
     sb->proxy_fd = fd_close(sb->proxy_fd);
+    sb->work_fd = fd_close(sb->work_fd);
     sb->work_err.msg[0] = '\0';
     sb->cg_reserved = sb->cg && kit_reserve_spare(sb->kit);
     /* Once init is reaped its pid namespace is empty, so the cgroup nearly always is too:
@@ -353,6 +361,11 @@ static void sandbox_reaped(struct sandbox *sb)
     sb->task_ops = NULL;
     if (tops) {
         tops->died(sb->task);
+    }
+    sandbox_died_cb hold_died = sb->hold_died;
+    sb->hold_died = NULL;
+    if (hold_died) {
+        hold_died(sb->holder, sb);
     }
     uv_close((uv_handle_t *)&sb->ctl_poll, handle_closed);
     uv_close((uv_handle_t *)&sb->pid_poll, handle_closed);
@@ -407,10 +420,49 @@ static void setup_timeout(uv_timer_t *h)
     sandbox_kill(sb);
 }
 
+/* SECURITY: sbxd writes and reads the task's files below the fd that init's READY brought
+ * (sandbox/workspace.c): it must be a tmpfs's directory, as the sandbox's /work is, and
+ * nothing of the host that init could have opened instead. Returns 0 or -errno with e. */
+static int check_work_fd(const struct sandbox *sb, struct err *e)
+{
+    struct stat st;
+    struct statfs sfs;
+    if (sb->work_fd < 0) {
+        return err_setx(e, -EPROTO, "sandbox init sent no /work directory with READY");
+    }
+    if (fstat(sb->work_fd, &st) < 0 || fstatfs(sb->work_fd, &sfs) < 0) {
+        return err_set(e, -errno, "sandbox's /work");
+    }
+    if (!S_ISDIR(st.st_mode) || sfs.f_type != TMPFS_MAGIC) {
+        return err_setx(e, -EPROTO, "sandbox init's /work is not a tmpfs directory");
+    }
+    return 0;
+}
+
+/* A kept task's report: the task hears it detached, and the sandbox waits for its holder's
+ * next task (HELD) in the task child init cloned for it, or ends when init could not. */
+static void kept_task_ended(struct sandbox *sb, const struct ctl_event *ev)
+{
+    const struct sandbox_task_ops *tops = sb->task_ops;
+    void *task = sb->task;
+    sandbox_detach_task(sb);
+    sb->task_keep = false;
+    if (ev->next_pid != 0) {
+        sb->task_pid = ev->next_pid;
+        set_state(sb, SB_HELD);
+    } else {
+        log_warn("sb=%s msg=\"init has no process for a next task, destroying sandbox\"", sb->id);
+        sandbox_kill(sb);
+    }
+    if (tops) {
+        tops->event(task, ev);
+    }
+}
+
 static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
 {
     switch (ev->type) {
-    case CTL_READY:
+    case CTL_READY: {
         if (sb->state != SB_CREATING || sb->ready_seen) {
             break;
         }
@@ -418,6 +470,13 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         sb->ready_ns = clock_now_ns();
         sb->task_pid = ev->pid;
         uv_timer_stop(&sb->setup_timer);
+        struct err e = ERR_INIT;
+        if (check_work_fd(sb, &e) < 0) {
+            sb->ops->failed(sb->owner, sb, &e);
+            sb->failure_reported = true;
+            sandbox_kill(sb);
+            break;
+        }
         sb->have_usage_base = sb->cg && cgroup_usage(sb->cg, &sb->usage_base) == 0;
         if (sb->kill_requested || sb->kit->draining) {
             sandbox_kill(sb);
@@ -427,6 +486,7 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         set_state(sb, SB_WARM);
         sb->ops->ready(sb->owner, sb);
         break;
+    }
     case CTL_SETUP_FAILED: {
         struct err e = ERR_INIT;
         char what[48];
@@ -439,7 +499,9 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
     }
     case CTL_EXITED:
     case CTL_EXEC_FAILED:
-        if (sb->task_ops) {
+        if (sb->state == SB_BUSY && sb->task_keep) {
+            kept_task_ended(sb, ev);
+        } else if (sb->task_ops) {
             sb->task_ops->event(sb->task, ev);
         }
         break;
@@ -461,13 +523,19 @@ static void ctl_cb(uv_poll_t *h, int status, int events)
     }
     for (;;) {
         struct ctl_event ev;
-        int fd = -1;
-        ssize_t n = fd_recv_one(sb->ctl_fd, &ev, sizeof(ev), &fd, MSG_DONTWAIT);
-        if (fd >= 0 && n == (ssize_t)sizeof(ev) && ev.magic == CTL_MAGIC && ev.type == CTL_READY &&
-            sb->proxy_fd < 0 && !sb->ready_seen) {
-            sb->proxy_fd = take_fd(&fd); /* the egress proxy's listener (egress.c) */
+        int fds[2] = {-1, -1};
+        size_t got = 0;
+        bool bad = false;
+        ssize_t n = fd_recv(sb->ctl_fd, &ev, sizeof(ev), fds, 2, &got, &bad, MSG_DONTWAIT);
+        if (got > 0 && n == (ssize_t)sizeof(ev) && ev.magic == CTL_MAGIC && ev.type == CTL_READY &&
+            sb->work_fd < 0 && !sb->ready_seen) {
+            /* The workspace's root (checked with the event), then the egress proxy's
+             * listener (egress.c). */
+            sb->work_fd = take_fd(&fds[0]);
+            sb->proxy_fd = take_fd(&fds[1]);
         }
-        fd = fd_close(fd);
+        fds[0] = fd_close(fds[0]);
+        fds[1] = fd_close(fds[1]);
         if (n < 0) {
             if (n == -EAGAIN || n == -EINTR) {
                 return;
@@ -487,14 +555,15 @@ static void ctl_cb(uv_poll_t *h, int status, int events)
             return;
         }
         ctl_event_clean(&ev);
+        bool kept = sb->state == SB_BUSY && sb->task_keep;
         handle_event(sb, &ev);
         if (sb->reaped) {
             return;
         }
-        if (ev.type == CTL_EXITED || ev.type == CTL_EXEC_FAILED) {
-            /* The last event: init is being killed, and only its EOF could follow, which
-             * pid_cb's reaping makes moot. Not polling for it saves a callback (a recvmsg
-             * and an epoll_ctl) per task. */
+        if ((ev.type == CTL_EXITED || ev.type == CTL_EXEC_FAILED) && !kept) {
+            /* The last event: init is exiting or being killed, and only its EOF could
+             * follow, which pid_cb's reaping makes moot. Not polling for it saves a callback
+             * (a recvmsg and an epoll_ctl) per task. A kept sandbox's init goes on. */
             uv_poll_stop(h);
             return;
         }
@@ -603,6 +672,7 @@ void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void
     sb->ctl_fd = -1;
     sb->netns = NETNS_REF_NONE;
     sb->proxy_fd = -1;
+    sb->work_fd = -1;
     sb->state = SB_CREATING;
     sb->created_ns = clock_now_ns();
     (void)snprintf(sb->id, sizeof(sb->id), "%08x%06llx", env->instance,
@@ -628,13 +698,18 @@ void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void
 int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds[3],
                        const struct sandbox_task_ops *ops, void *arg, struct err *e)
 {
-    if (sb->state != SB_WARM) {
+    if (sb->state != SB_WARM && sb->state != SB_HELD) {
         return err_setx(e, -EINVAL, "sandbox %s is %s, not warm", sb->id,
                         sandbox_state_name(sb->state));
     }
     const struct pool_config *pc = sb->kit->pc;
     if (spec->pool != pc) {
         return err_setx(e, -EINVAL, "sandbox %s: a task of another pool", sb->id);
+    }
+    /* init attaches a token's mounts for good: a later task would stack its own there. */
+    if (sb->tasks > 0 && spec->n_mounts > 0) {
+        return err_setx(e, -EINVAL, "sandbox %s: token mounts come with its first task only",
+                        sb->id);
     }
     struct ctl_task hdr;
     int r = task_spec_pack(spec, pc->nofile, &hdr, e);
@@ -660,10 +735,69 @@ int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds
     if ((size_t)n != sizeof(hdr) + hdr.data_len) {
         return err_setx(e, -EMSGSIZE, "sandbox %s: CTL_TASK truncated", sb->id);
     }
+    if (sb->state == SB_HELD) {
+        /* What the earlier tasks used is theirs. */
+        sb->have_usage_base = sb->cg && cgroup_usage(sb->cg, &sb->usage_base) == 0;
+    }
+    sb->tasks++;
     sb->task_ops = ops;
     sb->task = arg;
+    sb->task_keep = spec->keep;
     set_state(sb, SB_BUSY);
     return 0;
+}
+
+void sandbox_claim(struct sandbox *sb, const struct sandbox_task_ops *ops, void *arg)
+{
+    /* A session's command claims its session's held sandbox. */
+    assert(sb->state == SB_WARM || sb->state == SB_HELD);
+    sb->task_ops = ops;
+    sb->task = arg;
+    set_state(sb, SB_HELD);
+}
+
+int sandbox_hold(struct sandbox *sb, sandbox_died_cb died, void *arg, struct err *e)
+{
+    if (sb->state != SB_WARM) {
+        return err_setx(e, -EINVAL, "sandbox %s is %s, not warm", sb->id,
+                        sandbox_state_name(sb->state));
+    }
+    sb->hold_died = died;
+    sb->holder = arg;
+    set_state(sb, SB_HELD);
+    return 0;
+}
+
+void sandbox_kill_task(struct sandbox *sb)
+{
+    if (sb->state != SB_BUSY || sb->reaped) {
+        return;
+    }
+    if (sb->task_keep) {
+        const struct ctl_hdr kill = {.magic = CTL_MAGIC, .type = CTL_KILL};
+        struct iovec iov = {.iov_base = (void *)&kill, .iov_len = sizeof(kill)};
+        ssize_t n = fd_sendmsg(sb->ctl_fd, &iov, 1, NULL, 0, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n == (ssize_t)sizeof(kill)) {
+            return;
+        }
+        log_warn_errno(n < 0 ? (int)n : -EIO,
+                       "sb=%s msg=\"cannot send CTL_KILL, destroying sandbox\"", sb->id);
+    }
+    sandbox_kill(sb);
+}
+
+int sandbox_work_fd(const struct sandbox *sb)
+{
+    return sb->work_fd;
+}
+
+void sandbox_task_host_ids(const struct sandbox *sb, uid_t *ret_uid, gid_t *ret_gid)
+{
+    const struct sandbox_env *env = sb->kit->env;
+    /* The namespace maps its ids 0.. onto its block (spawn.c's id maps). */
+    uint32_t base = sb->has_ids ? idslot_base(env->ids, sb->ids) : 0;
+    *ret_uid = (uid_t)(base + sb->kit->pc->uid);
+    *ret_gid = (gid_t)(base + sb->kit->pc->gid);
 }
 
 void sandbox_detach_task(struct sandbox *sb)

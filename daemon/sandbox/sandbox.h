@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* One sandbox: its state machine (CREATING, WARM, BUSY, DYING, DEAD) and every fd it owns
- * (pidfd of its init, control socket, cgroup). A sandbox serves one task and is destroyed.
+/* One sandbox: its state machine (CREATING, WARM, BUSY, HELD, DYING, DEAD) and every fd it
+ * owns (pidfd of its init, control socket, cgroup, its /work's root). A sandbox serves one
+ * task and is destroyed, or, held by a session, a task at a time until it is killed.
  * What blocks runs on sbxd's worker threads (workq.h): a creation that starts a fork server,
  * makes a cgroup or a network namespace, or builds a sandbox from scratch, and the emptying
  * of a cgroup still busy when its sandbox is reaped; everything else on the loop. */
@@ -33,6 +34,7 @@ enum sandbox_state {
     SB_CREATING = 0, /* worker creating it, or init setting up */
     SB_WARM,         /* ready, in its pool's warm set */
     SB_BUSY,         /* running its task */
+    SB_HELD,         /* its holder's (a session's) between tasks: neither warm nor busy */
     SB_DYING,        /* killed, waiting for init to be reaped */
     SB_DEAD,         /* reaped; cgroup being removed, then freed */
 };
@@ -57,11 +59,17 @@ struct sandbox_ops {
 
 /* How a BUSY sandbox tells its task (core/task.c) what its init reports. */
 struct sandbox_task_ops {
-    /* CTL_EXITED or CTL_EXEC_FAILED from init. */
+    /* CTL_EXITED or CTL_EXEC_FAILED from init. After a kept task's (task_spec.keep), the
+     * sandbox is SB_HELD (or, when init could not go on, dying) and the task is detached
+     * before this call: it hears nothing more of the sandbox. */
     void (*event)(void *arg, const struct ctl_event *ev);
     /* The sandbox was reaped: no more events. The task is detached from it first. */
     void (*died)(void *arg);
 };
+
+/* A held sandbox tells its holder (core/session.c) that it was reaped, whatever it was doing
+ * (after its task's died, when one ran). */
+typedef void (*sandbox_died_cb)(void *arg, struct sandbox *sb);
 
 struct sandbox {
     struct sandbox_kit *kit;
@@ -83,6 +91,7 @@ struct sandbox {
     int ctl_fd;
     struct netns_ref netns; /* its network namespace (netns.c), recycled when it is freed */
     int proxy_fd;           /* egress proxy listener from init's READY, or -1 (egress.c) */
+    int work_fd;            /* the /work tmpfs's root directory, from init's READY, or -1 */
     uv_poll_t ctl_poll;
     uv_poll_t pid_poll;
     uv_timer_t setup_timer; /* SANDBOX_SETUP_TIMEOUT_MS from spawn to READY */
@@ -99,12 +108,17 @@ struct sandbox {
     bool failure_reported;                   /* ops->failed already counted this sandbox */
     const struct sandbox_task_ops *task_ops; /* the task it serves (BUSY), or NULL */
     void *task;                              /* their arg, not owned */
+    bool task_keep;                          /* that task is CTL_TASK_KEEP */
+    uint32_t tasks;                          /* tasks handed to init */
+    sandbox_died_cb hold_died;               /* its holder's (sandbox_hold), or NULL */
+    void *holder;                            /* their arg, not owned */
     struct sandbox *prev;                    /* the owner's warm list (DLIST) */
     struct sandbox *next;
     uint64_t created_ns; /* creation started */
     uint64_t ready_ns;   /* init reported READY */
-    /* The cgroup's counters at READY: what the sandbox's setup used, which sandbox_usage
-     * takes off so that a task is charged only for itself. */
+    /* The cgroup's counters at READY (or at a held sandbox's task's start): what the
+     * sandbox used before, which sandbox_usage takes off so that a task is charged only
+     * for itself. */
     struct cgroup_usage usage_base;
     bool have_usage_base;
 };
@@ -115,18 +129,41 @@ struct sandbox {
  * never from within this call. The caller makes sure a block of host ids is free (with
  * userns). Loop context. */
 void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void *arg);
-/* Hands a task to a WARM sandbox of spec's pool: packs spec into CTL_TASK (with the pool's
- * nofile) and sends it with the three stdio fds and spec's mount fds (all stay owned by the
- * caller; close them after). From then on the sandbox reports to ops with arg, until
- * sandbox_detach_task or ops->died. Returns 0 or -errno (e says why); nothing is sent on a
- * refusal. */
+/* Hands a task to a WARM or HELD sandbox of spec's pool: packs spec into CTL_TASK (with the
+ * pool's nofile) and sends it with the three stdio fds and spec's mount fds (all stay owned
+ * by the caller; close them after). From then on the sandbox reports to ops with arg, until
+ * sandbox_detach_task or ops->died. With spec->keep the sandbox goes on after the task:
+ * SB_HELD once its report came (struct sandbox_task_ops). Token mounts are refused on any
+ * task but a sandbox's first. On a HELD sandbox the usage base is read again, so that
+ * sandbox_usage charges the task only for itself. Returns 0 or -errno (e says why);
+ * nothing is sent on a refusal. */
 int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds[3],
                        const struct sandbox_task_ops *ops, void *arg, struct err *e);
+/* Takes a WARM sandbox (its pool handed it over) for a task that is not sent yet (its files
+ * are being written first, core/task_files.c): SB_HELD (busy for its pool, never handed
+ * back), and its death reaches ops->died with arg; sandbox_start_task sends the task later
+ * (with the same ops and arg), or sandbox_detach_task and sandbox_kill end it. */
+void sandbox_claim(struct sandbox *sb, const struct sandbox_task_ops *ops, void *arg);
 /* The task no longer wants sb's reports. */
 void sandbox_detach_task(struct sandbox *sb);
+/* A session takes sb, WARM and handed out by its pool (so in no warm set), for its own:
+ * SB_HELD from now on, never handed back to a pool, and died (with arg) runs once when it
+ * is reaped. It ends with sandbox_kill. Returns 0, or -EINVAL (e says why) when sb is not
+ * WARM. */
+int sandbox_hold(struct sandbox *sb, sandbox_died_cb died, void *arg, struct err *e);
+/* Ends the running task of a BUSY sandbox: CTL_KILL to init when the task is kept (init
+ * kills every process of the sandbox but itself and reports CTL_EXITED, the sandbox goes
+ * on), else, or when the packet cannot be sent, sandbox_kill. Nothing in other states. */
+void sandbox_kill_task(struct sandbox *sb);
 /* Kills the sandbox (SIGKILL to its init through the pidfd, which ends its pid namespace).
  * Safe to call in any state and more than once. */
 void sandbox_kill(struct sandbox *sb);
+/* The root directory of sb's /work tmpfs (owned by sb: dup it to keep it), or -1 before
+ * READY and once sb is reaped. Files sbxd writes there belong to sandbox_task_host_ids. */
+int sandbox_work_fd(const struct sandbox *sb);
+/* The host uid and gid that sb's task user (its pool's uid and gid) maps to: in sb's block
+ * of host ids with user namespaces, else the ids themselves. */
+void sandbox_task_host_ids(const struct sandbox *sb, uid_t *ret_uid, gid_t *ret_gid);
 /* Reads the cgroup's usage counters, less what they were when the sandbox became warm
  * (cpu, OOM kills and pids.max hits: the task's own; the memory peak is the sandbox's).
  * Returns 0 or -errno. */

@@ -6,12 +6,21 @@
  *
  *   sbxd -> init: CTL_SETUP (once, right after spawn) -> init builds the sandbox
  *   init -> sbxd: CTL_READY (pid: the task's, of the child cloned at setup; + SCM_RIGHTS
- *                 {egress proxy listener} when proxy_port != 0) | CTL_SETUP_FAILED
- *   sbxd -> init: CTL_TASK + SCM_RIGHTS {stdin, stdout, stderr, n_mounts mount fds} (once)
+ *                 {the /work tmpfs's root directory, [egress proxy listener when
+ *                 proxy_port != 0]}) | CTL_SETUP_FAILED
+ *   sbxd -> init: CTL_TASK + SCM_RIGHTS {stdin, stdout, stderr, n_mounts mount fds}
+ *   sbxd -> init: CTL_KILL (a bare struct ctl_hdr), at any time: while a task runs, init
+ *                 kills every process of the namespace but itself, and reports CTL_EXITED
+ *                 as for any end (the main process's SIGKILL); ignored when none runs
  *   init -> sbxd: CTL_EXITED | CTL_EXEC_FAILED (nothing when the task starts: sbxd counts
  *                 it started once CTL_TASK is sent)
- * After CTL_EXITED sbxd kills init (SIGKILL through its pidfd), which ends every process
- * of the sandbox's pid namespace. If sbxd's end closes, init exits and so does the sandbox.
+ * Before either report init kills (SIGKILL) and reaps every other process of its pid
+ * namespace, so that nothing of the task runs once sbxd hears that it ended. Without
+ * CTL_TASK_KEEP init then exits, which ends the sandbox (sbxd reaps it through its pidfd).
+ * With CTL_TASK_KEEP it clones a fresh task child first, whose pid the report carries in
+ * next_pid, and serves the next CTL_TASK (whose token mounts must be none: mounts are
+ * accepted on a sandbox's first task only); next_pid 0 says it could not, and it exits.
+ * If sbxd's end closes, init exits and so does the sandbox.
  *
  * The fork server (a pool's fork server, docs/ARCHITECTURE.md) is sbxd-init too, spoken to on its
  * own control socket:
@@ -30,13 +39,14 @@
 #include <stdint.h>
 
 #define CTL_FD 3
-#define CTL_MAGIC 0x53425807u
+#define CTL_MAGIC 0x53425808u
 
 enum ctl_type {
     CTL_SETUP = 1,
     CTL_TASK = 2,
     CTL_FORKSERVER = 3,
     CTL_SPAWN = 4,
+    CTL_KILL = 5,
     CTL_READY = 10,
     CTL_SETUP_FAILED = 11,
     /* 12 was CTL_STARTED */
@@ -136,10 +146,21 @@ struct ctl_spawn {
     uint32_t owner;
 };
 
+/* The first fields of every packet; CTL_KILL is this alone. */
+struct ctl_hdr {
+    uint32_t magic;
+    uint32_t type;
+};
+
+/* The sandbox outlives the task (a session's command): init serves another CTL_TASK after
+ * this one's report. */
+#define CTL_TASK_KEEP 0x1u
+
 struct ctl_task {
     uint32_t magic;
-    uint32_t type; /* CTL_TASK */
-    uint32_t argc; /* >= 1 */
+    uint32_t type;  /* CTL_TASK */
+    uint32_t flags; /* CTL_TASK_* */
+    uint32_t argc;  /* >= 1 */
     uint32_t envc;
     uint32_t nofile;   /* RLIMIT_NOFILE for the task */
     uint32_t data_len; /* bytes of data that follow: argc then envc NUL-terminated strings */
@@ -164,7 +185,9 @@ struct ctl_event {
     uint64_t maxrss_kb;
     uint32_t seccomp_denials; /* CTL_EXITED: denied syscalls answered by init, or
                                  CTL_DENIALS_UNKNOWN when the kernel could not count */
-    uint32_t reserved;
+    /* CTL_EXITED, CTL_EXEC_FAILED of a CTL_TASK_KEEP task: the pid of the task child that
+     * waits for the next task, or 0 when there is none (init exits after this report). */
+    uint32_t next_pid;
     char msg[128]; /* a short human note for failures */
 };
 

@@ -730,6 +730,37 @@ static void config_parse_pool__bad_scalars(void **state)
     parse_fails("socket: ''\n", NULL, -EINVAL, "t.yaml:1:9: 'socket' must be a string, not empty");
 }
 
+/* Sessions: defaults (max_sessions half of max), and the rules between the keys. */
+static void config_parse_pool__session_keys(void **state)
+{
+    (void)state;
+    struct pool_config p;
+    struct err e = ERR_INIT;
+    const char *text = "name: p\nmax: 9\n";
+    assert_int_equal(config_parse_pool("p.yaml", text, strlen(text), &p, &e), 0);
+    assert_int_equal(p.session_ttl_ns, 15 * 60 * SEC);
+    assert_int_equal(p.session_max_ttl_ns, 4 * 3600 * SEC);
+    assert_int_equal(p.session_idle_ns, 5 * 60 * SEC);
+    assert_int_equal(p.max_sessions, 4);
+    config_pool_clear(&p);
+    text = "name: p\nmax: 4\nmax_sessions: 3\nsession_ttl: 1h\nsession_max_ttl: 2h\n"
+           "session_idle_timeout: 30s\n";
+    assert_int_equal(config_parse_pool("p.yaml", text, strlen(text), &p, &e), 0);
+    assert_int_equal(p.max_sessions, 3);
+    assert_int_equal(p.session_ttl_ns, 3600 * SEC);
+    assert_int_equal(p.session_max_ttl_ns, 7200 * SEC);
+    assert_int_equal(p.session_idle_ns, 30 * SEC);
+    config_pool_clear(&p);
+    pool_fails("p.yaml", "name: p\nmax: 4\nmax_sessions: 4\n",
+               "p.yaml:3:15: 'max_sessions' (4) must be below 'max' (4)");
+    pool_fails("p.yaml", "name: p\nsession_ttl: 5h\n",
+               "p.yaml:2:14: 'session_ttl' must not exceed 'session_max_ttl'");
+    pool_fails("p.yaml", "name: p\nsession_ttl: 1m\n",
+               "p.yaml:2:14: 'session_idle_timeout' must not exceed 'session_ttl'");
+    parse_fails("limits:\n  max_sessions: 65537\n", NULL, -EINVAL,
+                "t.yaml:2:17: 'limits.max_sessions' must be between 0 and 65536");
+}
+
 static void config_parse_pool__warm_above_max(void **state)
 {
     (void)state;
@@ -1141,6 +1172,7 @@ int main(void)
         cmocka_unit_test(config_parse_pool__bad_size),
         cmocka_unit_test(config_parse_pool__bad_duration),
         cmocka_unit_test(config_parse_pool__bad_scalars),
+        cmocka_unit_test(config_parse_pool__session_keys),
         cmocka_unit_test(config_parse_pool__warm_above_max),
         cmocka_unit_test(config_parse_pool__out_of_range),
         cmocka_unit_test(config_parse__global_out_of_range),

@@ -25,6 +25,7 @@
 #include "config/config.h"
 #include "lib/alloc.h"
 #include "lib/util.h"
+#include "sandbox/idslot.h"
 #include "sandbox/kit.h"
 #include "sandbox/task_spec.h"
 #include "sandbox/sandbox.h"
@@ -108,6 +109,15 @@ static void task_event(void *arg, const struct ctl_event *ev)
     (void)arg;
     fake_call("event %s wstatus=%d", ev->type == CTL_EXITED ? "exited" : "exec_failed",
               ev->wstatus);
+}
+
+/* A session's hold (core/session.c's place). */
+static void hold_died(void *arg, struct sandbox *sb)
+{
+    struct fixture *f = arg;
+    assert_ptr_equal(sb, f->sb);
+    assert_null(sb->task_ops); /* after its task's died */
+    fake_call("held died");
 }
 
 static void task_died(void *arg)
@@ -194,6 +204,7 @@ static int teardown(void **state)
     fake_forkserver_async_r = 0;
     fake_kit_reserve = false;
     fake_cgroup_empty = true;
+    memset(&fake_cgroup_usage, 0, sizeof(fake_cgroup_usage));
     return 0;
 }
 
@@ -260,17 +271,32 @@ static ssize_t init_recv(void *buf, size_t len, int *fds, size_t max, size_t *nf
     return n;
 }
 
-static void init_send(const void *buf, size_t len, int fd)
+static void init_send_fds(const void *buf, size_t len, const int *fds, size_t nfds)
 {
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-    assert_int_equal(fd_sendmsg(fake_init_fd, &iov, 1, &fd, fd >= 0 ? 1 : 0, MSG_NOSIGNAL),
-                     (ssize_t)len);
+    assert_int_equal(fd_sendmsg(fake_init_fd, &iov, 1, fds, nfds, MSG_NOSIGNAL), (ssize_t)len);
 }
 
+static void init_send(const void *buf, size_t len, int fd)
+{
+    init_send_fds(buf, len, &fd, fd >= 0 ? 1 : 0);
+}
+
+/* A tmpfs directory, as init's /work is: the host's /dev/shm. */
+static int open_tmpfs_dir(void)
+{
+    int fd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    return fd;
+}
+
+/* An event; a READY comes with a tmpfs directory as init's /work. */
 static void init_send_event(uint32_t type, int32_t wstatus)
 {
     struct ctl_event ev = {.magic = CTL_MAGIC, .type = type, .wstatus = wstatus, .pid = 2};
-    init_send(&ev, sizeof(ev), -1);
+    int fd = type == CTL_READY ? open_tmpfs_dir() : -1;
+    init_send(&ev, sizeof(ev), fd);
+    (void)fd_close(fd);
 }
 
 /* Reads the CTL_SETUP init gets and checks it is the pool's (no seccomp program). */
@@ -338,15 +364,21 @@ static void spec_true(struct fixture *f, struct task_spec *spec)
     str_copy(spec->cwd, "/tmp", sizeof(spec->cwd));
 }
 
-/* Hands sb a task ("true", stdio /dev/null); init receives it, packed with the pool's
- * nofile. */
-static void start_task(struct fixture *f, struct sandbox *sb)
+/* Hands sb a task ("true", stdio /dev/null; kept when keep); init receives it, packed with
+ * the pool's nofile. */
+static void start_task_keep(struct fixture *f, struct sandbox *sb, bool keep)
 {
-    struct ctl_task hdr = {
-        .magic = CTL_MAGIC, .type = CTL_TASK, .argc = 1, .nofile = 64, .data_len = 5};
+    struct ctl_task hdr = {.magic = CTL_MAGIC,
+                           .type = CTL_TASK,
+                           .flags = keep ? CTL_TASK_KEEP : 0,
+                           .argc = 1,
+                           .nofile = 64,
+                           .data_len = 5};
     str_copy(hdr.cwd, "/tmp", sizeof(hdr.cwd));
+    enum sandbox_state from = sb->state;
     scoped(task_spec_clear) struct task_spec spec = TASK_SPEC_INIT;
     spec_true(f, &spec);
+    spec.keep = keep;
     int fds[3];
     for (int i = 0; i < 3; i++) {
         fds[i] = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -357,7 +389,7 @@ static void start_task(struct fixture *f, struct sandbox *sb)
     for (int i = 0; i < 3; i++) {
         (void)close(fds[i]); /* the caller's to close */
     }
-    fake_expectf("state warm->busy");
+    fake_expectf("state %s->busy", sandbox_state_name(from));
     char buf[sizeof(hdr) + 64];
     int got[4];
     size_t ngot;
@@ -368,6 +400,11 @@ static void start_task(struct fixture *f, struct sandbox *sb)
     }
     assert_memory_equal(buf, &hdr, sizeof(hdr));
     assert_memory_equal(buf + sizeof(hdr), "true", 5);
+}
+
+static void start_task(struct fixture *f, struct sandbox *sb)
+{
+    start_task_keep(f, sb, false);
 }
 
 /* ---- tests ---- */
@@ -397,11 +434,13 @@ static void sandbox_create__ready_makes_it_warm(void **state)
     (void)uv_run(&f->loop, UV_RUN_NOWAIT);
     fake_expect_none();
 
-    /* READY, with the egress proxy's listener. */
+    /* READY, with /work's root and the egress proxy's listener. */
     int sv[2];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     struct ctl_event ev = {.magic = CTL_MAGIC, .type = CTL_READY, .pid = 2};
-    init_send(&ev, sizeof(ev), sv[0]);
+    int fds[2] = {open_tmpfs_dir(), sv[0]};
+    init_send_fds(&ev, sizeof(ev), fds, 2);
+    (void)close(fds[0]);
     (void)close(sv[0]);
     (void)close(sv[1]);
     run_until(f, "ready");
@@ -409,6 +448,7 @@ static void sandbox_create__ready_makes_it_warm(void **state)
     assert_int_equal(sb->state, SB_WARM);
     assert_int_equal(sb->task_pid, 2);
     assert_true(sb->proxy_fd >= 0);
+    assert_true(sandbox_work_fd(sb) >= 0);
     assert_true(sb->ready_seen);
     assert_true(sb->ready_ns >= sb->created_ns);
     assert_false(uv_is_active((uv_handle_t *)&sb->setup_timer));
@@ -751,6 +791,171 @@ static void sandbox_create__from_the_fork_server_with_a_spare_cgroup(void **stat
     run_until_freed(f);
 }
 
+static void handle_event__ready_needs_a_tmpfs_work_dir(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const cases[] = {"none", "not tmpfs", "not a directory"};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        f->n_failed = 0;
+        struct sandbox *sb = made(f);
+        struct ctl_event ev = {.magic = CTL_MAGIC, .type = CTL_READY, .pid = 2};
+        int fd = -1;
+        if (i == 1) {
+            fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* the host's root */
+        } else if (i == 2) {
+            fd = open("/dev/shm", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            int file = openat(fd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600); /* on tmpfs */
+            (void)close(fd);
+            fd = file;
+        }
+        assert_true(i == 0 || fd >= 0);
+        init_send(&ev, sizeof(ev), fd);
+        (void)fd_close(fd);
+        run_until(f, "failed");
+        assert_int_equal(sb->state, SB_DYING);
+        fake_expectf("failed %s; state creating->dying",
+                     i == 0 ? "sandbox init sent no /work directory with READY"
+                            : "sandbox init's /work is not a tmpfs directory");
+        run_until_freed(f);
+        assert_int_equal(f->n_failed, 1);
+        fake_calls_reset();
+        fake_init_cleanup();
+    }
+}
+
+/* A session's sandbox: held, then kept tasks one at a time, each reported with the pid of
+ * the next task's process and charged for itself; CTL_KILL ends a running one; a later
+ * task cannot bring token mounts; the holder hears of the death. */
+static void sandbox_start_task__kept_tasks_leave_it_held(void **state)
+{
+    struct fixture *f = *state;
+    fake_cgroup_usage.cpu_ns = 100; /* read at READY: the setup's */
+    struct sandbox *sb = warm(f);
+    struct err e = ERR_INIT;
+    assert_int_equal(sandbox_hold(sb, hold_died, f, &e), 0);
+    fake_expectf("state warm->held");
+    assert_int_equal(sandbox_hold(sb, hold_died, f, &e), -EINVAL); /* once */
+    fake_expect_none();
+
+    start_task_keep(f, sb, true);
+    fake_cgroup_usage.cpu_ns = 500;
+    struct ctl_event ev = {
+        .magic = CTL_MAGIC, .type = CTL_EXITED, .wstatus = 0, .pid = 2, .next_pid = 7};
+    init_send(&ev, sizeof(ev), -1);
+    run_until(f, "event");
+    /* Held before the task hears, and the task detached. */
+    fake_expectf("state busy->held; event exited wstatus=0");
+    assert_int_equal(sb->state, SB_HELD);
+    assert_null(sb->task_ops);
+    assert_int_equal(sb->task_pid, 7);
+    assert_true(uv_is_active((uv_handle_t *)&sb->ctl_poll)); /* init goes on */
+    struct cgroup_usage u;
+    assert_int_equal(sandbox_usage(sb, &u), 0);
+    assert_int_equal(u.cpu_ns, 400);
+    sandbox_kill_task(sb); /* no task runs: nothing */
+    fake_expect_none();
+
+    /* Token mounts come with the first task only. */
+    scoped(task_spec_clear) struct task_spec spec = TASK_SPEC_INIT;
+    spec_true(f, &spec);
+    spec.keep = true;
+    spec.n_mounts = 1;
+    spec.mount_fds[0] = -1;
+    int fds[3] = {0, 1, 2};
+    assert_int_equal(sandbox_start_task(sb, &spec, fds, &task_ops, f, &e), -EINVAL);
+    char want[96];
+    (void)snprintf(want, sizeof(want), "sandbox %s: token mounts come with its first task only",
+                   sb->id);
+    assert_string_equal(err_msg(&e), want);
+    spec.n_mounts = 0;
+    fake_expect_none();
+
+    /* The second task is charged from its own start; CTL_KILL ends it. */
+    start_task_keep(f, sb, true);
+    fake_cgroup_usage.cpu_ns = 700;
+    assert_int_equal(sandbox_usage(sb, &u), 0);
+    assert_int_equal(u.cpu_ns, 200);
+    sandbox_kill_task(sb);
+    struct ctl_hdr kill;
+    int got[1];
+    size_t ngot;
+    assert_int_equal(init_recv(&kill, sizeof(kill), got, 1, &ngot), sizeof(kill));
+    assert_int_equal(ngot, 0);
+    assert_int_equal(kill.magic, CTL_MAGIC);
+    assert_int_equal(kill.type, CTL_KILL);
+    assert_int_equal(sb->state, SB_BUSY); /* until init reports */
+    ev.pid = 7;
+    ev.wstatus = SIGKILL;
+    ev.next_pid = 9;
+    init_send(&ev, sizeof(ev), -1);
+    run_until(f, "event");
+    fake_expectf("state busy->held; event exited wstatus=9");
+    assert_int_equal(sb->task_pid, 9);
+
+    /* A task that is not kept: init exits after it, and the sandbox with it. */
+    start_task_keep(f, sb, false);
+    sandbox_kill_task(sb); /* not kept: the sandbox goes */
+    fake_expectf("state busy->dying");
+    run_until_freed(f);
+    fake_expectf("state dying->dead; died; held died; workq_submit; cgroup_remove %s; "
+                 "untrack %s; freed",
+                 f->id, f->id);
+}
+
+/* A kept task's report without a next process: init exits, and the sandbox goes. */
+static void handle_event__kept_task_without_next_process_ends_it(void **state)
+{
+    struct fixture *f = *state;
+    struct sandbox *sb = warm(f);
+    struct err e = ERR_INIT;
+    assert_int_equal(sandbox_hold(sb, hold_died, f, &e), 0);
+    fake_expectf("state warm->held");
+    start_task_keep(f, sb, true);
+    struct ctl_event ev = {.magic = CTL_MAGIC, .type = CTL_EXEC_FAILED, .err = -ENOENT};
+    init_send(&ev, sizeof(ev), -1);
+    run_until(f, "event");
+    fake_expectf("state busy->dying; event exec_failed wstatus=0");
+    assert_null(sb->task_ops);
+    run_until_freed(f);
+    fake_expectf("state dying->dead; held died; workq_submit; cgroup_remove %s; untrack %s; "
+                 "freed",
+                 f->id, f->id);
+    assert_int_equal(f->n_died, 0); /* detached with its report */
+}
+
+static void sandbox_task_host_ids__the_task_users_ids_on_the_host(void **state)
+{
+    struct fixture *f = *state;
+    uid_t uid;
+    gid_t gid;
+    /* Without user namespaces: the pool's ids themselves. */
+    struct sandbox *sb = warm(f);
+    sandbox_task_host_ids(sb, &uid, &gid);
+    assert_int_equal(uid, 10001);
+    assert_int_equal(gid, 10002);
+    sandbox_kill(sb);
+    run_until_freed(f);
+    fake_calls_reset();
+    fake_init_cleanup();
+
+    /* With them: where the sandbox's block maps them (0 -> the block's first id). */
+    struct idslots ids;
+    idslot_init(&ids, 200000, 65536, 4);
+    f->cfg.userns = true;
+    f->cfg.userns_count = 65536;
+    f->env.ids = &ids;
+    sb = warm(f);
+    assert_true(sb->has_ids);
+    sandbox_task_host_ids(sb, &uid, &gid);
+    assert_int_equal(uid, idslot_base(&ids, sb->ids) + 10001);
+    assert_int_equal(gid, idslot_base(&ids, sb->ids) + 10002);
+    assert_true(uid >= 200000 + 10001 && uid < 200000 + 4 * 65536);
+    sandbox_kill(sb);
+    run_until_freed(f);
+    assert_int_equal(ids.used, 0);
+    idslot_free(&ids);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -769,6 +974,10 @@ int main(void)
         T(sandbox_kill__while_made_on_a_worker),
         T(sandbox_kill__in_each_state_once),
         T(sandbox_create__from_the_fork_server_with_a_spare_cgroup),
+        T(handle_event__ready_needs_a_tmpfs_work_dir),
+        T(sandbox_start_task__kept_tasks_leave_it_held),
+        T(handle_event__kept_task_without_next_process_ends_it),
+        T(sandbox_task_host_ids__the_task_users_ids_on_the_host),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,9 @@
 /* Tests of spawn.c, child.c, sbxd-init and mount.c together: each test spawns real sandboxes
  * (no cgroup) and runs build/probe in them through the control protocol. They need root,
  * build/sbxd-init and build/probe (SBX_INIT / SBX_PROBE override), and skip without them.
- * The probe runs from a throw-away image under /tmp: usr/bin/probe and bin -> usr/bin. */
+ * The probe runs from a throw-away image under /tmp: usr/bin/probe and bin -> usr/bin. The
+ * kept sandboxes' tests (a session's: CTL_TASK_KEEP) run the host's tools, in sandboxes made
+ * from scratch and by a fork server (forkserver.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <limits.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
+#include <linux/magic.h>
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <pthread.h>
@@ -24,13 +27,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "wire/ctl.h"
 #include "lib/err.h"
+#include "sandbox/forkserver.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spawn.h"
 #include "lib/sys.h"
@@ -48,7 +54,10 @@ struct fixture {
 struct box {
     struct spawn_result res;
     int ctl;
-    uint32_t task_pid; /* CTL_READY's: the task child's, cloned at setup */
+    uint32_t task_pid;   /* CTL_READY's: the task child's, cloned at setup (or a kept
+                            task's report's next_pid) */
+    int work_fd;         /* CTL_READY's /work root */
+    uint32_t task_flags; /* what box_send_task sends: CTL_TASK_KEEP for a kept sandbox */
 };
 
 struct run {
@@ -56,8 +65,10 @@ struct run {
     int32_t err;
     uint32_t stage;
     int wstatus;
-    uint32_t pid;     /* the task's: CTL_READY's, which CTL_EXITED repeats */
-    uint32_t denials; /* CTL_EXITED's seccomp_denials */
+    uint32_t pid;      /* the task's: CTL_READY's, which CTL_EXITED repeats */
+    uint32_t denials;  /* CTL_EXITED's seccomp_denials */
+    uint32_t next_pid; /* a kept task's next task child */
+    char msg[128];
     char out[16384];
     size_t out_len;
 };
@@ -198,17 +209,24 @@ static void box_spawn(struct box *b, bool userns, const void *packet, size_t len
     assert_true(b->res.pid > 0);
     assert_true(b->res.pidfd >= 0);
     b->ctl = sp[0];
+    b->work_fd = -1;
+    b->task_flags = 0;
     assert_int_equal(send(b->ctl, packet, len, MSG_NOSIGNAL), (ssize_t)len);
 }
 
-/* Spawns a sandbox with the standard setup and expects CTL_READY. */
-static void box_start(struct box *b, const char *image, bool userns)
+/* Expects CTL_READY, with its /work root: a tmpfs directory, mode 0755, owned by the task's
+ * user (in the sandbox; host_uid outside). */
+static void box_ready(struct box *b, uid_t host_uid)
 {
-    struct ctl_setup s;
     struct ctl_event ev;
-    setup_init(&s, image);
-    box_spawn(b, userns, &s, sizeof(s));
-    assert_int_equal(recv_event(b->ctl, &ev, WAIT_MS), 0);
+    struct pollfd p = {b->ctl, POLLIN, 0};
+    assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+    int fds[2] = {-1, -1};
+    size_t got = 0;
+    bool bad = false;
+    assert_int_equal(fd_recv(b->ctl, &ev, sizeof(ev), fds, 2, &got, &bad, 0), sizeof(ev));
+    assert_false(bad);
+    assert_int_equal(ev.magic, CTL_MAGIC);
     if (ev.type != CTL_READY) {
         print_message("setup failed: stage %u %s: %s\n", ev.stage, err_name(ev.err), ev.msg);
     }
@@ -216,6 +234,27 @@ static void box_start(struct box *b, const char *image, bool userns)
     /* The task child is cloned before READY, as pid 2 of the sandbox (init is 1). */
     assert_int_equal(ev.pid, 2);
     b->task_pid = ev.pid;
+    b->task_flags = 0;
+    assert_int_equal(got, 1); /* no egress proxy asked for */
+    b->work_fd = fds[0];
+    struct stat st;
+    struct statfs sfs;
+    assert_int_equal(fstat(b->work_fd, &st), 0);
+    assert_int_equal(fstatfs(b->work_fd, &sfs), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0755);
+    assert_int_equal(st.st_uid, host_uid);
+    assert_int_equal(sfs.f_type, TMPFS_MAGIC);
+    assert_int_equal(fcntl(b->work_fd, F_GETFD), FD_CLOEXEC);
+}
+
+/* Spawns a sandbox with the standard setup and expects CTL_READY. */
+static void box_start(struct box *b, const char *image, bool userns)
+{
+    struct ctl_setup s;
+    setup_init(&s, image);
+    box_spawn(b, userns, &s, sizeof(s));
+    box_ready(b, userns ? 100000 + TASK_UID : TASK_UID);
 }
 
 static void box_stop(struct box *b)
@@ -227,6 +266,7 @@ static void box_stop(struct box *b)
     assert_int_equal(info.si_pid, b->res.pid);
     b->res.pidfd = fd_close(b->res.pidfd);
     b->ctl = fd_close(b->ctl);
+    b->work_fd = fd_close(b->work_fd);
 }
 
 /* Sends one packet with nfds fds attached. */
@@ -234,13 +274,13 @@ static int send_with_fds(int ctl, const void *buf, size_t len, const int *fds, s
 {
     union {
         struct cmsghdr h;
-        char space[CMSG_SPACE(3 * sizeof(int))];
+        char space[CMSG_SPACE(4 * sizeof(int))];
     } cm;
     memset(&cm, 0, sizeof(cm));
     struct iovec iov = {(void *)buf, len};
     struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
     if (nfds > 0) {
-        assert_true(nfds <= 3);
+        assert_true(nfds <= 4);
         msg.msg_control = cm.space;
         msg.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
         struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
@@ -261,6 +301,7 @@ static int box_send_task(struct box *b, const char *const *argv, const char *con
     memset(t, 0, sizeof(*t));
     t->magic = CTL_MAGIC;
     t->type = CTL_TASK;
+    t->flags = b->task_flags;
     t->nofile = 64;
     (void)str_copy(t->cwd, cwd, sizeof(t->cwd));
     size_t off = sizeof(*t);
@@ -321,6 +362,15 @@ static void box_run_full(struct box *b, const char *const *argv, const char *con
                 ret->stage = ev.stage;
                 ret->wstatus = ev.wstatus;
                 ret->denials = ev.seccomp_denials;
+                ret->next_pid = ev.next_pid;
+                (void)str_copy(ret->msg, ev.msg, sizeof(ret->msg));
+                if (b->task_flags & CTL_TASK_KEEP) {
+                    /* The next task's process, cloned once this one's were all gone. */
+                    assert_int_not_equal(ev.next_pid, 0);
+                    b->task_pid = ev.next_pid;
+                } else {
+                    assert_int_equal(ev.next_pid, 0);
+                }
                 p[0].fd = -1;
             }
         }
@@ -945,6 +995,8 @@ static void spawn_sandbox__counting_falls_back_under_a_listener(void **state)
     assert_int_equal(o.r, 0);
     b.res = o.res;
     b.ctl = sp[0];
+    b.work_fd = -1;
+    b.task_flags = 0;
     setup_init(s, fx.image);
     s->seccomp_insns = ARRAY_SIZE(prog);
     memcpy(packet + sizeof(*s), prog, sizeof(prog));
@@ -1035,6 +1087,238 @@ static void spawn_sandbox__task_end_ends_daemonized_children(void **state)
     assert_int_equal(count_in_pidns(st.st_ino), 0);
     box_exited_cleanly(&b);
     b.ctl = fd_close(b.ctl);
+}
+
+/* ---- kept sandboxes (CTL_TASK_KEEP): a session's commands ---- */
+
+/* Whether the host has what the kept sandboxes' tests run (they use the host image). */
+static void need_host_tools(void)
+{
+    need_prereqs();
+    if (access("/bin/sh", X_OK) < 0 || access("/usr/bin/setsid", X_OK) < 0 ||
+        access("/usr/bin/sleep", X_OK) < 0) {
+        print_message("skipping: host has no /bin/sh, setsid or sleep\n");
+        skip();
+    }
+}
+
+static void box_sh(struct box *b, const char *script, struct run *r)
+{
+    const char *const argv[] = {"sh", "-c", script, NULL};
+    box_run(b, argv, r);
+}
+
+/* Asserts that the pids in `ls /proc`'s output are exactly 1 (init) and pid. */
+static void assert_proc_pids(const char *out, uint32_t pid)
+{
+    char want[16];
+    (void)snprintf(want, sizeof(want), "%u", pid);
+    bool saw_init = false, saw_task = false;
+    char buf[sizeof(((struct run *)0)->out)];
+    (void)str_copy(buf, out, sizeof(buf));
+    for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n")) {
+        if (tok[0] < '0' || tok[0] > '9') {
+            continue;
+        }
+        if (strcmp(tok, "1") == 0) {
+            saw_init = true;
+        } else if (strcmp(tok, want) == 0) {
+            saw_task = true;
+        } else {
+            print_message("a process of an earlier task is left: pid %s\n", tok);
+            fail();
+        }
+    }
+    assert_true(saw_init);
+    assert_true(saw_task);
+}
+
+/* A task that prints "up", then sleeps: CTL_KILL once "up" came ends it with SIGKILL. */
+static void box_run_killed(struct box *b, struct run *ret)
+{
+    static const char *const argv[] = {"sh", "-c", "echo up; exec sleep 100", NULL};
+    static const char *const env[] = {"PATH=/usr/bin:/bin", NULL};
+    int in[2], out[2];
+    memset(ret, 0, sizeof(*ret));
+    assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+    in[1] = fd_close(in[1]);
+    assert_int_equal(box_send_task(b, argv, env, "/", in[0], out[1]), 0);
+    in[0] = fd_close(in[0]);
+    out[1] = fd_close(out[1]);
+    struct pollfd p = {out[0], POLLIN, 0};
+    assert_int_equal(poll(&p, 1, WAIT_MS), 1);
+    char up[8];
+    assert_int_equal(read(out[0], up, sizeof(up)), 3);
+    const struct ctl_hdr kill = {.magic = CTL_MAGIC, .type = CTL_KILL};
+    assert_int_equal(send(b->ctl, &kill, sizeof(kill), MSG_NOSIGNAL), (ssize_t)sizeof(kill));
+    struct ctl_event ev;
+    assert_int_equal(recv_event(b->ctl, &ev, WAIT_MS), 0);
+    assert_int_equal(ev.type, CTL_EXITED);
+    assert_int_equal(ev.pid, b->task_pid);
+    ret->type = ev.type;
+    ret->wstatus = ev.wstatus;
+    ret->next_pid = ev.next_pid;
+    assert_int_not_equal(ev.next_pid, 0);
+    b->task_pid = ev.next_pid;
+    /* Everything of the task is gone with the report: its pipe's last writer too. */
+    assert_int_equal(read(out[0], up, sizeof(up)), 0);
+    (void)fd_close(out[0]);
+}
+
+/* A session's life in b, a sandbox just READY: its tasks keep /work and /tmp, a daemon one
+ * leaves (setsid and a double fork, SIGTERM ignored) is gone when the next starts, each
+ * next task runs as the pid the last report named, an exec failure, a CTL_KILL and a
+ * refused token mount each leave it usable, and a last task without CTL_TASK_KEEP ends it. */
+static void keep_scenario(struct box *b)
+{
+    struct run r;
+    /* sbxd's side of the workspace: a file written through READY's fd, as the task's user
+     * (in a user namespace's tmpfs a file of an unmapped owner cannot be made: EOVERFLOW). */
+    struct stat root;
+    assert_int_equal(fstat(b->work_fd, &root), 0);
+    (void)setfsgid(root.st_gid);
+    (void)setfsuid(root.st_uid);
+    int fd = openat(b->work_fd, "from-sbxd", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    (void)setfsuid(0);
+    (void)setfsgid(0);
+    assert_true(fd >= 0);
+    assert_int_equal(fd_write_all(fd, "hello\n", 6), 0);
+    fd = fd_close(fd);
+    b->task_flags = CTL_TASK_KEEP;
+
+    box_sh(b,
+           "cat /work/from-sbxd; echo one > /work/w; echo two > /tmp/t; "
+           "setsid -f sh -c 'trap \"\" TERM; sleep 2; echo late > /work/late' "
+           "</dev/null >/dev/null 2>&1; echo started",
+           &r);
+    assert_exit(&r, 0);
+    assert_string_equal(r.out, "hello\nstarted\n");
+    uint32_t second = r.next_pid;
+    assert_true(second > 2);
+
+    /* Only init and the task itself: the daemon died before the report. */
+    static const char *const ls_proc[] = {"ls", "/proc", NULL};
+    box_run(b, ls_proc, &r);
+    assert_exit(&r, 0);
+    assert_int_equal(r.pid, second);
+    assert_proc_pids(r.out, second);
+
+    box_sh(b, "cat /work/w /tmp/t", &r);
+    assert_exit(&r, 0);
+    assert_string_equal(r.out, "one\ntwo\n");
+
+    static const char *const missing[] = {"/nonexistent/cmd", NULL};
+    box_run(b, missing, &r);
+    assert_int_equal(r.type, CTL_EXEC_FAILED);
+    assert_int_equal(r.stage, CTL_STAGE_EXEC);
+    assert_int_equal(r.err, -ENOENT);
+
+    box_run_killed(b, &r);
+    assert_true(WIFSIGNALED(r.wstatus));
+    assert_int_equal(WTERMSIG(r.wstatus), SIGKILL);
+
+    /* A token mount is for a sandbox's first task only. */
+    static char pkt[sizeof(struct ctl_task) + 16];
+    struct ctl_task *t = (struct ctl_task *)pkt;
+    memset(pkt, 0, sizeof(pkt));
+    *t = (struct ctl_task){.magic = CTL_MAGIC,
+                           .type = CTL_TASK,
+                           .flags = CTL_TASK_KEEP,
+                           .argc = 1,
+                           .nofile = 64,
+                           .data_len = 5,
+                           .n_mounts = 1};
+    (void)str_copy(t->cwd, "/", sizeof(t->cwd));
+    (void)str_copy(t->mount_dst[0], "/data", sizeof(t->mount_dst[0]));
+    memcpy(pkt + sizeof(*t), "true", 5);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    int fds[4] = {null, null, null, null};
+    assert_int_equal(send_with_fds(b->ctl, pkt, sizeof(*t) + 5, fds, 4), 0);
+    (void)fd_close(null);
+    struct ctl_event ev;
+    assert_int_equal(recv_event(b->ctl, &ev, WAIT_MS), 0);
+    assert_int_equal(ev.type, CTL_EXEC_FAILED);
+    assert_int_equal(ev.stage, CTL_STAGE_PROTOCOL);
+    assert_non_null(strstr(ev.msg, "first task only"));
+    assert_int_not_equal(ev.next_pid, 0);
+    b->task_pid = ev.next_pid;
+
+    /* The daemon never wrote: it was killed with the first task. */
+    assert_int_equal(faccessat(b->work_fd, "late", F_OK, 0), -1);
+    assert_int_equal(errno, ENOENT);
+
+    /* The last task: init reports and exits, taking the sandbox with it. */
+    b->task_flags = 0;
+    box_sh(b, "cat /work/w; ls /work", &r);
+    assert_exit(&r, 0);
+    assert_string_equal(r.out, "one\nfrom-sbxd\nw\n");
+    assert_int_equal(r.next_pid, 0);
+    box_exited_cleanly(b);
+    b->ctl = fd_close(b->ctl);
+    b->work_fd = fd_close(b->work_fd);
+}
+
+static void spawn_sandbox__kept_sandbox_serves_a_session(void **state)
+{
+    (void)state;
+    struct box b;
+    need_host_tools();
+    box_start(&b, "/", true);
+    keep_scenario(&b);
+}
+
+static void spawn_sandbox__kept_sandbox_serves_a_session_without_userns(void **state)
+{
+    (void)state;
+    struct box b;
+    need_host_tools();
+    box_start(&b, "/", false);
+    keep_scenario(&b);
+}
+
+/* The same from a pool's fork server, whose sandboxes mount /work (and the rest of their
+ * own) on its template. */
+static void spawn_sandbox__kept_sandbox_from_a_fork_server(void **state)
+{
+    (void)state;
+    need_host_tools();
+    uv_loop_t loop;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    struct forkserver *z = forkserver_new("keep", &loop);
+    for (int round = 0; round < 2; round++) {
+        struct box b;
+        int sp[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+        struct spawn_plan plan = {
+            .init_path = fx.init_path,
+            .userns = true,
+            .host_id_base = 100000,
+            .id_count = 65536,
+            .ctl_fd = sp[1],
+            .netns_fd = -1,
+        };
+        struct ctl_setup s;
+        setup_init(&s, "/");
+        struct err e = ERR_INIT;
+        int r = forkserver_spawn(z, &plan, &s, NULL, &b.res, &e);
+        (void)fd_close(sp[1]);
+        if (r < 0) {
+            print_message("forkserver_spawn: %d %s\n", r, err_msg(&e));
+        }
+        assert_int_equal(r, 0);
+        b.ctl = sp[0];
+        assert_int_equal(send(b.ctl, &s, sizeof(s), MSG_NOSIGNAL), (ssize_t)sizeof(s));
+        box_ready(&b, 100000 + TASK_UID);
+        keep_scenario(&b);
+    }
+    struct forkserver_stats st;
+    forkserver_get_stats(z, &st);
+    assert_int_equal(st.spawned, 2);
+    assert_int_equal(st.starts, 1);
+    z = forkserver_free(z);
+    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&loop), 0);
 }
 
 static void spawn_sandbox__bad_plan_is_refused(void **state)
@@ -1228,6 +1512,9 @@ int main(void)
         cmocka_unit_test(spawn_sandbox__counting_falls_back_under_a_listener),
         cmocka_unit_test(spawn_sandbox__init_exits_when_ctl_closes),
         cmocka_unit_test(spawn_sandbox__task_end_ends_daemonized_children),
+        cmocka_unit_test(spawn_sandbox__kept_sandbox_serves_a_session),
+        cmocka_unit_test(spawn_sandbox__kept_sandbox_serves_a_session_without_userns),
+        cmocka_unit_test(spawn_sandbox__kept_sandbox_from_a_fork_server),
         cmocka_unit_test(spawn_sandbox__concurrent_spawns_in_threads),
     };
     return cmocka_run_group_tests_name("spawn", tests, group_setup, group_teardown);

@@ -634,7 +634,7 @@ static void task_start__sandbox_refusing_the_task_is_an_error(void **state)
     /* The sandbox is destroyed; the child's ends are closed, so the pipes reach EOF. */
     fake_expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
                  "egress_session_start - sb1; sandbox_start_task sb1 argv0=true cwd=/tmp; "
-                 "sandbox_kill sb1");
+                 "sandbox_detach_task sb1; sandbox_kill sb1");
     run_until(f, "audit_when_committed");
     fake_expectf("metrics_task_done error setup out=0 err=0 truncated=0; audit finished error; "
                  "audit destroyed sb1 reaped=1; "
@@ -677,9 +677,9 @@ static void task_start__egress_refusing_the_session_is_an_error(void **state)
     fake_egress_start_r = -ENOENT;
     f->sb = fake_task_sandbox("sb1");
     fake_pool_got(f->sb);
-    /* The task is never handed to the sandbox. */
+    /* The task is never handed to the sandbox, which it claimed: it lets go first. */
     fake_expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
-                 "egress_session_start web sb1; sandbox_kill sb1");
+                 "egress_session_start web sb1; sandbox_detach_task sb1; sandbox_kill sb1");
     run_until(f, "audit_when_committed");
     fake_calls_reset();
     commit_result(f, "error");
@@ -918,6 +918,71 @@ static void task_token_kill__running_task_revoked_is_token_revoked(void **state)
     commit_result(f, "token_revoked");
 }
 
+/* A session's command in sandbox sb1 (HELD, as its session has it between commands). */
+static void session_task(struct fixture *f)
+{
+    new_task(f, NULL);
+    f->sb = fake_task_sandbox("sb1");
+    f->sb->state = SB_HELD;
+    task_start_session(f->t, f->sb, (struct session *)f); /* any session: the fake logs */
+    fake_expectf("metrics_task_start; sched_task_started; audit decision allowed=1; "
+                 "audit assigned sb1 cold=0; egress_session_start - sb1; "
+                 "sandbox_start_task sb1 argv0=true cwd=/tmp; audit started pid=2; "
+                 "metrics_task_running; sink started sb1");
+}
+
+static void task_start_session__exit_keeps_the_sandbox_and_tells_the_session(void **state)
+{
+    struct fixture *f = *state;
+    session_task(f);
+    fake_task_kept_exited(f->sb, W_EXITCODE(0, 0));
+    fake_task_close_stdio();
+    run_until(f, "audit_when_committed");
+    /* Neither killed nor destroyed: the sandbox is the session's again. */
+    fake_expectf("sandbox_usage sb1; metrics_task_done exited out=0 err=0 truncated=0; "
+                 "audit finished exited; audit result exited (outcome); "
+                 "audit_when_committed 1");
+    assert_true(fake_audit_commit(true));
+    /* The session hears of the end before the client has the result. */
+    fake_expectf("session_command_done; sink result exited; sink stdin_written 0; sink done; "
+                 "sched_task_ended");
+    assert_int_equal(f->sb->state, SB_HELD);
+}
+
+static void task_start_session__timeout_kills_the_command_not_the_sandbox(void **state)
+{
+    struct fixture *f = *state;
+    f->timeout_ns = 20ULL * 1000 * 1000;
+    session_task(f);
+    run_until(f, "sandbox_kill_task sb1"); /* the timer */
+    fake_expectf("sandbox_kill_task sb1");
+    fake_task_kept_exited(f->sb, SIGKILL); /* init killed the command's processes */
+    fake_task_close_stdio();
+    run_until(f, "audit_when_committed");
+    fake_calls_reset();
+    assert_true(fake_audit_commit(true));
+    fake_expectf("session_command_done; sink result timeout; sink stdin_written 0; sink done; "
+                 "sched_task_ended");
+    assert_res_u64(f, "signal", SIGKILL);
+}
+
+static void task_detach_session__its_session_ended_first_kills_the_sandbox(void **state)
+{
+    struct fixture *f = *state;
+    session_task(f);
+    task_kill(f->t, KILL_SESSION_CLOSED); /* session.close: the command first */
+    fake_expectf("sandbox_kill_task sb1");
+    task_detach_session(f->t);
+    task_kill(f->t, KILL_TIMEOUT); /* without its session it goes with the sandbox */
+    fake_expectf("sandbox_kill sb1");
+    sandbox_gone(f);
+    fake_calls_reset();
+    assert_true(fake_audit_commit(true));
+    /* Not told: the session is gone. */
+    fake_expectf("sink result cancelled; sink stdin_written 0; sink done; sched_task_ended");
+    assert_res_lacks(f, "error"); /* cancelled: the trail has why */
+}
+
 static void task_stdin__streams_to_the_child_then_closes(void **state)
 {
     struct fixture *f = *state;
@@ -981,6 +1046,9 @@ int main(void)
         T(task_token_kill__running_task_is_token_expired),
         T(task_token_kill__running_task_revoked_is_token_revoked),
         T(task_stdin__streams_to_the_child_then_closes),
+        T(task_start_session__exit_keeps_the_sandbox_and_tells_the_session),
+        T(task_start_session__timeout_kills_the_command_not_the_sandbox),
+        T(task_detach_session__its_session_ended_first_kills_the_sandbox),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

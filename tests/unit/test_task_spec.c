@@ -240,6 +240,11 @@ static void task_spec_pack__fills_the_header(void **state)
     assert_string_equal(hdr.mount_dst[0], "/data");
     assert_string_equal(hdr.mount_dst[1], "/etc/x.conf");
     assert_int_equal(hdr.mount_dst[2][0], '\0'); /* the rest zeroed, as init reads it */
+    assert_int_equal(hdr.flags, 0);
+    /* A session's command: the sandbox outlives it. */
+    s.keep = true;
+    assert_int_equal(task_spec_pack(&s, 64, &hdr, &e), 0);
+    assert_int_equal(hdr.flags, CTL_TASK_KEEP);
 }
 
 static void task_spec_pack__limits(void **state)

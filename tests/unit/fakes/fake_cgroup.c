@@ -83,9 +83,11 @@ int cgroup_remove(struct cgroup *cg, struct err *e)
     return 0;
 }
 
+struct cgroup_usage fake_cgroup_usage;
+
 int cgroup_usage(struct cgroup *cg, struct cgroup_usage *ret)
 {
     (void)cg;
-    memset(ret, 0, sizeof(*ret));
+    *ret = fake_cgroup_usage;
     return 0;
 }

@@ -72,6 +72,8 @@ extern int fake_cgroup_create_r;  /* cgroup_create fails with it when < 0 */
 extern bool fake_cgroup_empty;    /* what cgroup_is_empty says */
 extern int fake_cgroup_reset_r;   /* what cgroup_reset returns */
 extern unsigned fake_cgroup_live; /* cgroup handles not freed */
+struct cgroup_usage;
+extern struct cgroup_usage fake_cgroup_usage; /* what cgroup_usage reads */
 /* A handle as cgroup_create makes it (for a kit's spare). */
 struct cgroup *fake_cgroup_new(const char *name);
 
@@ -146,6 +148,9 @@ void fake_task_exited(struct sandbox *sb, int wstatus);
 void fake_task_exec_failed(struct sandbox *sb, uint32_t stage, int err, const char *msg);
 /* init was reaped: the task is detached, then told died (as sandbox.c does). */
 void fake_task_died(struct sandbox *sb);
+/* init reports a kept task's exit (a session's command): sb is detached and HELD first, as
+ * sandbox.c does it. */
+void fake_task_kept_exited(struct sandbox *sb, int wstatus);
 
 /* fake_task_audit.c (core/task_audit.c) and fake_audit.c (audit/audit.c): each event is
  * logged; task_audit_result returns tickets 1, 2, ... and audit_when_committed keeps its
