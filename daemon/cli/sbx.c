@@ -174,8 +174,8 @@ const struct sbx_cmd sbx_cmds[] = {
     {"audit", SBX_SOCKET_ADMIN, "[OPTIONS] | verify [--json]",
      "show the audit trail's task chains, newest first; 'verify' checks its hash chain",
      sbx_audit_subcmds, NULL, sbx_audit_opts,
-     "exit status: 0; 1 when verify finds a bad row or --task finds nothing; 125 when sbx\n"
-     "failed (usage, sbxd unreachable, a refused request, a write error)\n",
+     "exit status: 0; 1 when verify finds a bad row or --task or --session finds nothing;\n"
+     "125 when sbx failed (usage, sbxd unreachable, a refused request, a write error)\n",
      sbx_audit_run},
     {"completion", SBX_SOCKET_AGENT, "bash",
      "print the shell completion script (source it, or install it as\n"

@@ -140,7 +140,7 @@ static void sbx_json_write_key(FILE *f, const msgpack_object *k)
 
 static void sbx_json_write_depth(FILE *f, const msgpack_object *o, int depth)
 {
-    if (depth >= SBX_JSON_MAX_DEPTH) {
+    if (!o || depth >= SBX_JSON_MAX_DEPTH) {
         (void)fputs("null", f);
         return;
     }

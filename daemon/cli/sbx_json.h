@@ -33,7 +33,7 @@ bool sbx_json_utf8_valid(const char *s, size_t len);
  * with padding), quotes included. */
 void sbx_json_write_b64(FILE *f, const char *s, size_t len);
 
-/* Writes a decoded msgpack value as JSON: nil as null, str and bin as strings (see
+/* Writes a decoded msgpack value as JSON: nil (and a NULL o) as null, str and bin as strings (see
  * sbx_json_write_str), non-finite floats and ext as null, non-string map keys as their
  * decimal or "?" text. Nesting below 64 levels is written as null. */
 void sbx_json_write_obj(FILE *f, const msgpack_object *o);

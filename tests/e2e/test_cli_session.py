@@ -205,13 +205,15 @@ class CliSession(DaemonTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         r = self.sbx("cp", sid + ":f", "-", env={"SBX_TOKEN": tokens[0]})
         self.assertEqual((r.returncode, r.stdout), (0, b"mine\n"), r.stderr)
-        for env in ({"SBX_TOKEN": tokens[1]}, {}):
-            for args in (["exec", "--session", sid, "--", "cat", "/work/f"], ["cp", sid + ":f", "-"],
-                         ["session", "close", sid]):
-                r = self.sbx(*args, env=env)
-                self.assertEqual(r.returncode, SBX_FAIL, (args, env))
-                self.assertIn(b"(denied)", r.stderr, (args, env))
-                self.assertEqual(r.stdout, b"")
+        # Another token is refused; naming none uses the session's own (its id is the secret).
+        for args in (["exec", "--session", sid, "--", "cat", "/work/f"], ["cp", sid + ":f", "-"],
+                     ["session", "ls", sid], ["session", "close", sid]):
+            r = self.sbx(*args, env={"SBX_TOKEN": tokens[1]})
+            self.assertEqual(r.returncode, SBX_FAIL, args)
+            self.assertIn(b"(denied)", r.stderr, args)
+            self.assertEqual(r.stdout, b"")
+        r = self.run_in(sid, "cat", "/work/f")
+        self.assertEqual((r.returncode, r.stdout), (0, b"mine\n"), r.stderr)
         r = self.sbx("session", "list", "--json", "--token", tokens[0])
         self.assertIn(sid, [s["session"] for s in json.loads(r.stdout)])
         r = self.sbx("session", "list", "--json", "--token", tokens[1])
@@ -260,6 +262,9 @@ class CliSession(DaemonTest):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("echo one", r.stdout.decode())
         self.assertIn("session.close", r.stdout.decode())
+        r = self.admin("audit", "--session", "s-" + "0" * 32)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(b"no audit events for session", r.stderr)
 
     def test_python_client_sessions(self):
         with self.d.client() as c:
