@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* sbx exec's files: the local files of --file, sent inline in the request when small and
- * streamed after it as exec.file chunks when not (so that no message comes near sbxd's
- * message bound), and the files of the result (--collect), written beneath --out's
- * directory by sbx_out.c with what could not be written kept for the report. A local file
- * that changes size while it is sent fails sbx rather than send other bytes than it
- * declared. */
+/* sbx exec's --file: local files sent inline in the request when small and streamed after it
+ * as exec.file chunks when not, so that no message comes near sbxd's message bound. Each is
+ * sized when it is opened and exactly that many bytes are sent: one that grows meanwhile is
+ * cut at its size, one that gets shorter fails sbx (and so cancels the task). */
 #include "cli/cli_impl.h"
 
 #include <errno.h>
