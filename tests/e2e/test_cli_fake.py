@@ -315,7 +315,11 @@ class CliFakeTest(unittest.TestCase):
             p.stderr.close()
 
     def test_message_above_cap(self):
-        r = self.sbx("exec", "huge", str(20 << 20))
+        # sbx's bound (sbx_conn.c's SBX_MAX_MSG) is sized for the largest result sbxd may
+        # send: captured output and collected files.
+        with open(os.path.join(ROOT, "daemon", "cli", "sbx_conn.c")) as f:
+            bound = int(re.search(r"#define SBX_MAX_MSG \((\d+)u << 20\)", f.read()).group(1))
+        r = self.sbx("exec", "huge", str((bound + 1) << 20))
         self.assertEqual(r.returncode, SBX_FAIL)
         self.assertTrue(r.stderr.startswith(b"sbx: "), r.stderr)
         self.assertEqual(r.stderr.count(b"\n"), 1)
