@@ -58,8 +58,10 @@ struct session {
     uint64_t idle_ns;
     uint64_t last_ns; /* the last thing done with it: idle counts from here */
     uint64_t commands;
-    uint64_t files_in;
-    uint64_t files_out;
+    uint64_t files_in;  /* file bytes into its workspace: its own methods' and its commands' */
+    uint64_t files_out; /* ... and out of it */
+    uint64_t own_in;    /* of which its own (session.open, session.write): its metrics' */
+    uint64_t own_out;
     struct session *prev; /* the table's list, in order of opening */
     struct session *next;
 };
@@ -198,7 +200,8 @@ static uint64_t session_end(struct session *s, enum session_end why)
     uint64_t ticket = audit_session_close(s, lifetime_ns / 1000000);
     metrics_session_end(s->pool->metrics, session_end_name(why), (double)lifetime_ns / 1e9,
                         s->commands);
-    metrics_files(s->pool->metrics, s->files_in, s->files_out);
+    /* Its commands' bytes were counted at each command's end. */
+    metrics_files(s->pool->metrics, s->own_in, s->own_out);
     log_debug("session=%s pool=%s reason=%s commands=%llu", s->id, pool_config(s->pool)->name,
               session_end_name(why), (unsigned long long)s->commands);
     session_drop(s);
@@ -469,6 +472,8 @@ void session_add_files(struct session *s, uint64_t in, uint64_t out)
 {
     s->files_in += in;
     s->files_out += out;
+    s->own_in += in;
+    s->own_out += out;
 }
 
 int session_exec(struct session *s, struct task *t)
@@ -494,6 +499,10 @@ void session_command_done(struct session *s, struct task *t)
     }
     s->cmd = NULL;
     s->last_ns = clock_now_ns();
+    uint64_t in, out;
+    task_get_files_bytes(t, &in, &out);
+    s->files_in += in;
+    s->files_out += out;
     if (s->state != SESSION_OPEN) {
         return;
     }

@@ -733,6 +733,12 @@ static void session_done(struct task *t)
     }
 }
 
+void task_get_files_bytes(const struct task *t, uint64_t *ret_in, uint64_t *ret_out)
+{
+    *ret_in = t->files_in_bytes;
+    *ret_out = t->files_out_bytes;
+}
+
 void task_detach_session(struct task *t)
 {
     t->session = NULL;

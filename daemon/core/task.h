@@ -143,6 +143,8 @@ void task_token_kill(struct token_link *l, enum token_state why, void *arg);
  * (sandbox_kill_task); at its end it tells s (session_command_done) just before its result
  * is sent. core/session.c's session_exec only. */
 void task_start_session(struct task *t, struct sandbox *sb, struct session *s);
+/* The file bytes t wrote into /work (its files) and read back (its collect). */
+void task_get_files_bytes(const struct task *t, uint64_t *ret_in, uint64_t *ret_out);
 /* Its session ended first (and kills the sandbox): t tells it nothing more. */
 void task_detach_session(struct task *t);
 /* The client's write queue drained: resume reading output. */

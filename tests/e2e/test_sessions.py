@@ -151,7 +151,9 @@ class Sessions(DaemonTest):
         self.assertEqual(closed["commands"], 3)
         (fields,), = trail(self.d, "SELECT fields FROM events WHERE task = ? AND "
                                    "type = 'session.close'", (sid,))
-        self.assertGreaterEqual(json.loads(fields)["files_in_bytes"], 17)
+        fields = json.loads(fields)
+        # its own (the open's 8 + 9) and its commands' (5 in, 5 + 7 collected)
+        self.assertEqual((fields["files_in_bytes"], fields["files_out_bytes"]), (22, 12))
 
     def test_nothing_of_a_session_is_seen_elsewhere(self):
         a, b = self.open(), self.open()
@@ -300,6 +302,15 @@ class Tokens(DaemonTest):
             a.call("token.revoke", {"id": t1["info"]["id"]}, timeout=30)
             self.assertEqual(c.wait(msgid, 30)["status"], "token_revoked")
             self.assertEqual(wait_closed(self.d, sid), "token_revoked")
+            self.assertEqual(error_code(lambda: run(c, sid, ["true"])), "not_found")
+
+
+    def test_token_expiry_ends_the_session(self):
+        with sbx_client.Client(self.d.admin) as a, self.d.client() as c:
+            t = a.call("token.issue", {"ttl": 2}, timeout=30)
+            sid = call(c, "session.open", {"token": t["token"]})["session"]
+            self.assertEqual(run(c, sid, ["echo", "ok"])["stdout"], b"ok\n")
+            self.assertEqual(wait_closed(self.d, sid), "token_expired")
             self.assertEqual(error_code(lambda: run(c, sid, ["true"])), "not_found")
 
 
