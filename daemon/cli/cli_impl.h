@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <msgpack.h>
 
@@ -192,15 +193,21 @@ int sbx_rpc_request(const struct sbx_ctx *ctx, struct sbx_conn *c, const char *m
 
 #define SBX_FILES_INLINE_MAX (256u << 10) /* larger files are streamed as exec.file */
 #define SBX_FILES_CHUNK (64u << 10)       /* an exec.file chunk */
+/* Inline files go in the request itself, which must stay well below sbxd's message bound
+ * (max_message_bytes, 1 MiB by default) with its argv, env and paths. */
+#define SBX_FILES_INLINE_TOTAL (512u << 10)
 
-/* A local file to send: opened and sized when it is added. */
+/* A local file to send: checked and sized when it is added. */
 struct sbx_file {
     char *local; /* the local path */
     char *path;  /* where it goes in the sandbox, as given (sbxd checks it) */
-    int fd;
+    int fd;      /* open only while it is read */
+    dev_t dev;   /* the file that was checked, which a reopen must find again */
+    ino_t ino;
     uint64_t size; /* what is declared and sent, whatever the file does meanwhile */
     uint32_t mode; /* the local file's permission bits */
     bool streamed; /* sent as exec.file chunks after the request, declared by size */
+    char *data;    /* an inline file's bytes, once loaded (its fd is closed then) */
 };
 
 struct sbx_files {
@@ -215,16 +222,20 @@ struct sbx_files {
 /* Frees what fs holds and closes its files; fs is empty afterwards. Idempotent. */
 void sbx_files_release(struct sbx_files *fs);
 /* Adds --file's LOCAL[:PATH] (split at the last ':'; PATH empty or missing: LOCAL's
- * basename) and opens LOCAL, which must be a regular file; spec is not kept. Returns 0 or
- * -errno with e set. */
+ * basename) and checks that LOCAL opens and is a regular file; spec is not kept. Returns 0
+ * or -errno with e set. */
 int sbx_files_add(struct sbx_files *fs, const char *spec, struct err *e);
 /* Decides which files are inline (at most SBX_FILES_INLINE_MAX each, and together with their
  * paths within a budget well below sbxd's message bound) and which are streamed. */
 void sbx_files_plan(struct sbx_files *fs);
+/* Reads the inline files (after sbx_files_plan) into memory and closes them. Returns 0 or
+ * -errno with e set (a read failed, or a file got shorter). */
+int sbx_files_load(struct sbx_files *fs, struct err *e);
 /* Packs "files" and its array (a key and a value of the request's map): the inline files'
- * bytes read now, the streamed ones declared by size. Returns 0 or -errno with e set (a
- * read failed, or a file got shorter). */
-int sbx_files_pack(msgpack_packer *pk, const struct sbx_files *fs, struct err *e);
+ * loaded bytes, the streamed ones declared by size. */
+void sbx_files_pack(msgpack_packer *pk, const struct sbx_files *fs);
+/* Whether sbx_files_plan made any file a streamed one. */
+bool sbx_files_streamed(const struct sbx_files *fs);
 /* Whether streamed bytes are left to pack. */
 bool sbx_files_pending(const struct sbx_files *fs);
 /* Packs the next [2, "exec.file", [msgid, bin]] of at most SBX_FILES_CHUNK bytes (only while

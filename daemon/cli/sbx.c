@@ -86,6 +86,9 @@ static const struct sbx_opt sbx_session_opts[] = {
     {"--idle-timeout", "SECONDS",
      "open: end it after this long without a command (default: the\n"
      "pool's session_idle_timeout; at most the ttl)"},
+    {"--file", "LOCAL[:PATH]",
+     "open: copy a local file into its /work first, as exec's --file\n"
+     "does (up to 256 KiB each, 512 KiB together; the rest: sbx cp)"},
     {"--token", "TOKEN",
      "the capability token to open it with, and to use it with\n"
      "(env SBX_TOKEN): a session is its opener's (uid and token)"},

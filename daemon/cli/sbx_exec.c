@@ -216,8 +216,7 @@ static int sbx_exec_parse(int argc, char **argv, struct sbx_exec_opts *o)
     return 0;
 }
 
-/* Packs the request; fails only when an inline --file cannot be read. */
-static int sbx_exec_pack_request(struct sbx_exec *x, struct err *e)
+static void sbx_exec_pack_request(struct sbx_exec *x)
 {
     const struct sbx_exec_opts *o = &x->opts;
     msgpack_packer *pk = &x->c.pk;
@@ -270,8 +269,9 @@ static int sbx_exec_pack_request(struct sbx_exec *x, struct err *e)
         proto_pack_kv_bool(pk, "capture", true);
     }
     proto_pack_kv_bool(pk, "stdin", true);
-    /* Last, so that everything else is in the buffer if a file cannot be read. */
-    return o->files.n > 0 ? sbx_files_pack(pk, &o->files, e) : 0;
+    if (o->files.n > 0) {
+        sbx_files_pack(pk, &o->files);
+    }
 }
 
 /* Queues [2, "exec.stdin", [msgid, bin]]; an empty bin is the EOF. */
@@ -665,6 +665,9 @@ int sbx_exec_run(const struct sbx_ctx *ctx, int argc, char **argv)
         return status;
     }
     sbx_files_plan(&x.opts.files);
+    if (sbx_files_load(&x.opts.files, &e) < 0) {
+        return sbx_fail(x.opts.json, SBX_ERR_SYSTEM, "%s", err_msg(&e));
+    }
     status = sbx_rpc_connect(ctx, x.opts.json, &x.c);
     if (status != 0) {
         return status;
@@ -682,9 +685,7 @@ int sbx_exec_run(const struct sbx_ctx *ctx, int argc, char **argv)
     }
     x.stdin_buf = xmalloc(SBX_STDIN_CHUNK);
     x.msgid = x.c.next_msgid++;
-    if (sbx_exec_pack_request(&x, &e) < 0) {
-        return sbx_fail(x.opts.json, SBX_ERR_SYSTEM, "%s", err_msg(&e));
-    }
+    sbx_exec_pack_request(&x);
     status = sbx_exec_loop(&x);
     /* Closing the connection is what makes sbxd cancel the task on a signal or a failed
      * output; after a result, it frees the daemon's side before a possibly long write of

@@ -13,16 +13,13 @@
 #include "lib/alloc.h"
 #include "lib/util.h"
 
-/* Inline files go in the request itself, which must stay well below sbxd's message bound
- * (max_message_bytes, 1 MiB by default) with its argv, env and paths. */
-#define SBX_FILES_INLINE_TOTAL (512u << 10)
-
 void sbx_files_release(struct sbx_files *fs)
 {
     for (size_t i = 0; i < fs->n; i++) {
         fs->v[i].fd = fd_close(fs->v[i].fd);
         free(take_ptr(&fs->v[i].local));
         free(take_ptr(&fs->v[i].path));
+        free(take_ptr(&fs->v[i].data));
     }
     free(take_ptr(&fs->v));
     free(take_ptr(&fs->buf));
@@ -59,14 +56,38 @@ int sbx_files_add(struct sbx_files *fs, const char *spec, struct err *e)
     if (!S_ISREG(st.st_mode)) {
         return err_setx(e, -EINVAL, "--file: '%s' is not a regular file", local);
     }
+    /* Closed until it is read, so that a thousand files need no thousand fds. */
     fs->v = xrealloc(fs->v, (fs->n + 1) * sizeof(*fs->v));
     fs->v[fs->n++] = (struct sbx_file){
         .local = take_ptr(&local),
         .path = take_ptr(&path),
-        .fd = take_fd(&fd),
+        .fd = -1,
+        .dev = st.st_dev,
+        .ino = st.st_ino,
         .size = (uint64_t)st.st_size,
         .mode = (uint32_t)st.st_mode & 0777u,
     };
+    return 0;
+}
+
+/* Opens f again for reading: it must still be the file that was sized and checked. */
+static int sbx_files_open(struct sbx_file *f, struct err *e)
+{
+    struct stat st;
+    if (f->fd >= 0) {
+        return 0;
+    }
+    scoped_close int fd = open(f->local, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        return err_setx(e, -errno, "--file: cannot open '%s': %s", f->local, strerror(errno));
+    }
+    if (fstat(fd, &st) < 0) {
+        return err_setx(e, -errno, "--file: '%s': %s", f->local, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode) || st.st_dev != f->dev || st.st_ino != f->ino) {
+        return err_setx(e, -ESTALE, "--file: '%s' was replaced while it was sent", f->local);
+    }
+    f->fd = take_fd(&fd);
     return 0;
 }
 
@@ -106,9 +127,29 @@ static int sbx_files_read(const struct sbx_file *f, uint64_t off, char *p, size_
     return 0;
 }
 
-int sbx_files_pack(msgpack_packer *pk, const struct sbx_files *fs, struct err *e)
+int sbx_files_load(struct sbx_files *fs, struct err *e)
 {
-    scoped_free char *data = NULL;
+    for (size_t i = 0; i < fs->n; i++) {
+        struct sbx_file *f = &fs->v[i];
+        if (f->streamed || f->data) {
+            continue;
+        }
+        scoped_free char *data = xmalloc(f->size ? f->size : 1);
+        int r = sbx_files_open(f, e);
+        if (r >= 0) {
+            r = sbx_files_read(f, 0, data, f->size, e);
+        }
+        f->fd = fd_close(f->fd);
+        if (r < 0) {
+            return r;
+        }
+        f->data = take_ptr(&data);
+    }
+    return 0;
+}
+
+void sbx_files_pack(msgpack_packer *pk, const struct sbx_files *fs)
+{
     proto_pack_cstr(pk, "files");
     (void)msgpack_pack_array(pk, (uint32_t)fs->n);
     for (size_t i = 0; i < fs->n; i++) {
@@ -118,17 +159,21 @@ int sbx_files_pack(msgpack_packer *pk, const struct sbx_files *fs, struct err *e
         proto_pack_kv_u64(pk, "mode", f->mode);
         if (f->streamed) {
             proto_pack_kv_u64(pk, "size", f->size);
-            continue;
+        } else {
+            proto_pack_cstr(pk, "data");
+            (void)msgpack_pack_bin_with_body(pk, f->data, f->size);
         }
-        data = xrealloc(take_ptr(&data), f->size ? f->size : 1);
-        int r = sbx_files_read(f, 0, data, f->size, e);
-        if (r < 0) {
-            return r;
-        }
-        proto_pack_cstr(pk, "data");
-        (void)msgpack_pack_bin_with_body(pk, data, f->size);
     }
-    return 0;
+}
+
+bool sbx_files_streamed(const struct sbx_files *fs)
+{
+    for (size_t i = 0; i < fs->n; i++) {
+        if (fs->v[i].streamed) {
+            return true;
+        }
+    }
+    return false;
 }
 
 bool sbx_files_pending(const struct sbx_files *fs)
@@ -144,15 +189,19 @@ int sbx_files_pack_chunk(struct sbx_files *fs, msgpack_packer *pk, uint32_t msgi
     }
     /* One chunk may span files: the streamed entries are one byte stream. */
     while (n < SBX_FILES_CHUNK && fs->left > 0) {
-        const struct sbx_file *f = &fs->v[fs->next];
+        struct sbx_file *f = &fs->v[fs->next];
         if (!f->streamed || fs->sent == f->size) {
+            f->fd = fd_close(f->fd);
             fs->next++;
             fs->sent = 0;
             continue;
         }
         uint64_t want = f->size - fs->sent;
         size_t k = want < SBX_FILES_CHUNK - n ? (size_t)want : SBX_FILES_CHUNK - n;
-        int r = sbx_files_read(f, fs->sent, fs->buf + n, k, e);
+        int r = sbx_files_open(f, e);
+        if (r >= 0) {
+            r = sbx_files_read(f, fs->sent, fs->buf + n, k, e);
+        }
         if (r < 0) {
             return r;
         }

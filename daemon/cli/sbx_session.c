@@ -22,6 +22,7 @@ struct sbx_session_opts {
     const char *token; /* never printed */
     uint64_t ttl_ns;   /* 0: the pool's default */
     uint64_t idle_ns;
+    struct sbx_files files; /* open: inline only */
     bool json;
 };
 
@@ -43,12 +44,18 @@ void sbx_session_pack_seconds(msgpack_packer *pk, const char *key, uint64_t ns)
     }
 }
 
+static void sbx_session_release(struct sbx_session_opts *o)
+{
+    sbx_files_release(&o->files);
+}
+
 static void sbx_session_pack(msgpack_packer *pk, const void *arg)
 {
     const struct sbx_session_opts *o = arg;
     bool open = strcmp(o->sub, "open") == 0;
-    uint32_t n = (o->token != NULL) + (o->id != NULL) + (o->path != NULL) +
-                 (open ? (o->pool != NULL) + (o->ttl_ns > 0) + (o->idle_ns > 0) : 0);
+    uint32_t n =
+        (o->token != NULL) + (o->id != NULL) + (o->path != NULL) +
+        (open ? (o->pool != NULL) + (o->ttl_ns > 0) + (o->idle_ns > 0) + (o->files.n > 0) : 0);
 
     (void)msgpack_pack_map(pk, n);
     if (o->token) {
@@ -68,6 +75,9 @@ static void sbx_session_pack(msgpack_packer *pk, const void *arg)
     }
     if (open && o->idle_ns > 0) {
         sbx_session_pack_seconds(pk, "idle_timeout", o->idle_ns);
+    }
+    if (open && o->files.n > 0) {
+        sbx_files_pack(pk, &o->files);
     }
 }
 
@@ -251,6 +261,14 @@ static int sbx_session_parse(int argc, char **argv, struct sbx_session_opts *o)
                 return sbx_usage_error(cmd,
                                        "session open: --idle-timeout needs a positive duration");
             }
+        } else if (open && (r = parse_long_opt(argc, argv, &i, "--file", &v)) != 0) {
+            struct err e = ERR_INIT;
+            if (r < 0) {
+                return sbx_usage_error(cmd, "session open: --file needs LOCAL[:PATH]");
+            }
+            if (sbx_files_add(&o->files, v, &e) < 0) {
+                return sbx_usage_error(cmd, "session open: %s", err_msg(&e));
+            }
         } else if (a[0] == '-' && a[1] != '\0') {
             return sbx_usage_error(cmd, "session %s: unknown option '%s'", o->sub, a);
         } else if (n_pos < 2) {
@@ -271,6 +289,18 @@ static int sbx_session_parse(int argc, char **argv, struct sbx_session_opts *o)
     o->id = pos[0];
     o->path = pos[1];
     o->token = sbx_session_token(o->token);
+    sbx_files_plan(&o->files);
+    if (sbx_files_streamed(&o->files)) {
+        /* session.open takes inline files only: the rest go with sbx cp. */
+        return sbx_usage_error(cmd,
+                               "session open: --file takes files of up to %u KiB (%u KiB "
+                               "together); copy larger ones in with sbx cp",
+                               SBX_FILES_INLINE_MAX >> 10, SBX_FILES_INLINE_TOTAL >> 10);
+    }
+    struct err e = ERR_INIT;
+    if (sbx_files_load(&o->files, &e) < 0) {
+        return sbx_fail(o->json, SBX_ERR_SYSTEM, "%s", err_msg(&e));
+    }
     return 0;
 }
 
@@ -288,7 +318,7 @@ int sbx_session_run(const struct sbx_ctx *ctx, int argc, char **argv)
     const struct sbx_cmd *cmd = sbx_cmd_find(argv[0]);
     scoped(sbx_conn_close) struct sbx_conn c = {.fd = -1};
     scoped(proto_msg_done) struct proto_msg m = {0};
-    struct sbx_session_opts o = {0};
+    scoped(sbx_session_release) struct sbx_session_opts o = {0};
     size_t k = 0;
 
     if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {

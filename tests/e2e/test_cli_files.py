@@ -9,6 +9,7 @@ import base64
 import hashlib
 import json
 import os
+import resource
 import shutil
 import stat
 import subprocess
@@ -84,11 +85,12 @@ class CliFilesFake(unittest.TestCase, Tmp):
         cls.fake.stderr.close()
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def sbx(self, *args, cwd=None, timeout=120):
+    def sbx(self, *args, cwd=None, timeout=120, preexec_fn=None):
         env = dict(os.environ)
         env.pop("SBX_TOKEN", None)
         return subprocess.run([SBX, "--socket", self.sock] + list(args), capture_output=True,
-                              cwd=cwd, env=env, timeout=timeout, input=b"")
+                              cwd=cwd, env=env, timeout=timeout, input=b"",
+                              preexec_fn=preexec_fn)
 
     def sent(self, *file_args):
         """The request's files as the fake received them."""
@@ -141,6 +143,22 @@ class CliFilesFake(unittest.TestCase, Tmp):
         self.assertLess(got["request_bytes"], 1 << 20)
         self.assertTrue(any(f["streamed"] for f in got["files"]))
         self.assertFalse(all(f["streamed"] for f in got["files"]))
+
+    def test_more_files_than_fds(self):
+        # 300 files (some inline, some streamed) under a limit of 32 fds: sbx holds a file
+        # open only while it reads it.
+        d = self.tmpdir()
+        args, blobs = [], []
+        for i in range(300):
+            blobs.append(os.urandom(4096 if i % 3 else 300 << 10))
+            args += ["--file", write(os.path.join(d, "f%03d" % i), blobs[-1])]
+
+        def few_fds():
+            resource.setrlimit(resource.RLIMIT_NOFILE, (32, 32))
+        r = self.sbx("exec", *args, "--", "files", preexec_fn=few_fds)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(r.stdout)
+        self.assertEqual([f["sha256"] for f in got["files"]], [sha(b) for b in blobs])
 
     def test_file_usage_errors_run_nothing(self):
         d = self.tmpdir()

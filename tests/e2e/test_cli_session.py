@@ -176,6 +176,25 @@ class CliSession(DaemonTest):
         self.assertEqual(r.returncode, SBX_FAIL)
         self.assertIn(b"is a directory", r.stderr)
 
+    def test_open_with_files(self):
+        d = self.tmpdir()
+        src = os.path.join(d, "seed.sh")
+        with open(src, "wb") as f:
+            f.write(b"echo seeded\n")
+        os.chmod(src, 0o700)
+        sid = self.open_session("--file", src, "--file", src + ":sub/copy")
+        r = self.run_in(sid, "sh", "-c", "sh seed.sh; stat -c '%a %n' seed.sh sub/copy")
+        self.assertEqual(r.stdout, b"seeded\n700 seed.sh\n700 sub/copy\n", r.stderr)
+        big = os.path.join(d, "big")
+        with open(big, "wb") as f:
+            f.write(b"x" * (300 << 10))
+        r = self.sbx("session", "open", "--file", big)
+        self.assertEqual((r.returncode, r.stdout), (SBX_FAIL, b""))
+        self.assertIn(b"copy larger ones in with sbx cp", r.stderr)
+        r = self.sbx("session", "open", "--file", src + ":../out")
+        self.assertEqual((r.returncode, r.stdout), (SBX_FAIL, b""))
+        self.assertIn(b"(bad_request)", r.stderr)
+
     def test_close_then_not_found(self):
         r = self.sbx("session", "open")
         sid = r.stdout.decode().strip()
