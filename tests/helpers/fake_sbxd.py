@@ -12,6 +12,8 @@ behaves according to its argv[0]:
   out HEX [HEX [CODE]]    write these bytes to stdout (and stderr), exit CODE
   big N [CODE]            write N bytes of stdout in 64 KiB chunks, exit CODE
   huge N                  one exec.stdout notification of N bytes, then exit 0
+  hugeheader N            the start of an exec.stdout notification whose bin header says
+                          N bytes (none follow), then nothing
   signal N                killed by signal N
   timeout | oom           the matching status, after a little output
   outlimit N              N bytes of stdout, then status output_limit, truncated
@@ -191,6 +193,16 @@ def run_exec(conn, msgid, args, stdin_q):
     elif cmd == "huge":
         out(b"h" * int(rest[0]))
         finish("exited", exit_code=0)
+    elif cmd == "hugeheader":
+        # [2, "exec.stdout", [msgid, bin32 of N]]: a reader bounded below N refuses it on the
+        # header, so the body need not exist.
+        data = (b"\x93" + msgpack.packb(2) + msgpack.packb("exec.stdout") + b"\x92" +
+                msgpack.packb(msgid) + b"\xc6" + int(rest[0]).to_bytes(4, "big"))
+        with conn.lock:
+            try:
+                conn.sock.sendall(data)
+            except OSError:
+                pass
     elif cmd == "signal":
         finish("signaled", signal=int(rest[0]))
     elif cmd == "timeout":
