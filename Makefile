@@ -212,7 +212,8 @@ TEST_pool_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_sched.c $(FAKES)/fake_kit
 TEST_sandbox_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_kit.c $(FAKES)/fake_cgroup.c \
                       $(FAKES)/fake_netns.c $(FAKES)/fake_image.c $(FAKES)/fake_spawn.c \
                       $(FAKES)/fake_forkserver.c $(FAKES)/fake_workq.c daemon/sandbox/idslot.c \
-                      daemon/sandbox/task_spec.c daemon/wire/egress_parse.c
+                      daemon/sandbox/task_spec.c daemon/wire/egress_parse.c \
+                      daemon/sandbox/sandbox_work.c
 TEST_task_spec_EXTRA := daemon/wire/egress_parse.c
 # api/server.c alone over a real loop and socket: the handler is the test's, logging to
 # the fakes' call log; the clients pack with proto.c.

@@ -9,14 +9,11 @@
 
 #include <assert.h>
 #include <linux/filter.h>
-#include <linux/magic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -420,33 +417,6 @@ static void setup_timeout(uv_timer_t *h)
     sandbox_kill(sb);
 }
 
-/* SECURITY: sbxd writes and reads the task's files below the fd that init's READY brought
- * (sandbox/workspace.c): it must be what init mounted as the sandbox's /work, a tmpfs's
- * directory of the task's user, and nothing of the host (a shared /dev/shm, say) that an
- * init could have opened instead. Returns 0 or -errno with e. */
-static int check_work_fd(const struct sandbox *sb, struct err *e)
-{
-    struct stat st;
-    struct statfs sfs;
-    if (sb->work_fd < 0) {
-        return err_setx(e, -EPROTO, "sandbox init sent no /work directory with READY");
-    }
-    if (fstat(sb->work_fd, &st) < 0 || fstatfs(sb->work_fd, &sfs) < 0) {
-        return err_set(e, -errno, "sandbox's /work");
-    }
-    if (!S_ISDIR(st.st_mode) || sfs.f_type != TMPFS_MAGIC) {
-        return err_setx(e, -EPROTO, "sandbox init's /work is not a tmpfs directory");
-    }
-    uid_t uid;
-    gid_t gid;
-    sandbox_task_host_ids(sb, &uid, &gid);
-    if (st.st_uid != uid || st.st_gid != gid || (st.st_mode & 07777) != 0755) {
-        return err_setx(e, -EPROTO, "sandbox init's /work is not the task's (%u:%u %04o)",
-                        (unsigned)st.st_uid, (unsigned)st.st_gid, (unsigned)(st.st_mode & 07777));
-    }
-    return 0;
-}
-
 /* A kept task's report: the task hears it detached, and the sandbox waits for its holder's
  * next task (HELD) in the task child init cloned for it, or ends when init could not. */
 static void kept_task_ended(struct sandbox *sb, const struct ctl_event *ev)
@@ -479,7 +449,7 @@ static void handle_event(struct sandbox *sb, const struct ctl_event *ev)
         sb->task_pid = ev->pid;
         uv_timer_stop(&sb->setup_timer);
         struct err e = ERR_INIT;
-        if (check_work_fd(sb, &e) < 0) {
+        if (sandbox_work_check(sb, &e) < 0) {
             sb->ops->failed(sb->owner, sb, &e);
             sb->failure_reported = true;
             sandbox_kill(sb);
@@ -791,20 +761,6 @@ void sandbox_kill_task(struct sandbox *sb)
                        "sb=%s msg=\"cannot send CTL_KILL, destroying sandbox\"", sb->id);
     }
     sandbox_kill(sb);
-}
-
-int sandbox_work_fd(const struct sandbox *sb)
-{
-    return sb->work_fd;
-}
-
-void sandbox_task_host_ids(const struct sandbox *sb, uid_t *ret_uid, gid_t *ret_gid)
-{
-    const struct sandbox_env *env = sb->kit->env;
-    /* The namespace maps its ids 0.. onto its block (spawn.c's id maps). */
-    uint32_t base = sb->has_ids ? idslot_base(env->ids, sb->ids) : 0;
-    *ret_uid = (uid_t)(base + sb->kit->pc->uid);
-    *ret_gid = (gid_t)(base + sb->kit->pc->gid);
 }
 
 void sandbox_detach_task(struct sandbox *sb)

@@ -158,6 +158,9 @@ void sandbox_kill_task(struct sandbox *sb);
 /* Kills the sandbox (SIGKILL to its init through the pidfd, which ends its pid namespace).
  * Safe to call in any state and more than once. */
 void sandbox_kill(struct sandbox *sb);
+/* Checks the /work root init's READY brought (sb->work_fd), for sandbox.c: 0, or -EPROTO
+ * (-errno) with e when it is not a tmpfs directory of the task's user, mode 0755. */
+int sandbox_work_check(const struct sandbox *sb, struct err *e);
 /* The root directory of sb's /work tmpfs (owned by sb: dup it to keep it), or -1 before
  * READY and once sb is reaped. Files sbxd writes there belong to sandbox_task_host_ids. */
 int sandbox_work_fd(const struct sandbox *sb);
