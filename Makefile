@@ -200,7 +200,7 @@ TEST_image_EXTRA :=
 TEST_token_EXTRA := daemon/token/token_db.c daemon/token/token_secret.c \
                     daemon/token/token_policy.c daemon/token/token_mount.c $(L)/scrub.c
 TEST_egress_route_EXTRA := daemon/wire/egress_path.c
-TEST_workspace_EXTRA := daemon/wire/wspath.c
+TEST_workspace_EXTRA := daemon/sandbox/workspace_collect.c daemon/wire/wspath.c
 TEST_spawn_EXTRA := daemon/sandbox/child.c daemon/sandbox/cgroup.c $(CGROUP_SRCS) \
                     daemon/sandbox/seccomp_memfd.c daemon/sandbox/forkserver.c \
                     daemon/sandbox/image.c

@@ -84,7 +84,7 @@ struct workspace_file {
  * "too_many_entries", "file_limit" (max_files), "collect_limit" (max_bytes), "unreadable",
  * "vanished" (static strings). */
 struct workspace_skip {
-    char *path; /* owned */
+    char *path; /* owned; "." for the root itself (too_many_entries there) */
     const char *reason;
 };
 struct workspace_collect {
@@ -95,7 +95,8 @@ struct workspace_collect {
     bool truncated; /* max_bytes, max_files, max_depth or max_entries left something out */
     uint64_t bytes; /* the sum of the files' len */
 };
-/* Collects the regular files matching any of the n normalized patterns (wspath_match),
+/* (workspace_collect.c) Collects the regular files matching any of the n normalized
+ * patterns (wspath_pattern_normalize, matched by wspath_match),
  * walking the tree once, depth first, each directory's entries in name order, and entering
  * only directories under which a pattern could match; where the patterns spell out the
  * names they need in a directory (wspath_dir_names), only those are looked up (and

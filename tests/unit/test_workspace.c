@@ -856,6 +856,52 @@ static void *swap_thread(void *arg)
     return NULL;
 }
 
+/* "p" is a directory, then a symlink to outside, in turn (an atomic exchange of the two). */
+static void *flip_thread(void *arg)
+{
+    struct churn *ch = arg;
+    int root = ch->t->root;
+    while (!atomic_load(&ch->stop)) {
+        CHURN_CHECK(ch, renameat2(root, "p", root, "p.other", RENAME_EXCHANGE) == 0);
+    }
+    return NULL;
+}
+
+/* The parents of a file being created swapped for a symlink to outside meanwhile: the file
+ * lands in the tree or the create fails; nothing is ever made outside. */
+static void workspace_create__parent_swapped_for_a_symlink(void **state)
+{
+    struct tree *t = tree_of(state);
+    struct churn ch = {.t = t};
+    struct err e = ERR_INIT;
+    pthread_t flip;
+    struct stat st;
+    char leak[256];
+    snprintf(leak, sizeof(leak), "%s/x", outside);
+    assert_int_equal(mkdirat(t->root, "p", 0755), 0);
+    mk_symlink(t, outside, "p.other");
+    assert_int_equal(pthread_create(&flip, NULL, flip_thread, &ch), 0);
+    size_t made = 0;
+    size_t refused = 0;
+    for (int i = 0; i < 5000; i++) {
+        int fd = -1;
+        int r = workspace_create(t->root, "p/x", 0644, 1, 1, &fd, &e);
+        if (r == 0) {
+            made++;
+            fd_close(fd);
+        } else {
+            assert_true(r == -ELOOP || r == -ENOENT || r == -ENOTDIR);
+            refused++;
+        }
+        assert_int_equal(stat(leak, &st), -1);
+    }
+    atomic_store(&ch.stop, true);
+    pthread_join(flip, NULL);
+    assert_int_equal(atomic_load(&ch.failed_line), 0);
+    assert_int_equal(stat(leak, &st), -1);
+    print_message("created %zu, refused %zu\n", made, refused);
+}
+
 static void workspace_collect__file_grows_while_read(void **state)
 {
     struct tree *t = tree_of(state);
@@ -935,6 +981,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(workspace_create__refuses_what_is_not_a_file_or_leaves,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(workspace_create__parent_swapped_for_a_symlink, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(workspace_open_at__existing_regular_files_only, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(workspace_read__ranges_and_refusals, setup, teardown),
