@@ -225,8 +225,8 @@ TEST_task_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_pool.c $(FAKES)/fake_sand
                    $(FAKES)/fake_metrics.c $(FAKES)/fake_egress.c $(FAKES)/fake_token.c \
                    $(FAKES)/fake_workq.c $(FAKES)/fake_session.c daemon/core/outcap.c \
                    daemon/core/task_files.c daemon/sandbox/task_spec.c daemon/sandbox/workspace.c \
-                   daemon/sandbox/workspace_collect.c \
-                   daemon/wire/wspath.c daemon/wire/egress_parse.c daemon/wire/proto.c
+                   daemon/sandbox/workspace_collect.c daemon/wire/wspath.c \
+                   daemon/wire/egress_parse.c daemon/wire/proto.c
 .SECONDARY: $(call obj,$(wildcard $(FAKES)/*.c))
 # Whatever links lib/scrub.c links its context matchers too.
 TEST_audit_EXTRA += $(L)/scrub_context.c

@@ -170,8 +170,9 @@ except OSError as e:
 import os, time
 if os.fork() == 0:
     os.setsid()
-    # Daemonized: its output pipes close with the main process, so that sbxd would not
-    # wait for it there; only init's kill before its report stops it.
+    # Daemonized: its output pipes close with the main process, so that sbxd does not wait
+    # for it there. init kills it before it reports (and, a one-shot task's init, exits
+    # right after, ending the pid namespace), so the collect reads a tree that is still.
     null = os.open("/dev/null", os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)

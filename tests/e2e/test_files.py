@@ -9,6 +9,7 @@ import json
 import os
 import socket
 import sqlite3
+import threading
 import time
 import urllib.request
 
@@ -134,6 +135,44 @@ class Files:
             "in/small": [0o600, uid, len(small), sha(small)],
         })
         self.assertEqual(res["files_in_bytes"], len(stream) + 6)
+
+    def test_chunks_for_a_queued_task_are_held_under_backpressure(self):
+        # Pool "one" has a single sandbox, held by a task that waits for its stdin: a
+        # second task's 64 MiB of chunks come while it is queued. sbxd stops reading the
+        # connection past its stdin bound (1 MiB), so its memory does not take them.
+        def rss():
+            with open("/proc/%d/status" % self.d.proc.pid) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        data = os.urandom(64 << 20)
+        with self.d.client() as hold, self.d.client() as c:
+            started = threading.Event()
+            hmsg = hold.start("exec", {"argv": ["cat"], "pool": "one", "stdin": True},
+                              lambda m, rest: m == "exec.started" and started.set())
+            # Its stdin stays open: it holds the sandbox until the test closes it.
+            while not started.is_set():
+                with hold.io_lock:
+                    hold._pump()
+                time.sleep(0.01)
+            before = rss()
+            msgid = c.start("exec", {"argv": ["sha256sum", "/work/big"], "pool": "one",
+                                     "capture": True, "files": [{"path": "big",
+                                                                 "size": len(data)}]})
+            sender = threading.Thread(target=lambda: [c.notify("exec.file", [msgid, ch])
+                                                      for ch in split(data)], daemon=True)
+            sender.start()
+            sender.join(3)  # it blocks: sbxd reads no more than its bound
+            self.assertTrue(sender.is_alive())
+            grown = rss() - before
+            self.assertLess(grown, 16 << 20, "sbxd grew by %d bytes" % grown)
+            hold.notify("exec.stdin", [hmsg, b""])
+            self.assertEqual(hold.wait(hmsg, 30)["status"], "exited")
+            res = c.wait(msgid, 120)
+            sender.join(30)
+        self.assertEqual((res["status"], res["exit_code"]), ("exited", 0), res)
+        self.assertEqual(res["stdout"].split()[0].decode(), sha(data))
+        self.assertEqual(res["files_in_bytes"], len(data))
 
     def test_only_empty_streamed_entries_need_no_chunk(self):
         res, got = self.listing([{"path": "e1", "size": 0}, {"path": "e/2", "size": 0}],
@@ -336,6 +375,7 @@ POOLS = [
     pool_yaml("slow", warm=1, max=2, extra="files_timeout: 1s\n"),
     pool_yaml("tiny", warm=1, max=2, extra="work_size: 4MiB\n"),
     pool_yaml("m", warm=1, max=2),
+    pool_yaml("one", warm=1, max=1, memory="512MiB", extra="work_size: 128MiB\n"),
 ]
 
 
