@@ -223,8 +223,10 @@ TEST_server_EXTRA := $(FAKES)/fake_calls.c daemon/wire/proto.c
 TEST_task_EXTRA := $(FAKES)/fake_calls.c $(FAKES)/fake_pool.c $(FAKES)/fake_sandbox_task.c \
                    $(FAKES)/fake_task_audit.c $(FAKES)/fake_audit.c $(FAKES)/fake_sched.c \
                    $(FAKES)/fake_metrics.c $(FAKES)/fake_egress.c $(FAKES)/fake_token.c \
-                   daemon/core/outcap.c daemon/sandbox/task_spec.c daemon/wire/egress_parse.c \
-                   daemon/wire/proto.c
+                   $(FAKES)/fake_workq.c $(FAKES)/fake_session.c daemon/core/outcap.c \
+                   daemon/core/task_files.c daemon/sandbox/task_spec.c daemon/sandbox/workspace.c \
+                   daemon/sandbox/workspace_collect.c daemon/wire/wspath.c \
+                   daemon/wire/egress_parse.c daemon/wire/proto.c
 .SECONDARY: $(call obj,$(wildcard $(FAKES)/*.c))
 # Whatever links lib/scrub.c links its context matchers too.
 TEST_audit_EXTRA += $(L)/scrub_context.c

@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "core/pool.h"
 #include "core/sched.h"
+#include "core/session.h"
 #include "egress/egress.h"
 #include "lib/alloc.h"
 #include "lib/log.h"
@@ -76,6 +77,7 @@ static void free_daemon_parts(struct daemon *d)
     free(d->pools);
     d->pools = NULL;
     d->images = image_list_free(d->images);
+    d->sessions = session_table_free(d->sessions);
     d->tokens = token_store_free(d->tokens);
     d->egress = egress_free(d->egress);
     d->audit = audit_close(d->audit);
@@ -163,6 +165,9 @@ static void daemon_shutdown(struct daemon *d)
         server_stop_listening(d->admin);
     }
     sched_drain(d->sched);
+    if (d->sessions) {
+        session_table_drain(d->sessions); /* idle ones end now, busy ones after their command */
+    }
     uv_timer_start(&d->drain_timer, drain_timeout, d->cfg->drain_grace_ns / 1000000, 0);
     daemon_drain_progress(d);
 }
@@ -250,7 +255,8 @@ int daemon_audit_start(struct daemon *d, struct err *e)
                 AUDIT_ID, instance, "state_dir", AUDIT_STR, cfg->state_dir, "pools", AUDIT_U64,
                 (uint64_t)cfg->n_pools, "reaped_cgroups", AUDIT_U64, reaper_startup_cgroups(d),
                 "reaped_processes", AUDIT_U64, reaper_startup_processes(d), "abandoned_tasks",
-                AUDIT_U64, reaper_abandoned_tasks(d), NULL);
+                AUDIT_U64, reaper_abandoned_tasks(d), "abandoned_sessions", AUDIT_U64,
+                reaper_abandoned_sessions(d), NULL);
     audit_set_idle_cb(d->audit, audit_idle_cb, d);
     return audit_start(d->audit, e);
 }
@@ -304,6 +310,7 @@ int daemon_pools_start(struct daemon *d, struct err *e)
         .audit = d->audit,
         .sched = d->sched,
         .instance = d->instance,
+        .workq = d->workq,
     };
     d->pools = xcalloc(cfg->n_pools, sizeof(*d->pools));
     for (size_t i = 0; i < cfg->n_pools; i++) {
@@ -394,6 +401,7 @@ static void metrics_collect(void *arg, struct metrics_values *v)
             .fork_server_up = ps.fork_server.pid > 0,
             .fork_server_spawned = ps.fork_server.spawned,
             .fork_server_failures = ps.fork_server.failures,
+            .sessions_open = ps.sessions,
         };
     }
     v->rpc_connections = (d->agents ? server_connections(d->agents) : 0) +
@@ -440,6 +448,16 @@ static void token_expired(const char *id, size_t killed, void *arg)
     struct daemon *d = arg;
     (void)audit_event(d->audit, "token.expire", NULL, "token_id", AUDIT_ID, id, "killed", AUDIT_U64,
                       (uint64_t)killed, NULL);
+}
+
+/* token.c: a token expired or was revoked; l is a session's link or a task's. */
+static void token_kill(struct token_link *l, enum token_state why, void *arg)
+{
+    struct daemon *d = arg;
+    if (d->sessions && session_token_kill(d->sessions, l, why)) {
+        return;
+    }
+    task_token_kill(l, why, arg);
 }
 
 /* Adds the real path of path (or of its directory, when dir_of) to v; a path that does not
@@ -523,7 +541,7 @@ int daemon_tokens_start(struct daemon *d, struct err *e)
         .default_ttl_ns = cfg->token_default_ttl_ns,
         .max_tokens = cfg->token_max_tokens,
     };
-    struct token_hooks hooks = {.kill = task_token_kill, .expired = token_expired, .arg = d};
+    struct token_hooks hooks = {.kill = token_kill, .expired = token_expired, .arg = d};
     r = token_store_open(d->loop, cfg->state_dir, &pol, &hooks, d->scrub, &d->tokens, e);
     if (r < 0) {
         return err_prefix(e, r, "tokens");
@@ -561,6 +579,14 @@ static void host_stats(void *arg, struct rpc_host_stats *ret)
 int daemon_servers_start(struct daemon *d, struct err *e)
 {
     const struct config *cfg = d->cfg;
+    const struct session_env senv = {
+        .loop = d->loop,
+        .cfg = cfg,
+        .audit = d->audit,
+        .sched = d->sched,
+        .tokens = d->tokens,
+    };
+    session_table_new(&senv, &d->sessions);
     const struct rpc_env env = {
         .loop = d->loop,
         .cfg = cfg,
@@ -569,6 +595,8 @@ int daemon_servers_start(struct daemon *d, struct err *e)
         .sched = d->sched,
         .tenv = &d->tenv,
         .metrics = d->metrics,
+        .sessions = d->sessions,
+        .workq = d->workq,
         .host_stats = host_stats,
         .host_stats_arg = d,
     };

@@ -30,6 +30,7 @@ struct http_server;
 struct image;
 struct sched;
 struct signals;
+struct session_table;
 struct daemon;
 
 /* The command line (main.c): what daemon.c's steps read of it. */
@@ -80,16 +81,17 @@ struct daemon {
     struct rpc *rpc;         /* both servers' handler (api/rpc.c) */
     struct server *agents;
     struct server *admin;
-    struct audit *audit;        /* the audit trail (audit.c) */
-    struct scrub *scrub;        /* secret scrubbing for the trail and the log (scrub.c) */
-    struct token_store *tokens; /* capability tokens (token.c) */
-    struct egress *egress;      /* egress profiles and credentials (egress.c) */
-    struct reaper *reaper;      /* leftovers and leaks (reaper.c) */
-    struct metrics *metrics;    /* sbxd's series (metrics.c); NULL before start-up ends */
-    struct http_server *http;   /* the metrics listener; NULL when disabled or closed */
-    uint32_t instance;          /* random, prefixes sandbox and task ids */
-    bool draining;              /* SIGTERM received: no new tasks, no refills */
-    bool killing;               /* grace over or second SIGTERM: kill everything */
+    struct audit *audit;            /* the audit trail (audit.c) */
+    struct scrub *scrub;            /* secret scrubbing for the trail and the log (scrub.c) */
+    struct token_store *tokens;     /* capability tokens (token.c) */
+    struct session_table *sessions; /* open sessions (core/session.c) */
+    struct egress *egress;          /* egress profiles and credentials (egress.c) */
+    struct reaper *reaper;          /* leftovers and leaks (reaper.c) */
+    struct metrics *metrics;        /* sbxd's series (metrics.c); NULL before start-up ends */
+    struct http_server *http;       /* the metrics listener; NULL when disabled or closed */
+    uint32_t instance;              /* random, prefixes sandbox and task ids */
+    bool draining;                  /* SIGTERM received: no new tasks, no refills */
+    bool killing;                   /* grace over or second SIGTERM: kill everything */
     bool drain_done;
     bool late_signal_logged; /* one after the drain was logged */
     uint64_t start_ns;

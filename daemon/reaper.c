@@ -64,6 +64,7 @@ struct reaper {
     uint64_t start_cgroups;
     uint64_t start_procs;
     uint64_t abandoned;
+    uint64_t abandoned_sessions;
     struct strv start_ids; /* sandboxes removed at start-up */
 };
 
@@ -271,6 +272,21 @@ static void abandon_one(const struct audit_open_task *t, void *ud)
     c->n++;
 }
 
+/* A session the previous sbxd left open: its sandbox died with that sbxd (its init with its
+ * control socket) and the start-up sweep removed its cgroup; its end is recorded. */
+static void abandon_session(const struct audit_open_session *s, void *ud)
+{
+    struct abandon_ctx *c = ud;
+    struct audit_ev *ev = audit_begin(c->d->audit, "session.close", s->session);
+    audit_id(ev, "session", s->session);
+    audit_id(ev, "reason", "abandoned");
+    audit_str(ev, "pool", s->pool);
+    audit_u64(ev, "commands", s->commands);
+    audit_u64(ev, "lifetime_ms", s->lifetime_ms);
+    audit_end(ev);
+    c->n++;
+}
+
 int reaper_mark_abandoned(struct daemon *d, struct err *e)
 {
     if (!audit_enabled(d->audit)) {
@@ -283,15 +299,25 @@ int reaper_mark_abandoned(struct daemon *d, struct err *e)
     }
     struct abandon_ctx c = {d, 0};
     r = audit_query_open_tasks(db, abandon_one, &c, e);
+    struct abandon_ctx sc = {d, 0};
+    if (r >= 0) {
+        r = audit_query_open_sessions(db, abandon_session, &sc, e);
+    }
     audit_query_ro_close(db);
     if (r < 0) {
         return r;
     }
     d->reaper->abandoned = (uint64_t)c.n;
+    d->reaper->abandoned_sessions = (uint64_t)sc.n;
     if (c.n > 0) {
         log_warn("tasks=%d msg=\"tasks in flight when the previous sbxd died are marked "
                  "abandoned in the audit trail\"",
                  c.n);
+    }
+    if (sc.n > 0) {
+        log_warn("sessions=%d msg=\"sessions open when the previous sbxd died are marked "
+                 "abandoned in the audit trail\"",
+                 sc.n);
     }
     return c.n;
 }
@@ -451,4 +477,9 @@ uint64_t reaper_startup_processes(const struct daemon *d)
 uint64_t reaper_abandoned_tasks(const struct daemon *d)
 {
     return d->reaper ? d->reaper->abandoned : 0;
+}
+
+uint64_t reaper_abandoned_sessions(const struct daemon *d)
+{
+    return d->reaper ? d->reaper->abandoned_sessions : 0;
 }

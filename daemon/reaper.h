@@ -10,7 +10,8 @@
  *     the host's mount namespace, and stale socket files are replaced by server_new, so
  *     cgroups and processes are all there is to reap.
  *   - reaper_mark_abandoned: every task the trail shows in flight when the previous sbxd
- *     died gets sandbox.destroyed (when it had a sandbox) and task.result "abandoned".
+ *     died gets sandbox.destroyed (when it had a sandbox) and task.result "abandoned";
+ *     every session it left open gets session.close (reason "abandoned").
  *   - Every REAPER_SWEEP_MS (SBXD_REAPER_INTERVAL_MS in the environment overrides it, for
  *     tests) a sweep lists our subtree on a worker thread and removes any cgroup that no
  *     live sandbox owns: a leak, logged at error, counted (reaper_leaks_total, for
@@ -48,7 +49,8 @@ void reaper_track(struct daemon *d, const char *sandbox_id);
 void reaper_untrack(struct daemon *d, const char *sandbox_id);
 
 /* Counters for metrics. */
-uint64_t reaper_leaks_total(const struct daemon *d);       /* sbx_sandbox_leaks_total */
-uint64_t reaper_startup_cgroups(const struct daemon *d);   /* removed at start-up */
-uint64_t reaper_startup_processes(const struct daemon *d); /* killed at start-up */
-uint64_t reaper_abandoned_tasks(const struct daemon *d);   /* marked at start-up */
+uint64_t reaper_leaks_total(const struct daemon *d);        /* sbx_sandbox_leaks_total */
+uint64_t reaper_startup_cgroups(const struct daemon *d);    /* removed at start-up */
+uint64_t reaper_startup_processes(const struct daemon *d);  /* killed at start-up */
+uint64_t reaper_abandoned_tasks(const struct daemon *d);    /* marked at start-up */
+uint64_t reaper_abandoned_sessions(const struct daemon *d); /* marked at start-up */

@@ -6,6 +6,7 @@
 #include "api/exec_args.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/rpc.h"
@@ -13,12 +14,16 @@
 #include "core/pool.h"
 #include "core/sched.h"
 #include "lib/alloc.h"
+#include "lib/log.h"
 #include "lib/util.h"
 #include "sandbox/task_spec.h"
 #include "token/token.h"
 #include "wire/proto.h"
+#include "wire/wspath.h"
 
 #define EXEC_MAX_ENV 256
+/* Patterns of one collect (docs/PROTOCOL.md). */
+#define EXEC_MAX_COLLECT 64
 
 static bool env_name_ok(const char *s, uint32_t len)
 {
@@ -56,8 +61,226 @@ static bool env_overridden(const msgpack_object *env, const char *name)
     return false;
 }
 
-static const char *const exec_keys[] = {"argv", "pool",  "timeout", "env",
-                                        "cwd",  "stdin", "token",   "capture"};
+static const char *const exec_keys[] = {"argv",  "pool",    "timeout", "env",     "cwd",    "stdin",
+                                        "token", "capture", "files",   "collect", "session"};
+static const char *const file_keys[] = {"path", "data", "size", "mode"};
+
+/* A client path for a message: quoted, escaped, cut. */
+static const char *path_quote(const char *s, uint32_t len, char *buf, size_t size)
+{
+    char tmp[72];
+    size_t n = len < sizeof(tmp) - 1 ? len : sizeof(tmp) - 1;
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    return log_quote(tmp, buf, size);
+}
+
+/* One entry of files (index i) into f: its path normalized, its data copied (the message
+ * is freed once the request is handled) or its size to stream. */
+static int decode_file(const struct pool_config *pc, const msgpack_object *o, uint32_t i,
+                       bool allow_streamed, struct task_spec_file *f, struct err *e)
+{
+    char name[32];
+    char q[96];
+    int kr = o->type == MSGPACK_OBJECT_MAP
+                 ? proto_keys_check(o, file_keys, ARRAY_SIZE(file_keys), name, sizeof(name))
+                 : -EINVAL;
+    if (kr == -EINVAL) {
+        return err_setx(e, -EINVAL, "files[%u] must be a map {path, data | size, mode}", i);
+    }
+    if (kr < 0) {
+        return err_setx(e, -EINVAL, "files[%u]: unknown key %s", i,
+                        path_quote(name, (uint32_t)strlen(name), q, sizeof(q)));
+    }
+    const msgpack_object *po = proto_map_get(o, "path");
+    if (!po || po->type != MSGPACK_OBJECT_STR) {
+        return err_setx(e, -EINVAL, "files[%u]: 'path' must be a string", i);
+    }
+    char rel[CONFIG_FILES_PATH_MAX + 1];
+    const char *why = "invalid";
+    int r = wspath_normalize(po->via.str.ptr, po->via.str.size, pc->files_path_max, rel,
+                             sizeof(rel), &why);
+    if (r < 0) {
+        return err_setx(e, r == -ENAMETOOLONG ? -E2BIG : -EINVAL, "files[%u]: path %s: %s", i,
+                        path_quote(po->via.str.ptr, po->via.str.size, q, sizeof(q)), why);
+    }
+    const msgpack_object *dobj = proto_map_get(o, "data");
+    const msgpack_object *sobj = proto_map_get(o, "size");
+    if (dobj && dobj->type == MSGPACK_OBJECT_NIL) {
+        dobj = NULL;
+    }
+    if (sobj && sobj->type == MSGPACK_OBJECT_NIL) {
+        sobj = NULL;
+    }
+    if (!dobj == !sobj) {
+        return err_setx(e, -EINVAL, "files[%u] (%s): exactly one of 'data' and 'size'", i,
+                        path_quote(rel, (uint32_t)strlen(rel), q, sizeof(q)));
+    }
+    const char *data = NULL;
+    uint32_t data_len = 0;
+    if (dobj && !proto_obj_bytes(dobj, &data, &data_len)) {
+        return err_setx(e, -EINVAL, "files[%u]: 'data' must be bin or str", i);
+    }
+    if (sobj && !allow_streamed) {
+        return err_setx(e, -EINVAL,
+                        "files[%u]: 'size' (streamed files) is exec's only; give 'data'", i);
+    }
+    if (sobj && sobj->type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
+        return err_setx(e, -EINVAL, "files[%u]: 'size' must be a non-negative integer", i);
+    }
+    uint32_t mode = 0644;
+    const msgpack_object *mo = proto_map_get(o, "mode");
+    if (mo && mo->type != MSGPACK_OBJECT_NIL) {
+        /* SECURITY: permission bits only; setuid, setgid and sticky are refused, not
+         * masked, so that a client learns its file would not be what it asked for. */
+        if (mo->type != MSGPACK_OBJECT_POSITIVE_INTEGER || mo->via.u64 > 0777) {
+            return err_setx(e, -EINVAL,
+                            "files[%u]: 'mode' must be permission bits 0..0777 (no setuid, "
+                            "setgid or sticky bit)",
+                            i);
+        }
+        mode = (uint32_t)mo->via.u64;
+    }
+    f->path = xstrdup(rel);
+    f->mode = mode;
+    if (sobj) {
+        f->size = sobj->via.u64;
+        f->streamed = true;
+    } else {
+        f->size = data_len;
+        if (data_len > 0) {
+            f->data = xmalloc(data_len);
+            memcpy(f->data, data, data_len);
+        }
+    }
+    return 0;
+}
+
+static int path_cmp(const void *a, const void *b)
+{
+    const struct task_spec_file *x = *(struct task_spec_file *const *)a;
+    const struct task_spec_file *y = *(struct task_spec_file *const *)b;
+    return strcmp(x->path, y->path);
+}
+
+static int path_key_cmp(const void *key, const void *b)
+{
+    const struct task_spec_file *y = *(struct task_spec_file *const *)b;
+    return strcmp(key, y->path);
+}
+
+/* Two entries of one path, or one whose path is a directory of another's, could not both
+ * be written: refused before anything runs rather than failed half-way. */
+static int check_distinct(struct task_spec_file *files, uint32_t n, struct err *e)
+{
+    if (n < 2) {
+        return 0;
+    }
+    scoped_free struct task_spec_file **v = xcalloc(n, sizeof(*v));
+    for (uint32_t i = 0; i < n; i++) {
+        v[i] = &files[i];
+    }
+    qsort(v, n, sizeof(*v), path_cmp);
+    char q[96], q2[96];
+    for (uint32_t i = 0; i + 1 < n; i++) {
+        if (strcmp(v[i]->path, v[i + 1]->path) == 0) {
+            return err_setx(e, -EINVAL, "files: path %s is given twice",
+                            path_quote(v[i]->path, (uint32_t)strlen(v[i]->path), q, sizeof(q)));
+        }
+    }
+    char buf[CONFIG_FILES_PATH_MAX + 1];
+    for (uint32_t i = 0; i < n; i++) {
+        const char *p = files[i].path;
+        for (const char *sl = strchr(p, '/'); sl; sl = strchr(sl + 1, '/')) {
+            size_t len = (size_t)(sl - p);
+            memcpy(buf, p, len);
+            buf[len] = '\0';
+            if (bsearch(buf, v, n, sizeof(*v), path_key_cmp)) {
+                return err_setx(e, -EINVAL, "files: %s is a file and the directory of %s",
+                                path_quote(buf, (uint32_t)len, q, sizeof(q)),
+                                path_quote(p, (uint32_t)strlen(p), q2, sizeof(q2)));
+            }
+        }
+    }
+    return 0;
+}
+
+int exec_args_files(const struct pool_config *pc, const msgpack_object *fo, bool allow_streamed,
+                    struct task_spec *spec, struct err *e)
+{
+    if (!fo || fo->type == MSGPACK_OBJECT_NIL) {
+        return 0;
+    }
+    if (fo->type != MSGPACK_OBJECT_ARRAY) {
+        return err_setx(e, -EINVAL, "'files' must be an array of maps");
+    }
+    uint32_t n = fo->via.array.size;
+    if (n > pc->files_max_count) {
+        return err_setx(e, -E2BIG, "files: %u entries exceed pool '%s''s files_max_count (%u)", n,
+                        pc->name, pc->files_max_count);
+    }
+    if (n == 0) {
+        return 0;
+    }
+    /* Owned by spec from the start, so that a refusal half-way frees what was decoded. */
+    spec->files = xcalloc(n, sizeof(*spec->files));
+    uint64_t total = 0, streamed = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct task_spec_file *f = &spec->files[i];
+        int r = decode_file(pc, &fo->via.array.ptr[i], i, allow_streamed, f, e);
+        if (r < 0) {
+            return r;
+        }
+        spec->n_files = i + 1;
+        if (f->size > pc->files_max_bytes - total) {
+            return err_setx(e, -E2BIG,
+                            "files: more than pool '%s''s files_max_bytes (%llu bytes) at "
+                            "files[%u]",
+                            pc->name, (unsigned long long)pc->files_max_bytes, i);
+        }
+        total += f->size;
+        streamed += f->streamed ? f->size : 0;
+    }
+    spec->files_bytes = total;
+    spec->files_streamed = streamed;
+    return check_distinct(spec->files, n, e);
+}
+
+static int decode_collect(const struct pool_config *pc, const msgpack_object *co,
+                          struct task_spec *spec, struct err *e)
+{
+    if (!co || co->type == MSGPACK_OBJECT_NIL) {
+        return 0;
+    }
+    if (co->type != MSGPACK_OBJECT_ARRAY || co->via.array.size > EXEC_MAX_COLLECT) {
+        return err_setx(e, -EINVAL, "'collect' must be an array of at most %d patterns",
+                        EXEC_MAX_COLLECT);
+    }
+    spec->has_collect = true;
+    uint32_t n = co->via.array.size;
+    if (n == 0) {
+        return 0;
+    }
+    spec->collect = xcalloc(n, sizeof(*spec->collect));
+    for (uint32_t i = 0; i < n; i++) {
+        const msgpack_object *o = &co->via.array.ptr[i];
+        if (o->type != MSGPACK_OBJECT_STR) {
+            return err_setx(e, -EINVAL, "collect[%u] must be a string", i);
+        }
+        char pat[CONFIG_FILES_PATH_MAX + 1];
+        char q[96];
+        const char *why = "invalid";
+        int r = wspath_pattern_normalize(o->via.str.ptr, o->via.str.size, pc->files_path_max, pat,
+                                         sizeof(pat), &why);
+        if (r < 0) {
+            return err_setx(e, r == -ENAMETOOLONG ? -E2BIG : -EINVAL, "collect[%u]: %s: %s", i,
+                            path_quote(o->via.str.ptr, o->via.str.size, q, sizeof(q)), why);
+        }
+        spec->collect[i] = xstrdup(pat);
+        spec->n_collect = i + 1;
+    }
+    return 0;
+}
 
 /* argv, the base env, then the request's env, into spec's strings. */
 static int decode_strings(const struct rpc_env *renv, const msgpack_object *a,
@@ -119,8 +342,9 @@ static int decode_strings(const struct rpc_env *renv, const msgpack_object *a,
     return 0;
 }
 
-int exec_args_decode(const struct rpc_env *renv, const msgpack_object *a, struct task_spec *spec,
-                     struct pool **ret_pool, struct err *e)
+/* fixed: the session's pool (a pool the request names must be it), or NULL. */
+static int decode(const struct rpc_env *renv, const msgpack_object *a, struct pool *fixed,
+                  struct task_spec *spec, struct pool **ret_pool, struct err *e)
 {
     char name[64];
     int kr = proto_keys_check(a, exec_keys, ARRAY_SIZE(exec_keys), name, sizeof(name));
@@ -140,9 +364,13 @@ int exec_args_decode(const struct rpc_env *renv, const msgpack_object *a, struct
         }
         pname = pbuf;
     }
-    struct pool *p = sched_find_pool(renv->sched, pname);
+    struct pool *p = fixed ? fixed : sched_find_pool(renv->sched, pname);
     if (!p) {
         return err_setx(e, -ENOENT, "unknown pool '%.60s'", pname);
+    }
+    if (fixed && pname == pbuf && strcmp(pname, pool_config(fixed)->name) != 0) {
+        return err_setx(e, -EINVAL, "'pool' must be the session's ('%s') or omitted",
+                        pool_config(fixed)->name);
     }
     const struct pool_config *pc = pool_config(p);
     spec->pool = pc;
@@ -195,12 +423,35 @@ int exec_args_decode(const struct rpc_env *renv, const msgpack_object *a, struct
     if (r < 0) {
         return r;
     }
+    r = exec_args_files(pc, proto_map_get(a, "files"), true, spec, e);
+    if (r < 0) {
+        return r;
+    }
+    r = decode_collect(pc, proto_map_get(a, "collect"), spec, e);
+    if (r < 0) {
+        return r;
+    }
     *ret_pool = p;
     return 0;
 }
 
-int exec_args_grant(struct task_spec *spec, struct token_store *tokens, const struct token *tok,
-                    struct err *e)
+int exec_args_decode(const struct rpc_env *renv, const msgpack_object *a, struct task_spec *spec,
+                     struct pool **ret_pool, struct err *e)
+{
+    return decode(renv, a, NULL, spec, ret_pool, e);
+}
+
+int exec_args_decode_session(const struct rpc_env *renv, const msgpack_object *a, struct pool *p,
+                             struct task_spec *spec, struct err *e)
+{
+    struct pool *got = NULL;
+    return decode(renv, a, p, spec, &got, e);
+}
+
+/* mounts false: the id and network profile only (a session's later commands, whose
+ * sandbox has the token's mounts since its first). */
+static int grant(struct task_spec *spec, struct token_store *tokens, const struct token *tok,
+                 bool mounts, struct err *e)
 {
     struct token_info ti;
     int fds[TOKEN_MAX_MOUNTS];
@@ -208,7 +459,7 @@ int exec_args_grant(struct task_spec *spec, struct token_store *tokens, const st
     token_get_info(tokens, tok, &ti);
     spec->token_id = xstrdup(ti.id);
     spec->net_profile = ti.net ? xstrdup(ti.net) : NULL;
-    if (ti.n_mounts == 0) {
+    if (ti.n_mounts == 0 || !mounts) {
         return 0;
     }
     int r = token_open_mounts(tokens, tok, fds, &files, e);
@@ -222,4 +473,16 @@ int exec_args_grant(struct task_spec *spec, struct token_store *tokens, const st
     spec->n_mounts = (uint32_t)ti.n_mounts;
     spec->mount_files = files;
     return 0;
+}
+
+int exec_args_grant(struct task_spec *spec, struct token_store *tokens, const struct token *tok,
+                    struct err *e)
+{
+    return grant(spec, tokens, tok, true, e);
+}
+
+int exec_args_grant_session(struct task_spec *spec, struct token_store *tokens,
+                            const struct token *tok, bool first, struct err *e)
+{
+    return grant(spec, tokens, tok, first, e);
 }

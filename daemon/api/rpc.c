@@ -13,6 +13,7 @@
 #include "api/rpc_admin.h"
 #include "api/rpc_audit.h"
 #include "api/rpc_impl.h"
+#include "api/rpc_session.h"
 #include "api/server.h"
 #include "audit/audit.h"
 #include "config/config.h"
@@ -36,7 +37,7 @@ struct method {
 };
 
 /* The connection as the audit trail names a request's sender. */
-static struct task_audit_peer audit_peer(const struct rpc_conn *rc)
+struct task_audit_peer rpc_audit_peer(const struct rpc_conn *rc)
 {
     const struct conn *c = rc->c;
     return (struct task_audit_peer){server_conn_kind(c) == SERVER_ADMIN, server_conn_id(c),
@@ -44,7 +45,7 @@ static struct task_audit_peer audit_peer(const struct rpc_conn *rc)
 }
 
 /* Counts a protocol-level error by kind (malformed, too_large, limit, ...). */
-static void rpc_note_error(struct rpc *r, const char *kind)
+void rpc_note_error(struct rpc *r, const char *kind)
 {
     metrics_rpc_error(r->env.metrics, kind);
 }
@@ -73,7 +74,7 @@ void rpc_refused(struct rpc_conn *rc, const char *kind, const char *code, const 
     const struct rpc_env *env = &rc->rpc->env;
     rpc_note_error(rc->rpc, kind);
     if (refusal_recorded(rc, code)) {
-        struct task_audit_peer peer = audit_peer(rc);
+        struct task_audit_peer peer = rpc_audit_peer(rc);
         task_audit_refused(env->tenv, &peer, code, method, method_len, reason);
     }
 }
@@ -162,14 +163,14 @@ static void m_pools(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *a
  * result, marked as a refusal's) goes to the audit trail within the budgets, else it is
  * counted (refusal_recorded). The request is recorded from spec when it decoded, else
  * (spec NULL) from its raw args. */
-static void deny_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args,
-                      const struct task_spec *spec, const char *code, const char *message)
+void rpc_deny_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args,
+                   const struct task_spec *spec, const char *code, const char *message)
 {
     const struct rpc_env *env = &rc->rpc->env;
     if (refusal_recorded(rc, code)) {
         char id[24];
         task_make_id(env->tenv, id, sizeof(id));
-        struct task_audit_peer peer = audit_peer(rc);
+        struct task_audit_peer peer = rpc_audit_peer(rc);
         task_audit_refused_exec(env->tenv, id, &peer, spec, args, code, message);
     }
     server_conn_send_error(rc->c, msgid, code, message);
@@ -178,8 +179,8 @@ static void deny_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object 
 /* The exec's token, verified for pool p: *ret NULL without one (allowed unless
  * tokens.required). Returns 0, -EINVAL (malformed argument) or -EACCES with e and *why
  * (sbx_denied_total's reason). */
-static int exec_authorize(const struct rpc_env *env, const msgpack_object *a, const struct pool *p,
-                          const char **why, const struct token **ret, struct err *e)
+int rpc_exec_authorize(const struct rpc_env *env, const msgpack_object *a, const struct pool *p,
+                       const char **why, const struct token **ret, struct err *e)
 {
     const msgpack_object *to = proto_map_get(a, "token");
     *ret = NULL;
@@ -200,8 +201,8 @@ static int exec_authorize(const struct rpc_env *env, const msgpack_object *a, co
 
 /* Answers an exec that authorization refused (the reason never holds the token; why is
  * the denial's label when r is -EACCES). */
-static void exec_refuse(struct rpc_conn *rc, uint32_t msgid, const struct task_spec *spec, int r,
-                        const char *why, const struct err *e)
+void rpc_exec_refuse(struct rpc_conn *rc, uint32_t msgid, const struct task_spec *spec, int r,
+                     const char *why, const struct err *e)
 {
     const char *code = r == -EACCES ? "denied" : "bad_request";
     char q[192];
@@ -213,7 +214,7 @@ static void exec_refuse(struct rpc_conn *rc, uint32_t msgid, const struct task_s
      * their budgets and counts the rest (rpc_refusals.h). */
     log_debug("conn=%llu msg=\"exec %s\" detail=%s", (unsigned long long)server_conn_id(rc->c),
               r == -EACCES ? "denied" : "refused", log_quote(err_msg(e), q, sizeof(q)));
-    deny_exec(rc, msgid, NULL, spec, code, err_msg(e));
+    rpc_deny_exec(rc, msgid, NULL, spec, code, err_msg(e));
 }
 
 /* ---- The task's client: struct task_sink over the connection ---- */
@@ -259,7 +260,7 @@ static void sink_done(struct task_sink *s)
     }
 }
 
-static const struct task_sink_ops sink_ops = {
+const struct task_sink_ops rpc_sink_ops = {
     .send = sink_send,
     .send_error = sink_send_error,
     .congested = sink_congested,
@@ -268,7 +269,7 @@ static const struct task_sink_ops sink_ops = {
     .done = sink_done,
 };
 
-static struct task *find_task(struct rpc_conn *rc, uint32_t msgid)
+struct task *rpc_find_task(struct rpc_conn *rc, uint32_t msgid)
 {
     for (struct task_sink *s = rc->tasks; s; s = s->next) {
         struct task *t = task_of_sink(s);
@@ -286,23 +287,23 @@ static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
     struct err e = ERR_INIT;
     /* A task's notifications and its stdin are keyed by msgid alone: a second task under
      * the same msgid would mix with the first. The first keeps running, untouched. */
-    if (find_task(rc, msgid)) {
+    if (rpc_find_task(rc, msgid)) {
         char msg[128];
         (void)snprintf(msg, sizeof(msg),
                        "msgid %u is already in flight on this connection; ids must be unique "
                        "among a connection's requests in flight",
                        msgid);
         rpc_note_error(rpc, "bad_request");
-        deny_exec(rc, msgid, args, NULL, "bad_request", msg);
+        rpc_deny_exec(rc, msgid, args, NULL, "bad_request", msg);
         return;
     }
     if (sched_draining(env->sched)) {
-        deny_exec(rc, msgid, args, NULL, "shutting_down", "sbxd is shutting down");
+        rpc_deny_exec(rc, msgid, args, NULL, "shutting_down", "sbxd is shutting down");
         return;
     }
     if (audit_backlogged(env->audit)) {
         rpc_note_error(rpc, "busy");
-        deny_exec(rc, msgid, args, NULL, "busy", "the audit trail is behind; retry later");
+        rpc_deny_exec(rc, msgid, args, NULL, "busy", "the audit trail is behind; retry later");
         return;
     }
     if (rc->inflight >= env->cfg->max_requests_per_conn) {
@@ -311,7 +312,12 @@ static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
                        "too many requests in flight on this connection (limit %u)",
                        env->cfg->max_requests_per_conn);
         rpc_note_error(rpc, "limit");
-        deny_exec(rc, msgid, args, NULL, "limit", msg);
+        rpc_deny_exec(rc, msgid, args, NULL, "limit", msg);
+        return;
+    }
+    /* A command of a session: its own checks, its sandbox, no pool queue. */
+    if (args && args->type == MSGPACK_OBJECT_MAP && proto_map_get(args, "session")) {
+        rpc_session_exec(rc, msgid, args);
         return;
     }
     struct pool *p = NULL;
@@ -321,15 +327,15 @@ static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
         rpc_note_error(rpc, r == -ENOENT ? "unknown_pool" : "bad_request");
         const char *code =
             r == -ENOENT ? "unknown_pool" : (r == -E2BIG ? "too_large" : "bad_request");
-        deny_exec(rc, msgid, args, NULL, code, err_msg(&e));
+        rpc_deny_exec(rc, msgid, args, NULL, code, err_msg(&e));
         return;
     }
     /* Authorization, from memory only, before anything is created. */
     const struct token *tok = NULL;
     const char *why = NULL;
-    r = exec_authorize(env, args, p, &why, &tok, &e);
+    r = rpc_exec_authorize(env, args, p, &why, &tok, &e);
     if (r < 0) {
-        exec_refuse(rc, msgid, &spec, r, why, &e);
+        rpc_exec_refuse(rc, msgid, &spec, r, why, &e);
         return;
     }
     /* A full pool is refused before the task exists, through the budgeted refusal path:
@@ -340,7 +346,7 @@ static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
         (void)snprintf(msg, sizeof(msg), "pool '%s' is full: %u tasks already waiting",
                        pool_config(p)->name, pool_queued(p));
         rpc_note_error(rpc, "busy");
-        deny_exec(rc, msgid, args, &spec, "busy", msg);
+        rpc_deny_exec(rc, msgid, args, &spec, "busy", msg);
         return;
     }
     /* Before the request is audited, so that it names its token; a grant that fails is
@@ -348,16 +354,16 @@ static void m_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *ar
     struct err ge = ERR_INIT;
     int granted = tok ? exec_args_grant(&spec, env->tokens, tok, &ge) : 0;
     struct task *t = NULL;
-    const struct task_sink sink = {&sink_ops, rc, NULL, NULL};
+    const struct task_sink sink = {&rpc_sink_ops, rc, NULL, NULL};
     r = task_new(env->tenv, &sink, msgid, p, &spec, &t, &e);
     if (r < 0) {
         log_error_errno(r, "msg=\"cannot create task\" detail=\"%s\"", err_msg(&e));
         /* From the raw args: no task ever ran under the token, so the trail names none. */
-        deny_exec(rc, msgid, args, NULL, "internal", err_msg(&e));
+        rpc_deny_exec(rc, msgid, args, NULL, "internal", err_msg(&e));
         return;
     }
     const char *token_id = task_token_id(t);
-    struct task_audit_peer peer = audit_peer(rc);
+    struct task_audit_peer peer = rpc_audit_peer(rc);
     task_audit_request(env->tenv, task_id(t), &peer, task_get_spec(t));
     rc->inflight++;
     struct task_sink *ts = task_sink(t);
@@ -422,6 +428,11 @@ static const struct method agent_methods[] = {
     {"pools", m_pools},
     {"stats", m_stats},
     {"exec", m_exec},
+    {"session.open", rpc_session_open},
+    {"session.close", rpc_session_close},
+    {"session.write", rpc_session_write},
+    {"session.read", rpc_session_read},
+    {"session.list", rpc_session_list},
 };
 
 static const struct method admin_methods[] = {
@@ -435,9 +446,27 @@ static const struct method admin_methods[] = {
     {"audit.verify", rpc_audit_verify},
 };
 
+/* exec.file [msgid, bin]: the next bytes of that exec's streamed files. */
+static void file_chunk(struct rpc_conn *rc, const struct proto_msg *m, struct task *t,
+                       const msgpack_object *id, const msgpack_object *b)
+{
+    if (task_file_chunk(t, b->via.bin.ptr, b->via.bin.size) == 0) {
+        return;
+    }
+    char msg[160];
+    (void)snprintf(msg, sizeof(msg),
+                   "exec.file for request %llu: more bytes than its files declared (%llu); the "
+                   "task ends with status error",
+                   (unsigned long long)id->via.u64,
+                   (unsigned long long)task_get_spec(t)->files_streamed);
+    rpc_refused(rc, "bad_request", "bad_request", m->method, m->method_len, msg);
+    server_conn_send_error_notify(rc->c, "bad_request", msg, m->method, m->method_len, id);
+}
+
 static void handle_notify(struct rpc_conn *rc, const struct proto_msg *m)
 {
-    if (!proto_str_eq(m->method, m->method_len, "exec.stdin")) {
+    bool is_file = proto_str_eq(m->method, m->method_len, "exec.file");
+    if (!is_file && !proto_str_eq(m->method, m->method_len, "exec.stdin")) {
         log_debug("conn=%llu msg=\"ignoring unknown notification\"",
                   (unsigned long long)server_conn_id(rc->c));
         return;
@@ -447,7 +476,8 @@ static void handle_notify(struct rpc_conn *rc, const struct proto_msg *m)
         p->via.array.ptr[0].type != MSGPACK_OBJECT_POSITIVE_INTEGER ||
         (p->via.array.ptr[1].type != MSGPACK_OBJECT_BIN &&
          p->via.array.ptr[1].type != MSGPACK_OBJECT_STR)) {
-        const char *msg = "exec.stdin takes [msgid, bin]";
+        const char *msg =
+            is_file ? "exec.file takes [msgid, bin]" : "exec.stdin takes [msgid, bin]";
         bool has_id = p && p->type == MSGPACK_OBJECT_ARRAY && p->via.array.size > 0;
         rpc_refused(rc, "bad_request", "bad_request", m->method, m->method_len, msg);
         server_conn_send_error_notify(rc->c, "bad_request", msg, m->method, m->method_len,
@@ -455,9 +485,13 @@ static void handle_notify(struct rpc_conn *rc, const struct proto_msg *m)
         return;
     }
     uint64_t id = p->via.array.ptr[0].via.u64;
-    struct task *t = id <= UINT32_MAX ? find_task(rc, (uint32_t)id) : NULL;
+    struct task *t = id <= UINT32_MAX ? rpc_find_task(rc, (uint32_t)id) : NULL;
     if (!t) {
         return; /* the task may have finished already: late stdin is dropped */
+    }
+    if (is_file) {
+        file_chunk(rc, m, t, &p->via.array.ptr[0], &p->via.array.ptr[1]);
+        return;
     }
     if (!task_get_spec(t)->stdin) {
         /* The task's stdin is empty; the client is told that these bytes went nowhere,

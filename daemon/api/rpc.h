@@ -15,7 +15,9 @@ struct config;
 struct metrics;
 struct rpc;
 struct sched;
+struct session_table;
 struct token_store;
+struct workq;
 
 /* Daemon-wide counters of the stats method that no folder below keeps alone: the root
  * gathers them when asked. */
@@ -37,6 +39,8 @@ struct rpc_env {
     struct sched *sched; /* the pools, their counters, and whether sbxd is draining */
     struct task_env *tenv;
     struct metrics *metrics;
+    struct session_table *sessions; /* open sessions (core/session.h) */
+    struct workq *workq;            /* sessions' file I/O runs on its workers */
     void (*host_stats)(void *arg, struct rpc_host_stats *ret);
     void *host_stats_arg;
 };

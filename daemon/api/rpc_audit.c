@@ -30,6 +30,7 @@ struct job {
     bool verify;
     char *path;
     char task[AUDIT_TASK_MAX];
+    char session[AUDIT_TASK_MAX];
     char pool[NAME_MAX_LEN];
     char status[NAME_MAX_LEN];
     struct audit_query q;
@@ -153,12 +154,15 @@ static bool start_job(struct rpc_conn *rc, uint32_t msgid, struct job *j)
 
 void rpc_audit_query(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args)
 {
-    static const char *const keys[] = {"task", "pool", "status", "since", "limit"};
+    static const char *const keys[] = {"task", "pool", "status", "since", "limit", "session"};
     struct err e = ERR_INIT;
     scoped_free struct job *j = xcalloc(1, sizeof(*j));
     int r = check_keys(args, keys, ARRAY_SIZE(keys), &e);
     if (r == 0) {
         r = opt_str(args, "task", j->task, sizeof(j->task), &e);
+    }
+    if (r == 0) {
+        r = opt_str(args, "session", j->session, sizeof(j->session), &e);
     }
     if (r == 0) {
         r = opt_str(args, "pool", j->pool, sizeof(j->pool), &e);
@@ -194,6 +198,7 @@ void rpc_audit_query(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *
         return;
     }
     j->q.task = j->task[0] ? j->task : NULL;
+    j->q.session = j->session[0] ? j->session : NULL;
     j->q.pool = j->pool[0] ? j->pool : NULL;
     j->q.status = j->status[0] ? j->status : NULL;
     j->q.since_ns = since_ns;

@@ -10,6 +10,11 @@
 #include "api/rpc_refusals.h"
 #include "api/server.h"
 #include "core/task.h"
+#include "core/task_audit.h"
+
+struct pool;
+struct task_spec;
+struct token;
 
 struct rpc {
     struct rpc_env env;
@@ -46,3 +51,28 @@ void rpc_finish(struct rpc_conn *rc, msgpack_sbuffer *sb);
 /* The open connection of that kind with that id, or NULL: for answers computed off the
  * loop, whose connection may have closed meanwhile. */
 struct rpc_conn *rpc_find_conn(struct rpc *r, enum server_kind kind, uint64_t id);
+
+/* ---- rpc.c's exec path, shared with api/rpc_session.c's commands ---- */
+
+/* The connection as the audit trail names a request's sender. */
+struct task_audit_peer rpc_audit_peer(const struct rpc_conn *rc);
+/* Counts a protocol-level error by kind (malformed, too_large, limit, ...). */
+void rpc_note_error(struct rpc *r, const char *kind);
+/* Refuses an exec request that never became a task: its chain (request, denied decision,
+ * result, marked as a refusal's) goes to the audit trail within the budgets, else it is
+ * counted. The request is recorded from spec when it decoded, else (spec NULL) from its
+ * raw args. Answers msgid with code and message. */
+void rpc_deny_exec(struct rpc_conn *rc, uint32_t msgid, const msgpack_object *args,
+                   const struct task_spec *spec, const char *code, const char *message);
+/* The request's token (its "token" argument), verified for pool p: *ret NULL without one
+ * (allowed unless tokens.required). Returns 0, -EINVAL (malformed argument) or -EACCES with
+ * e and *why (sbx_denied_total's reason). */
+int rpc_exec_authorize(const struct rpc_env *env, const msgpack_object *a, const struct pool *p,
+                       const char **why, const struct token **ret, struct err *e);
+/* Answers an exec that authorization refused (r: -EACCES denied, else bad_request). */
+void rpc_exec_refuse(struct rpc_conn *rc, uint32_t msgid, const struct task_spec *spec, int r,
+                     const char *why, const struct err *e);
+/* A task's client over its connection (the arg of its sink is the struct rpc_conn). */
+extern const struct task_sink_ops rpc_sink_ops;
+/* The connection's task answering msgid, or NULL. */
+struct task *rpc_find_task(struct rpc_conn *rc, uint32_t msgid);

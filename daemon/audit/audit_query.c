@@ -658,6 +658,42 @@ static const char list_sql[] =
     "  LIMIT 1) = ?3)"
     " ORDER BY r.time DESC, r.id DESC LIMIT ?4";
 
+/* A session's own chain (its events carry its id as their task), then its commands' in the
+ * order they were requested (bounded by limit + 1). */
+static int session_tasks(sqlite3 *db, const struct audit_query *q, struct strv *tasks,
+                         struct err *e)
+{
+    scoped(finalizep) sqlite3_stmt *open = NULL;
+    scoped(finalizep) sqlite3_stmt *list = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT time FROM events WHERE task = ?1 AND type = 'session.open'"
+                           " ORDER BY id LIMIT 1",
+                           -1, &open, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "SELECT task FROM events WHERE type = 'task.request'"
+                           " AND task IS NOT NULL AND time >= ?2 AND CASE WHEN json_valid(fields)"
+                           " THEN json_extract(fields, '$.session') END = ?1 ORDER BY id LIMIT ?3",
+                           -1, &list, NULL) != SQLITE_OK) {
+        return ro_fail(db, e, "query");
+    }
+    (void)sqlite3_bind_text(open, 1, q->session, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(open) != SQLITE_ROW) {
+        return 0; /* no such session in the trail: no chains */
+    }
+    strv_push(tasks, q->session);
+    /* Its commands came after its opening: the request index's time bound, with slack for
+     * a clock that stepped back. */
+    (void)sqlite3_bind_text(list, 1, q->session, -1, SQLITE_TRANSIENT);
+    (void)sqlite3_bind_int64(list, 2, sqlite3_column_int64(open, 0) - 3600LL * 1000000000LL);
+    (void)sqlite3_bind_int64(list, 3, (sqlite3_int64)q->limit);
+    int rc;
+    while ((rc = sqlite3_step(list)) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(list, 0);
+        strv_push(tasks, t ? t : "");
+    }
+    return rc == SQLITE_DONE ? 0 : ro_fail(db, e, "query");
+}
+
 int audit_query_pack(struct sqlite3 *db, const struct audit_query *q, msgpack_packer *pk,
                      struct err *e)
 {
@@ -676,7 +712,9 @@ int audit_query_pack(struct sqlite3 *db, const struct audit_query *q, msgpack_pa
     }
     /* Task ids first (bounded by limit + 1), then one chain each. */
     scoped_strv struct strv tasks = STRV_INIT;
-    if (q->task) {
+    if (q->session) {
+        r = session_tasks(db, q, &tasks, e);
+    } else if (q->task) {
         (void)sqlite3_bind_text(ev, 1, q->task, -1, SQLITE_TRANSIENT);
         if (sqlite3_step(ev) == SQLITE_ROW) {
             strv_push(&tasks, q->task);
@@ -789,6 +827,71 @@ int audit_query_open_tasks(struct sqlite3 *db,
     }
     if (rc != SQLITE_DONE) {
         r = ro_fail(db, e, "open tasks");
+    }
+    (void)tx(db, "COMMIT", NULL);
+    return r < 0 ? r : count;
+}
+
+/* ---- sessions left open by a dead sbxd -------------------------------------------------- */
+
+int audit_query_open_sessions(struct sqlite3 *db,
+                              void (*fn)(const struct audit_open_session *s, void *ud), void *ud,
+                              struct err *e)
+{
+    scoped(finalizep) sqlite3_stmt *open = NULL;
+    scoped(finalizep) sqlite3_stmt *cmds = NULL;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT o.task, o.time, CASE WHEN json_valid(o.fields) THEN"
+                           " json_extract(o.fields, '$.pool') END FROM events o"
+                           " WHERE o.type = 'session.open' AND o.task IS NOT NULL AND o.id > ?1"
+                           " AND NOT EXISTS (SELECT 1 FROM events x WHERE x.task = o.task"
+                           " AND x.type = 'session.close') ORDER BY o.id",
+                           -1, &open, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "SELECT count(*), max(time) FROM events WHERE type = 'task.request'"
+                           " AND refusal = 0 AND time >= ?2 AND CASE WHEN json_valid(fields) THEN"
+                           " json_extract(fields, '$.session') END = ?1",
+                           -1, &cmds, NULL) != SQLITE_OK) {
+        return ro_fail(db, e, "open sessions");
+    }
+    int r = tx(db, "BEGIN", e);
+    if (r < 0) {
+        return r;
+    }
+    /* Sessions opened before the last daemon.start were settled by that start. */
+    int64_t since_id = 0;
+    {
+        scoped(finalizep) sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db,
+                               "SELECT id FROM events WHERE type = 'daemon.start' "
+                               "ORDER BY id DESC LIMIT 1",
+                               -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW) {
+            since_id = sqlite3_column_int64(st, 0);
+        }
+    }
+    (void)sqlite3_bind_int64(open, 1, since_id);
+    int count = 0, rc;
+    while ((rc = sqlite3_step(open)) == SQLITE_ROW) {
+        const char *id = (const char *)sqlite3_column_text(open, 0);
+        int64_t opened = sqlite3_column_int64(open, 1);
+        struct audit_open_session s = {
+            .session = id,
+            .pool = (const char *)sqlite3_column_text(open, 2),
+        };
+        (void)sqlite3_bind_text(cmds, 1, id, -1, SQLITE_TRANSIENT);
+        (void)sqlite3_bind_int64(cmds, 2, opened);
+        if (sqlite3_step(cmds) == SQLITE_ROW) {
+            s.commands = (uint64_t)sqlite3_column_int64(cmds, 0);
+            int64_t last = sqlite3_column_int64(cmds, 1);
+            s.lifetime_ms = last > opened ? (uint64_t)(last - opened) / 1000000 : 0;
+        }
+        sqlite3_reset(cmds);
+        fn(&s, ud);
+        count++;
+    }
+    if (rc != SQLITE_DONE) {
+        r = ro_fail(db, e, "open sessions");
     }
     (void)tx(db, "COMMIT", NULL);
     return r < 0 ? r : count;

@@ -40,7 +40,10 @@ struct audit_verify_result {
 int audit_query_verify(struct sqlite3 *db, struct audit_verify_result *ret, struct err *e);
 
 struct audit_query {
-    const char *task;   /* only this task; NULL: any */
+    const char *task; /* only this task; NULL: any */
+    /* only this session: its own events' chain first, then its commands' (task, pool,
+     * status and since are then ignored); NULL: none */
+    const char *session;
     const char *pool;   /* NULL: any */
     const char *status; /* task.result status, or "running" (no result yet); NULL: any */
     int64_t since_ns;   /* requests at or after this wall-clock time; 0: any */
@@ -70,6 +73,21 @@ struct audit_open_task {
 int audit_query_open_tasks(struct sqlite3 *db,
                            void (*fn)(const struct audit_open_task *t, void *ud), void *ud,
                            struct err *e);
+
+/* A session with a session.open after the last daemon.start and no session.close: the
+ * previous sbxd died while it was open. commands: its commands' task.requests; lifetime_ms:
+ * from its opening to the last of them (0 without any). Strings are valid during the
+ * callback only. */
+struct audit_open_session {
+    const char *session;
+    const char *pool; /* NULL when unknown */
+    uint64_t commands;
+    uint64_t lifetime_ms;
+};
+/* Calls fn for each open session. Returns how many or -errno. */
+int audit_query_open_sessions(struct sqlite3 *db,
+                              void (*fn)(const struct audit_open_session *s, void *ud), void *ud,
+                              struct err *e);
 
 /* Packs JSON text (the subset sbxd writes, any nesting up to 32 levels) as msgpack.
  * Returns 0, or -EINVAL when it does not parse (nothing packed). Exposed for tests. */

@@ -8,9 +8,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <msgpack.h>
 
+#include "cli/sbx_json.h"
 #include "lib/buf.h"
 #include "lib/err.h"
 #include "lib/log.h"
@@ -156,6 +158,8 @@ int sbx_token_run(const struct sbx_ctx *ctx, int argc, char **argv);
 int sbx_audit_run(const struct sbx_ctx *ctx, int argc, char **argv);
 int sbx_stats_run(const struct sbx_ctx *ctx, int argc, char **argv);
 int sbx_completion_run(const struct sbx_ctx *ctx, int argc, char **argv);
+int sbx_session_run(const struct sbx_ctx *ctx, int argc, char **argv);
+int sbx_cp_run(const struct sbx_ctx *ctx, int argc, char **argv);
 
 /* sbx_doc.c: the man page and the shell completion, from the command table. */
 
@@ -184,6 +188,98 @@ int sbx_rpc_connect(const struct sbx_ctx *ctx, bool json, struct sbx_conn *c);
 /* Connects and makes one call (sbx_rpc_call). Returns 0 with *ret, or the exit status. */
 int sbx_rpc_request(const struct sbx_ctx *ctx, struct sbx_conn *c, const char *method,
                     sbx_pack_args_cb pack_args, const void *arg, bool json, struct proto_msg *ret);
+
+/* sbx_files.c: exec's --file. */
+
+#define SBX_FILES_INLINE_MAX (256u << 10) /* larger files are streamed as exec.file */
+#define SBX_FILES_CHUNK (64u << 10)       /* an exec.file chunk */
+/* Inline files go in the request itself, which must stay well below sbxd's message bound
+ * (max_message_bytes, 1 MiB by default) with its argv, env and paths. */
+#define SBX_FILES_INLINE_TOTAL (512u << 10)
+
+/* A local file to send: checked and sized when it is added. */
+struct sbx_file {
+    char *local; /* the local path */
+    char *path;  /* where it goes in the sandbox, as given (sbxd checks it) */
+    int fd;      /* open only while it is read */
+    dev_t dev;   /* the file that was checked, which a reopen must find again */
+    ino_t ino;
+    uint64_t size; /* what is declared and sent, whatever the file does meanwhile */
+    uint32_t mode; /* the local file's permission bits */
+    bool streamed; /* sent as exec.file chunks after the request, declared by size */
+    char *data;    /* an inline file's bytes, once loaded (its fd is closed then) */
+};
+
+struct sbx_files {
+    struct sbx_file *v;
+    size_t n;
+    size_t next;   /* the file the stream is in */
+    uint64_t sent; /* bytes of v[next] streamed */
+    uint64_t left; /* bytes of every streamed file not yet packed */
+    char *buf;     /* one chunk */
+};
+
+/* Frees what fs holds and closes its files; fs is empty afterwards. Idempotent. */
+void sbx_files_release(struct sbx_files *fs);
+/* Adds --file's LOCAL[:PATH] (split at the last ':'; PATH empty or missing: LOCAL's
+ * basename) and checks that LOCAL opens and is a regular file; spec is not kept. Returns 0
+ * or -errno with e set. */
+int sbx_files_add(struct sbx_files *fs, const char *spec, struct err *e);
+/* Decides which files are inline (at most SBX_FILES_INLINE_MAX each, and together with their
+ * paths within a budget well below sbxd's message bound) and which are streamed. */
+void sbx_files_plan(struct sbx_files *fs);
+/* Reads the inline files (after sbx_files_plan) into memory and closes them. Returns 0 or
+ * -errno with e set (a read failed, or a file got shorter). */
+int sbx_files_load(struct sbx_files *fs, struct err *e);
+/* Packs "files" and its array (a key and a value of the request's map): the inline files'
+ * loaded bytes, the streamed ones declared by size. */
+void sbx_files_pack(msgpack_packer *pk, const struct sbx_files *fs);
+/* Whether sbx_files_plan made any file a streamed one. */
+bool sbx_files_streamed(const struct sbx_files *fs);
+/* Whether streamed bytes are left to pack. */
+bool sbx_files_pending(const struct sbx_files *fs);
+/* Packs the next [2, "exec.file", [msgid, bin]] of at most SBX_FILES_CHUNK bytes (only while
+ * sbx_files_pending). Returns 0 or -errno with e set. */
+int sbx_files_pack_chunk(struct sbx_files *fs, msgpack_packer *pk, uint32_t msgid, struct err *e);
+
+/* sbx_collect.c: exec's collected files. */
+
+/* The collected files sbx could not write, for the report. */
+struct sbx_collect {
+    struct sbx_json_file_error *errors; /* paths borrowed from the result */
+    size_t n_errors;
+};
+
+/* Frees what co holds. Idempotent. */
+void sbx_collect_release(struct sbx_collect *co);
+/* Writes the files of the exec result res beneath the directory dirfd (none when dirfd <
+ * 0) with sbx_out_write, telling each that cannot be written on stderr and keeping it in co
+ * (which borrows from res); unless quiet, also tells the truncated files, the skipped
+ * entries and a collect_truncated result on stderr. Returns 0, or -EIO when some file could
+ * not be written. */
+int sbx_collect_write(const msgpack_object *res, int dirfd, bool quiet, struct sbx_collect *co);
+
+/* sbx_out.c: files from sbxd written under a local directory, never outside it. */
+
+/* Whether a path sbxd sent (len bytes) may be written under a directory: relative, no
+ * empty, "." or ".." component, no NUL, components of at most 255 bytes, under PATH_MAX.
+ * Returns 0, or -EINVAL / -ENAMETOOLONG with *why set (static text). */
+int sbx_out_check_path(const char *path, size_t len, const char **why);
+/* Writes data (len bytes) as path (path_len bytes, checked as sbx_out_check_path does)
+ * beneath the directory dirfd with the permission bits of mode (0..0777, umask aside):
+ * missing directories are created, a symlink or non-directory on the way is refused, an
+ * existing regular file is replaced (by a rename: a hard link is never written through),
+ * anything else at the name is refused. Returns 0 or -errno with e set. */
+int sbx_out_write(int dirfd, const char *path, size_t path_len, const char *data, size_t len,
+                  uint32_t mode, struct err *e);
+
+/* sbx_session.c */
+
+/* The token of a session command: flag (--token) when not NULL, else $SBX_TOKEN when set
+ * and not empty, else NULL. */
+const char *sbx_session_token(const char *flag);
+/* Packs key and a duration of ns as seconds: an integer when whole, else a float. */
+void sbx_session_pack_seconds(msgpack_packer *pk, const char *key, uint64_t ns);
 
 /* sbx_text.c */
 

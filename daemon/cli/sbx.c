@@ -47,10 +47,57 @@ static const struct sbx_opt sbx_exec_opts[] = {
     {"--token", "TOKEN",
      "capability token whose grants the task gets (env SBX_TOKEN,\n"
      "which keeps it out of the process list)"},
+    {"--session", "ID",
+     "run in that open session (sbx session open): its /work and /tmp\n"
+     "persist between commands; --pool and --token may be left out"},
+    {"--file", "LOCAL[:PATH]",
+     "copy the local file LOCAL into the sandbox's /work as PATH\n"
+     "(relative to /work, or under /work/; default: LOCAL's basename;\n"
+     "split at the last ':') with LOCAL's mode, before the command\n"
+     "starts (repeatable; large files are streamed)"},
+    {"--collect", "PATTERN",
+     "after the command, bring back the regular files under /work\n"
+     "that match (a path, or *, ? and [...] within a name and ** for\n"
+     "any depth; repeatable); truncated and skipped ones are told on\n"
+     "stderr"},
+    {"--out", "DIR",
+     "where --collect writes the files (default: the current\n"
+     "directory; created if missing); a path that would leave DIR\n"
+     "(absolute, .., a symlink in DIR) is refused"},
+    {"--capture", NULL,
+     "get stdout and stderr in the result, not as they come (what\n"
+     "request/response clients see); printed the same way"},
     {"--json", NULL,
      "print one JSON object with the result and output at the end\n"
      "(\"stdout_b64\"/\"stderr_b64\" hold the bytes of output that is not\n"
-     "UTF-8; a failure of sbx prints {\"error\": {\"code\", \"message\"}})"},
+     "UTF-8; collected files are in \"files\" with \"data\" and, when not\n"
+     "UTF-8, \"data_b64\"; a failure of sbx prints {\"error\": {\"code\",\n"
+     "\"message\"}})"},
+    {NULL, NULL, NULL},
+};
+
+static const char *const sbx_session_subcmds[] = {"open", "list", "ls", "close", NULL};
+
+static const struct sbx_opt sbx_session_opts[] = {
+    {"--pool", "NAME", "open: the pool to take the sandbox from (default: the daemon's)"},
+    {"--ttl", "SECONDS",
+     "open: the session's lifetime, whatever it does (also 30s, 10m,\n"
+     "1h; default and maximum: the pool's session_ttl, session_max_ttl)"},
+    {"--idle-timeout", "SECONDS",
+     "open: end it after this long without a command (default: the\n"
+     "pool's session_idle_timeout; at most the ttl)"},
+    {"--file", "LOCAL[:PATH]",
+     "open: copy a local file into its /work first, as exec's --file\n"
+     "does (up to 256 KiB each, 512 KiB together; the rest: sbx cp)"},
+    {"--token", "TOKEN",
+     "the capability token to open it with, and to use it with\n"
+     "(env SBX_TOKEN): a session is its opener's (uid and token)"},
+    {"--json", NULL, "print the answer as JSON (failures as {\"error\": {...}})"},
+    {NULL, NULL, NULL},
+};
+
+static const struct sbx_opt sbx_cp_opts[] = {
+    {"--token", "TOKEN", "the token the session was opened with (env SBX_TOKEN)"},
     {NULL, NULL, NULL},
 };
 
@@ -77,6 +124,7 @@ static const struct sbx_opt sbx_audit_opts[] = {
     {"--status", "S",
      "tasks whose result was S (exited, timeout, denied, abandoned, ...;\n"
      "'running' for tasks with no result yet)"},
+    {"--session", "ID", "a session's open and close events and its commands' chains"},
     {"--limit", "N", "at most N chains (1..1000, default 50)"},
     {"--json", NULL, "one JSON object per chain, one per line (verify: one object)"},
     {NULL, NULL, NULL},
@@ -93,15 +141,33 @@ const struct sbx_cmd sbx_cmds[] = {
      "show sbxd's daemon-wide counters (sandboxes, tasks, network namespaces, host ids)", NULL,
      NULL, sbx_json_only, NULL, sbx_stats_run},
     {"exec", SBX_SOCKET_AGENT, "[OPTIONS] [--] COMMAND [ARG...]",
-     "run COMMAND in a fresh sandbox, streaming its stdin, stdout and stderr", NULL, NULL,
-     sbx_exec_opts,
+     "run COMMAND in a fresh sandbox (or an open session's), streaming its stdin, stdout\n"
+     "and stderr, with files copied in before and collected after",
+     NULL, NULL, sbx_exec_opts,
      "exit status: the command's; 128+N if killed by signal N; 124 on timeout; 137 when\n"
      "killed for output, memory or its token's expiry or revocation; 126 if the command\n"
      "was found but could not be executed; 127 if it was not found; 125 when sbx failed:\n"
      "a usage error, sbxd unreachable, a request sbxd refused (denied, busy, an unknown\n"
-     "pool...), a broken connection or a write error. If stdout closes (a pipe's reader\n"
-     "went away), the task is cancelled and sbx ends by SIGPIPE.\n",
+     "pool, a --file path or size refused...), a broken connection, a write error or a\n"
+     "collected file that could not be written. If stdout closes (a pipe's reader went\n"
+     "away), the task is cancelled and sbx ends by SIGPIPE.\n",
      sbx_exec_run},
+    {"session", SBX_SOCKET_AGENT, "open [OPTIONS] | list | ls ID [PATH] | close ID",
+     "open a session (a sandbox kept for several commands, sbx exec --session) and print\n"
+     "its id, list your open sessions, list a directory of one, or close one",
+     sbx_session_subcmds, NULL, sbx_session_opts,
+     "A session ends at close, at its ttl, after its idle timeout, or when its token\n"
+     "expires or is revoked; its sandbox is destroyed with every file in it. Only its\n"
+     "opener (the same uid and token) may use it. exit status: 0; 125 when sbx failed\n",
+     sbx_session_run},
+    {"cp", SBX_SOCKET_AGENT, "[--token TOKEN] LOCAL|- ID:PATH | ID:PATH LOCAL|-",
+     "copy a file into an open session or out of it, as docker cp does: PATH is under\n"
+     "/work (relative to it, or /work/...); - is stdin or stdout; a PATH or LOCAL that\n"
+     "ends in / (or a LOCAL directory) takes the other side's basename",
+     NULL, NULL, sbx_cp_opts,
+     "An upload keeps LOCAL's mode. exit status: 0; 125 when sbx failed (usage, sbxd\n"
+     "unreachable, a refused request, a local read or write error)\n",
+     sbx_cp_run},
     {"token", SBX_SOCKET_ADMIN, "issue [OPTIONS] | revoke TOKEN_OR_ID | list [--json]",
      "mint a capability token (printed once), revoke one, or list them (admin socket)",
      sbx_token_subcmds, "issue options:", sbx_token_opts,
@@ -111,8 +177,8 @@ const struct sbx_cmd sbx_cmds[] = {
     {"audit", SBX_SOCKET_ADMIN, "[OPTIONS] | verify [--json]",
      "show the audit trail's task chains, newest first; 'verify' checks its hash chain",
      sbx_audit_subcmds, NULL, sbx_audit_opts,
-     "exit status: 0; 1 when verify finds a bad row or --task finds nothing; 125 when sbx\n"
-     "failed (usage, sbxd unreachable, a refused request, a write error)\n",
+     "exit status: 0; 1 when verify finds a bad row or --task or --session finds nothing;\n"
+     "125 when sbx failed (usage, sbxd unreachable, a refused request, a write error)\n",
      sbx_audit_run},
     {"completion", SBX_SOCKET_AGENT, "bash",
      "print the shell completion script (source it, or install it as\n"

@@ -14,6 +14,7 @@
 
 struct sbx_audit_opts {
     const char *task;
+    const char *session;
     const char *pool;
     const char *status;
     uint64_t since_ns; /* 0: any */
@@ -24,11 +25,14 @@ struct sbx_audit_opts {
 static void sbx_audit_pack_args(msgpack_packer *pk, const void *arg)
 {
     const struct sbx_audit_opts *o = arg;
-    uint32_t n = (o->task != NULL) + (o->pool != NULL) + (o->status != NULL) + (o->since_ns != 0) +
-                 (o->limit != 0);
+    uint32_t n = (o->task != NULL) + (o->session != NULL) + (o->pool != NULL) +
+                 (o->status != NULL) + (o->since_ns != 0) + (o->limit != 0);
     (void)msgpack_pack_map(pk, n);
     if (o->task) {
         proto_pack_kv_str(pk, "task", o->task);
+    }
+    if (o->session) {
+        proto_pack_kv_str(pk, "session", o->session);
     }
     if (o->pool) {
         proto_pack_kv_str(pk, "pool", o->pool);
@@ -105,18 +109,40 @@ static const msgpack_object *sbx_audit_fields(const msgpack_object *events, cons
     return NULL;
 }
 
-/* One JSON line per chain: task, pool, status and its events. */
-static void sbx_audit_json(const msgpack_object *task, const msgpack_object *events)
+/* A chain's pool: its task.request's, or a session's chain's session.open's; NULL if none. */
+static const msgpack_object *sbx_audit_pool(const msgpack_object *events)
 {
     const msgpack_object *req = sbx_audit_fields(events, "task.request");
+    if (!req) {
+        req = sbx_audit_fields(events, "session.open");
+    }
+    return req ? proto_map_get(req, "pool") : NULL;
+}
+
+/* A chain's status: its task.result's, or a session's chain's end reason (session.close's);
+ * NULL while it has neither. */
+static const msgpack_object *sbx_audit_status(const msgpack_object *events)
+{
     const msgpack_object *res = sbx_audit_fields(events, "task.result");
+    if (res) {
+        return proto_map_get(res, "status");
+    }
+    res = sbx_audit_fields(events, "session.close");
+    return res ? proto_map_get(res, "reason") : NULL;
+}
+
+/* One JSON line per chain: task (or session), pool, status and its events. */
+static void sbx_audit_json(const msgpack_object *task, const msgpack_object *events)
+{
+    static const msgpack_object nil = {.type = MSGPACK_OBJECT_NIL};
+    const msgpack_object *pool = sbx_audit_pool(events), *status = sbx_audit_status(events);
     char tbuf[48];
     (void)fputs("{\"task\":", stdout);
-    sbx_json_write_obj(stdout, task);
+    sbx_json_write_obj(stdout, task ? task : &nil);
     (void)fputs(",\"pool\":", stdout);
-    sbx_json_write_obj(stdout, req ? proto_map_get(req, "pool") : NULL);
+    sbx_json_write_obj(stdout, pool ? pool : &nil);
     (void)fputs(",\"status\":", stdout);
-    sbx_json_write_obj(stdout, res ? proto_map_get(res, "status") : NULL);
+    sbx_json_write_obj(stdout, status ? status : &nil);
     (void)fputs(",\"events\":[", stdout);
     for (uint32_t i = 0; events && i < events->via.array.size; i++) {
         const msgpack_object *ev = &events->via.array.ptr[i];
@@ -159,6 +185,7 @@ static void sbx_audit_row(const msgpack_object *task, const msgpack_object *even
 {
     const msgpack_object *req = sbx_audit_fields(events, "task.request");
     const msgpack_object *res = sbx_audit_fields(events, "task.result");
+    bool session = !req && sbx_audit_fields(events, "session.open");
     const msgpack_object *fin = sbx_audit_fields(events, "task.finished");
     const msgpack_object *first =
         events && events->via.array.size ? &events->via.array.ptr[0] : NULL;
@@ -170,15 +197,16 @@ static void sbx_audit_row(const msgpack_object *task, const msgpack_object *even
     } else {
         (void)snprintf(code, sizeof(code), "-");
     }
-    sbx_text(res ? proto_map_get(res, "status") : NULL, status, sizeof(status));
-    sbx_text(req ? proto_map_get(req, "pool") : NULL, pool, sizeof(pool));
+    sbx_text(sbx_audit_status(events), status, sizeof(status));
+    sbx_text(sbx_audit_pool(events), pool, sizeof(pool));
     (void)printf("%-24s %-16s %-12s %-13s %5s %8" PRId64 " %2u  %s\n",
                  sbx_audit_time(sbx_obj_i64(first ? proto_map_get(first, "time_ns") : NULL), tbuf,
                                 sizeof(tbuf)),
                  sbx_text(task, id, sizeof(id)), pool[0] ? pool : "-",
                  status[0] ? status : "(open)", code,
                  sbx_obj_i64(fin ? proto_map_get(fin, "wall_ms") : NULL),
-                 events ? events->via.array.size : 0, sbx_audit_argv(req, argv, sizeof(argv)));
+                 events ? events->via.array.size : 0,
+                 session ? "(session)" : sbx_audit_argv(req, argv, sizeof(argv)));
     for (uint32_t i = 0; detail && events && i < events->via.array.size; i++) {
         const msgpack_object *ev = &events->via.array.ptr[i];
         char type[40];
@@ -257,6 +285,11 @@ int sbx_audit_run(const struct sbx_ctx *ctx, int argc, char **argv)
                 return sbx_usage_error(cmd, "audit: --task needs a task id");
             }
             o.task = v;
+        } else if ((r = parse_long_opt(argc, argv, &i, "--session", &v)) != 0) {
+            if (r < 0 || !v[0]) {
+                return sbx_usage_error(cmd, "audit: --session needs a session id");
+            }
+            o.session = v;
         } else if ((r = parse_long_opt(argc, argv, &i, "--pool", &v)) != 0) {
             if (r < 0 || !v[0]) {
                 return sbx_usage_error(cmd, "audit: --pool needs a pool name");
@@ -302,14 +335,15 @@ int sbx_audit_run(const struct sbx_ctx *ctx, int argc, char **argv)
         if (o.json) {
             sbx_audit_json(proto_map_get(ch, "task"), events);
         } else {
-            sbx_audit_row(proto_map_get(ch, "task"), events, o.task != NULL);
+            sbx_audit_row(proto_map_get(ch, "task"), events, o.task != NULL || o.session != NULL);
         }
     }
     if (more) {
         sbx_errorf("more chains match: narrow with --since, --pool, --status or raise --limit");
     }
-    if (o.task && chains->via.array.size == 0) {
-        sbx_errorf("no audit events for task '%s'", o.task);
+    if ((o.task || o.session) && chains->via.array.size == 0) {
+        sbx_errorf("no audit events for %s '%s'", o.task ? "task" : "session",
+                   o.task ? o.task : o.session);
         return 1;
     }
     return 0;

@@ -11,7 +11,13 @@
 
 #include "lib/util.h"
 
-#define SBX_MAX_MSG (16u << 20)    /* largest message accepted from sbxd */
+/* The largest message accepted from sbxd: its largest result. exec's collect brings at most
+ * 64 MiB of file data (a pool's collect_max_bytes, CONFIG_COLLECT_BYTES_MAX) and 10000 paths
+ * (collect_max_files) of at most 65 components of 255 bytes (workspace.c's walk depth), about
+ * 163 MiB in the worst case; captured output adds a pool's output_cap, at most 64 MiB. A
+ * bound, not an allocation: the reader holds only what arrives. The default pool's largest
+ * result is about 17 MiB. */
+#define SBX_MAX_MSG (320u << 20)
 #define SBX_READ_CHUNK (64u << 10) /* socket read size */
 
 void sbx_conn_close(struct sbx_conn *c)

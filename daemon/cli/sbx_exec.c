@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* sbx exec: one task, its stdio streamed through a poll loop, its result mapped to a status.
- * Our stdin flows only while the send queue is below SBX_SEND_HIGH, the socket is read only
- * while our unwritten output is below SBX_OUT_HIGH, and --json keeps at most SBX_JSON_CAP.
+/* sbx exec: one task, its files and stdio streamed through a poll loop, its result mapped to
+ * a status and its collected files written out. Our stdin and the streamed --file bytes flow
+ * only while the send queue is below SBX_SEND_HIGH, the socket is read only while our
+ * unwritten output is below SBX_OUT_HIGH, and --json keeps at most SBX_JSON_CAP.
  * Output that cannot be written cancels the task: its reader is gone (then sbx ends by
  * SIGPIPE, as any writer in a pipeline) or its file failed (then sbx fails, 125). */
 #include "cli/cli_impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -37,9 +39,15 @@ struct sbx_exec_opts {
     const char *pool;
     const char *cwd;
     const char *token;   /* never printed */
+    const char *session; /* run in this open session */
     uint64_t timeout_ns; /* 0: the daemon's default */
     struct sbx_env *env;
     size_t n_env;
+    struct sbx_files files;
+    const char **collect; /* patterns, from argv */
+    size_t n_collect;
+    const char *out_dir; /* where collected files go (NULL: the current directory) */
+    bool capture;
     bool json;
     char **argv;
     int argc;
@@ -66,6 +74,8 @@ struct sbx_exec {
     struct proto_msg resp; /* our response, once done */
     bool done;
     char *stdin_buf;
+    int out_dirfd; /* --out's directory, with --collect */
+    struct sbx_collect collected;
 };
 
 /* Releases everything x owns; idempotent, so usable as a cleanup attribute. */
@@ -78,6 +88,10 @@ static void sbx_exec_release(struct sbx_exec *x)
     byteq_release(&x->out[1].q);
     free(take_ptr(&x->stdin_buf));
     free(take_ptr(&x->opts.env));
+    free(take_ptr(&x->opts.collect));
+    sbx_files_release(&x->opts.files);
+    sbx_collect_release(&x->collected);
+    x->out_dirfd = fd_close(x->out_dirfd);
 }
 
 static int sbx_env_cmp(const void *a, const void *b)
@@ -102,6 +116,7 @@ static int sbx_exec_parse(int argc, char **argv, struct sbx_exec_opts *o)
     int i = 1;
 
     o->env = xcalloc((size_t)argc, sizeof(*o->env));
+    o->collect = xcalloc((size_t)argc, sizeof(*o->collect));
     for (; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int r;
@@ -119,6 +134,10 @@ static int sbx_exec_parse(int argc, char **argv, struct sbx_exec_opts *o)
         }
         if (strcmp(a, "--json") == 0) {
             o->json = true;
+            continue;
+        }
+        if (strcmp(a, "--capture") == 0) {
+            o->capture = true;
             continue;
         }
         if ((r = parse_long_opt(argc, argv, &i, "--pool", &v)) != 0) {
@@ -140,6 +159,29 @@ static int sbx_exec_parse(int argc, char **argv, struct sbx_exec_opts *o)
             if (r < 0 || parse_duration_ns(v, &o->timeout_ns) < 0 || o->timeout_ns == 0) {
                 return sbx_usage_error(cmd, "exec: --timeout needs a positive number of seconds");
             }
+        } else if ((r = parse_long_opt(argc, argv, &i, "--session", &v)) != 0) {
+            if (r < 0 || v[0] == '\0') {
+                return sbx_usage_error(cmd, "exec: --session needs a session id");
+            }
+            o->session = v;
+        } else if ((r = parse_long_opt(argc, argv, &i, "--file", &v)) != 0) {
+            struct err e = ERR_INIT;
+            if (r < 0) {
+                return sbx_usage_error(cmd, "exec: --file needs LOCAL[:PATH]");
+            }
+            if (sbx_files_add(&o->files, v, &e) < 0) {
+                return sbx_usage_error(cmd, "exec: %s", err_msg(&e));
+            }
+        } else if ((r = parse_long_opt(argc, argv, &i, "--collect", &v)) != 0) {
+            if (r < 0 || v[0] == '\0') {
+                return sbx_usage_error(cmd, "exec: --collect needs a path or pattern");
+            }
+            o->collect[o->n_collect++] = v;
+        } else if ((r = parse_long_opt(argc, argv, &i, "--out", &v)) != 0) {
+            if (r < 0 || v[0] == '\0') {
+                return sbx_usage_error(cmd, "exec: --out needs a directory");
+            }
+            o->out_dir = v;
         } else if ((r = parse_long_opt(argc, argv, &i, "--env", &v)) != 0) {
             const char *eq = r > 0 ? strchr(v, '=') : NULL;
             if (!eq || eq == v) {
@@ -154,6 +196,9 @@ static int sbx_exec_parse(int argc, char **argv, struct sbx_exec_opts *o)
     }
     if (i >= argc) {
         return sbx_usage_error(cmd, "exec: missing the command to run");
+    }
+    if (o->out_dir && o->n_collect == 0) {
+        return sbx_usage_error(cmd, "exec: --out is where --collect writes: give --collect");
     }
     o->argv = argv + i;
     o->argc = argc - i;
@@ -176,7 +221,8 @@ static void sbx_exec_pack_request(struct sbx_exec *x)
     const struct sbx_exec_opts *o = &x->opts;
     msgpack_packer *pk = &x->c.pk;
     uint32_t n = 2 + (o->pool != NULL) + (o->cwd != NULL) + (o->timeout_ns > 0) + (o->n_env > 0) +
-                 (o->token != NULL);
+                 (o->token != NULL) + (o->session != NULL) + (o->files.n > 0) + (o->n_collect > 0) +
+                 o->capture;
 
     proto_pack_request(pk, x->msgid, "exec");
     (void)msgpack_pack_array(pk, 1);
@@ -209,7 +255,23 @@ static void sbx_exec_pack_request(struct sbx_exec *x)
             proto_pack_cstr(pk, v->kv + v->key_len + 1);
         }
     }
+    if (o->session) {
+        proto_pack_kv_str(pk, "session", o->session);
+    }
+    if (o->n_collect > 0) {
+        proto_pack_cstr(pk, "collect");
+        (void)msgpack_pack_array(pk, (uint32_t)o->n_collect);
+        for (size_t i = 0; i < o->n_collect; i++) {
+            proto_pack_cstr(pk, o->collect[i]);
+        }
+    }
+    if (o->capture) {
+        proto_pack_kv_bool(pk, "capture", true);
+    }
     proto_pack_kv_bool(pk, "stdin", true);
+    if (o->files.n > 0) {
+        sbx_files_pack(pk, &o->files);
+    }
 }
 
 /* Queues [2, "exec.stdin", [msgid, bin]]; an empty bin is the EOF. */
@@ -247,6 +309,17 @@ static void sbx_exec_message(struct sbx_exec *x, struct proto_msg *m)
     if (m->type == PROTO_RESPONSE && m->msgid == x->msgid) {
         x->resp = *m;
         x->done = true;
+        if (x->opts.capture && m->error->type == MSGPACK_OBJECT_NIL) {
+            /* The output came in the result: it goes where notifications' output goes. */
+            const char *data;
+            uint32_t len;
+            for (int i = 0; i < 2; i++) {
+                if (proto_obj_bytes(proto_map_get(m->result, i == 0 ? "stdout" : "stderr"), &data,
+                                    &len)) {
+                    sbx_exec_output(x, i, data, len);
+                }
+            }
+        }
         return;
     }
     /* Notifications about our task: [msgid, payload]. Anything else is not for us. */
@@ -329,9 +402,18 @@ static int sbx_exec_loop(struct sbx_exec *x)
 
     for (;;) {
         struct pollfd p[PFD_N];
-        size_t unwritten = sbx_exec_unwritten(x);
+        size_t unwritten;
         int r = 0;
 
+        /* Streamed files go first and need no exec.started: sbxd holds the command until
+         * their last byte has come. */
+        while (!x->done && !x->c.write_closed && sbx_files_pending(&x->opts.files) &&
+               byteq_pending(&x->c.out) < SBX_SEND_HIGH) {
+            if (sbx_files_pack_chunk(&x->opts.files, &x->c.pk, x->msgid, &e) < 0) {
+                return sbx_fail(json, SBX_ERR_SYSTEM, "%s; the task is cancelled", err_msg(&e));
+            }
+        }
+        unwritten = sbx_exec_unwritten(x);
         if ((x->done || x->c.eof) && unwritten == 0) {
             break;
         }
@@ -445,11 +527,21 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
         (proto_get_u64(res, "signal", &v, NULL) < 0 || v == 0 || v > 127)) {
         return sbx_fail(json, SBX_ERR_PROTOCOL, "malformed exec result from sbxd: bad signal");
     }
+    bool unwritten =
+        x->opts.n_collect > 0 && sbx_collect_write(res, x->out_dirfd, json, &x->collected) < 0;
     if (json) {
         /* Write errors show at the close of stdout (sbx.c). */
         const struct byteq *o = &x->out[0].q, *e = &x->out[1].q;
-        sbx_json_write_result(stdout, res, byteq_data(o), byteq_pending(o), byteq_data(e),
-                              byteq_pending(e), x->dropped);
+        struct sbx_json_output jo = {
+            .out = byteq_data(o),
+            .out_len = byteq_pending(o),
+            .err = byteq_data(e),
+            .err_len = byteq_pending(e),
+            .dropped = x->dropped,
+            .file_errors = x->collected.errors,
+            .n_file_errors = x->collected.n_errors,
+        };
+        sbx_json_write_result(stdout, res, &jo);
     }
     if (strcmp(status, "exited") == 0) {
         code = (int)v;
@@ -491,7 +583,45 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
         sbx_errorf("unknown task status '%s' from sbxd", status);
         code = SBX_EXIT_FAIL;
     }
+    if (unwritten) {
+        sbx_errorf("%zu collected file%s could not be written", x->collected.n_errors,
+                   x->collected.n_errors == 1 ? "" : "s");
+        code = SBX_EXIT_FAIL;
+    }
     return code;
+}
+
+/* Opens --out's directory (the current one by default), creating it and its parents when
+ * missing: before anything runs, so that a directory sbx cannot write to fails the command,
+ * not its result. */
+static int sbx_exec_open_out(struct sbx_exec *x)
+{
+    const char *dir = x->opts.out_dir ? x->opts.out_dir : ".";
+    char path[PATH_MAX];
+    size_t n = strlen(dir);
+    if (n >= sizeof(path)) {
+        return sbx_fail(x->opts.json, SBX_ERR_SYSTEM, "--out: path too long");
+    }
+    memcpy(path, dir, n + 1);
+    /* mkdir -p: each parent, then the directory itself. */
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0') {
+            continue;
+        }
+        char c = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0777) < 0 && errno != EEXIST) {
+            return sbx_fail(x->opts.json, SBX_ERR_SYSTEM, "--out: cannot create '%s': %s", path,
+                            strerror(errno));
+        }
+        path[i] = c;
+    }
+    x->out_dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (x->out_dirfd < 0) {
+        return sbx_fail(x->opts.json, SBX_ERR_SYSTEM, "--out: cannot open '%s': %s", dir,
+                        strerror(errno));
+    }
+    return 0;
 }
 
 /* Blocks SIGINT and SIGTERM and returns a signalfd for them, or -errno. */
@@ -518,7 +648,8 @@ static size_t sbx_write_chunk(int fd)
 
 int sbx_exec_run(const struct sbx_ctx *ctx, int argc, char **argv)
 {
-    scoped(sbx_exec_release) struct sbx_exec x = {.c = {.fd = -1}, .sigfd = -1};
+    scoped(sbx_exec_release) struct sbx_exec x = {.c = {.fd = -1}, .sigfd = -1, .out_dirfd = -1};
+    struct err e = ERR_INIT;
     int status;
 
     x.stdin_open = true;
@@ -529,6 +660,13 @@ int sbx_exec_run(const struct sbx_ctx *ctx, int argc, char **argv)
     }
     if (status != 0) {
         return status < 0 ? 0 : status;
+    }
+    if (x.opts.n_collect > 0 && (status = sbx_exec_open_out(&x)) != 0) {
+        return status;
+    }
+    sbx_files_plan(&x.opts.files);
+    if (sbx_files_load(&x.opts.files, &e) < 0) {
+        return sbx_fail(x.opts.json, SBX_ERR_SYSTEM, "%s", err_msg(&e));
     }
     status = sbx_rpc_connect(ctx, x.opts.json, &x.c);
     if (status != 0) {

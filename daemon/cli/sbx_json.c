@@ -140,7 +140,7 @@ static void sbx_json_write_key(FILE *f, const msgpack_object *k)
 
 static void sbx_json_write_depth(FILE *f, const msgpack_object *o, int depth)
 {
-    if (depth >= SBX_JSON_MAX_DEPTH) {
+    if (!o || depth >= SBX_JSON_MAX_DEPTH) {
         (void)fputs("null", f);
         return;
     }
@@ -250,8 +250,32 @@ static void sbx_json_write_output(FILE *f, const char *name, const char *p, size
     }
 }
 
-void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, size_t out_len,
-                           const char *err, size_t err_len, bool dropped)
+/* "files": the collected files, each one's data as text and, when not UTF-8, base64. */
+static void sbx_json_write_files(FILE *f, const msgpack_object *files)
+{
+    static const char *const fields[] = {"path", "mode", "size", "truncated"};
+    static const msgpack_object nil = {.type = MSGPACK_OBJECT_NIL};
+
+    (void)fputs(",\"files\":[", f);
+    for (uint32_t i = 0; files->type == MSGPACK_OBJECT_ARRAY && i < files->via.array.size; i++) {
+        const msgpack_object *file = &files->via.array.ptr[i];
+        const char *data = "";
+        uint32_t len = 0;
+        (void)fputs(i ? ",{" : "{", f);
+        for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
+            const msgpack_object *v = proto_map_get(file, fields[k]);
+            (void)fprintf(f, "%s\"%s\":", k ? "," : "", fields[k]);
+            sbx_json_write_obj(f, v ? v : &nil);
+        }
+        (void)proto_obj_bytes(proto_map_get(file, "data"), &data, &len);
+        (void)fputc(',', f);
+        sbx_json_write_output(f, "data", data, len);
+        (void)fputc('}', f);
+    }
+    (void)fputc(']', f);
+}
+
+void sbx_json_write_result(FILE *f, const msgpack_object *res, const struct sbx_json_output *o)
 {
     static const char *const fields[] = {
         "status",       "exit_code", "signal", "stdout",         "stderr",
@@ -259,7 +283,12 @@ void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, 
         "stderr_bytes", "sandbox",   "task",   "pool",           "seccomp_denials",
         "cold",         "egress",    "error",  "error_stage",    "error_errno",
     };
+    /* Present only in some results: left out, not null, when missing. */
+    static const char *const optional[] = {
+        "session", "files_in_bytes", "files_out_bytes", "skipped", "collect_truncated",
+    };
     static const msgpack_object nil = {.type = MSGPACK_OBJECT_NIL};
+    const msgpack_object *files = proto_map_get(res, "files");
     bool truncated = false;
 
     (void)proto_get_bool(res, "truncated", &truncated, NULL);
@@ -273,19 +302,41 @@ void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, 
             (void)fputc(',', f);
         }
         if (strcmp(fields[i], "stdout") == 0) {
-            sbx_json_write_output(f, "stdout", out, out_len);
+            sbx_json_write_output(f, "stdout", o->out, o->out_len);
             continue;
         }
         if (strcmp(fields[i], "stderr") == 0) {
-            sbx_json_write_output(f, "stderr", err, err_len);
+            sbx_json_write_output(f, "stderr", o->err, o->err_len);
             continue;
         }
         (void)fprintf(f, "\"%s\":", fields[i]);
         if (strcmp(fields[i], "truncated") == 0) {
-            (void)fputs(truncated || dropped ? "true" : "false", f);
+            (void)fputs(truncated || o->dropped ? "true" : "false", f);
         } else {
             sbx_json_write_obj(f, v ? v : &nil);
         }
+    }
+    for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++) {
+        const msgpack_object *v = proto_map_get(res, optional[i]);
+        if (v) {
+            (void)fprintf(f, ",\"%s\":", optional[i]);
+            sbx_json_write_obj(f, v);
+        }
+    }
+    if (files) {
+        sbx_json_write_files(f, files);
+    }
+    if (o->n_file_errors > 0) {
+        (void)fputs(",\"collect_errors\":[", f);
+        for (size_t i = 0; i < o->n_file_errors; i++) {
+            const struct sbx_json_file_error *fe = &o->file_errors[i];
+            (void)fputs(i ? ",{\"path\":" : "{\"path\":", f);
+            sbx_json_write_obj(f, fe->path ? fe->path : &nil);
+            (void)fputs(",\"message\":", f);
+            sbx_json_write_str(f, fe->message, strlen(fe->message));
+            (void)fputc('}', f);
+        }
+        (void)fputc(']', f);
     }
     (void)fputs("}\n", f);
 }

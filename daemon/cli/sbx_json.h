@@ -33,21 +33,39 @@ bool sbx_json_utf8_valid(const char *s, size_t len);
  * with padding), quotes included. */
 void sbx_json_write_b64(FILE *f, const char *s, size_t len);
 
-/* Writes a decoded msgpack value as JSON: nil as null, str and bin as strings (see
+/* Writes a decoded msgpack value as JSON: nil (and a NULL o) as null, str and bin as strings (see
  * sbx_json_write_str), non-finite floats and ext as null, non-string map keys as their
  * decimal or "?" text. Nesting below 64 levels is written as null. */
 void sbx_json_write_obj(FILE *f, const msgpack_object *o);
 
+/* A collected file sbx could not write (sbx_collect.c). */
+struct sbx_json_file_error {
+    const msgpack_object *path; /* the result's (NULL when it had none) */
+    char *message;
+};
+
+/* What sbx exec adds to the result in its --json object. */
+struct sbx_json_output {
+    const char *out; /* the task's stdout and stderr, as collected */
+    size_t out_len;
+    const char *err;
+    size_t err_len;
+    bool dropped; /* the client dropped output above its own cap */
+    const struct sbx_json_file_error *file_errors;
+    size_t n_file_errors;
+};
+
 /* Writes sbx exec's --json object and a newline to f: the fields of the exec result map
  * res (status, exit_code, signal, truncated, wall_ms, cpu_ms, mem_peak_bytes,
  * stdout_bytes, stderr_bytes, sandbox, task, pool, seccomp_denials, cold, egress; null when
- * missing; error and error_stage only when present) with the collected output as "stdout"
- * and "stderr" text and, for a stream that is not valid UTF-8 (whose text has U+FFFD in
- * place of its ill-formed bytes), its exact bytes in base64 as "stdout_b64" or
- * "stderr_b64". truncated is true when res says so or when dropped (the client dropped
- * output above its own cap). */
-void sbx_json_write_result(FILE *f, const msgpack_object *res, const char *out, size_t out_len,
-                           const char *err, size_t err_len, bool dropped);
+ * missing; error, error_stage, error_errno, session, files_in_bytes, files_out_bytes,
+ * skipped and collect_truncated only when present) with o's output as "stdout" and
+ * "stderr" text and, for a stream that is not valid UTF-8 (whose text has U+FFFD in place
+ * of its ill-formed bytes), its exact bytes in base64 as "stdout_b64" or "stderr_b64".
+ * truncated is true when res says so or when o->dropped. The result's files (when present)
+ * are "files": [{path, mode, size, truncated, data}], data as text and, when not UTF-8, as
+ * "data_b64" too; o's file errors are "collect_errors": [{path, message}] (when any). */
+void sbx_json_write_result(FILE *f, const msgpack_object *res, const struct sbx_json_output *o);
 
 /* Copies s (len bytes) into buf (size >= 4 bytes) for display: valid printable UTF-8
  * passes through, control characters become '?', ill-formed subsequences U+FFFD; the

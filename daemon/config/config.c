@@ -32,6 +32,8 @@ static const struct field limits_fields[] = {
     RANGE("max_message_bytes", T_SIZE, CM_MAX_MSG, TOP(c.max_message_bytes), KIB, 64 * MIB),
     /* The whole exec must fit one CTL_TASK packet to the sandbox's init. */
     RANGE("max_argv_bytes", T_SIZE, CM_MAX_ARGV, TOP(c.max_argv_bytes), 1, CTL_TASK_DATA_MAX),
+    /* Open sessions, all pools (each pool's max_sessions bounds its own). */
+    RANGE("max_sessions", T_U32, CM_MAX_SESSIONS, TOP(c.max_sessions), 0, 65536),
     END,
 };
 
@@ -240,6 +242,7 @@ static void config_defaults(struct config *c)
         .max_requests_per_conn = 64,
         .max_message_bytes = MIB,
         .max_argv_bytes = 64 * KIB,
+        .max_sessions = 256,
         .drain_grace_ns = 10ULL * 1000000000ULL,
         .refill_parallelism = 2,
         .topup_idle_ns = 20ULL * 1000000ULL,

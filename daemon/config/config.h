@@ -18,6 +18,13 @@
 #define CONFIG_USERNS_BASE 0x70000000u
 #define CONFIG_USERNS_SLOTS_MAX 65536u
 
+/* Upper bounds of the pool's files and collect keys. A result holds at most
+ * CONFIG_COLLECT_BYTES_MAX bytes of files and CONFIG_COLLECT_FILES_MAX paths of at most
+ * CONFIG_FILES_PATH_MAX bytes (cli/sbx_conn.c sizes its reader from these). */
+#define CONFIG_FILES_PATH_MAX 4096u
+#define CONFIG_COLLECT_BYTES_MAX (64ull << 20)
+#define CONFIG_COLLECT_FILES_MAX 10000u
+
 struct pool_config {
     char *name;              /* [a-z0-9_-]{1,32}, from the file's `name:` */
     char *file;              /* where it came from (for messages) */
@@ -41,6 +48,20 @@ struct pool_config {
     uint64_t shm_size;       /* default 16 MiB */
     uint64_t io_read_bps;    /* bytes a second read from the image's disk; 0 (default): no limit */
     uint32_t io_read_iops;   /* reads a second from it; 0 (default): no limit */
+    /* exec's files (written into /work before the command) and collect (read back after). */
+    uint64_t files_max_bytes;   /* bytes of one request's files; default 128 MiB */
+    uint32_t files_max_count;   /* entries of one request's files; default 1000 */
+    uint32_t files_path_max;    /* bytes of one normalized path; default 1024 */
+    uint64_t files_timeout_ns;  /* from the request until every streamed byte came; 60 s */
+    uint64_t collect_max_bytes; /* file data in one result; default 16 MiB */
+    uint32_t collect_max_files; /* files in one result; default 1000 */
+    /* Sessions (docs/PROTOCOL.md, "Sessions"): the default and the longest lifetime, the
+     * default idle timeout, and how many may be open at once (each holds a sandbox, counted
+     * against max; default max / 2, always below max so that one-shot tasks keep a place). */
+    uint64_t session_ttl_ns;     /* default 15 min, <= session_max_ttl_ns */
+    uint64_t session_max_ttl_ns; /* default 4 h */
+    uint64_t session_idle_ns;    /* default 5 min, <= session_ttl_ns */
+    uint32_t max_sessions;       /* default max / 2, < max */
 };
 
 /* Whether the pool limits its sandboxes' disk reads (io_read_bps or io_read_iops). */
@@ -91,6 +112,7 @@ struct config {
     uint32_t max_requests_per_conn; /* in-flight requests per connection; default 64 */
     uint64_t max_message_bytes;     /* largest msgpack message from a client; default 1 MiB */
     uint64_t max_argv_bytes;        /* argv + env bytes of one exec; default 64 KiB */
+    uint32_t max_sessions;          /* open sessions, all pools; default 256 */
     uint64_t drain_grace_ns;        /* SIGTERM: how long running tasks may finish; default 10 s */
     uint32_t refill_parallelism;    /* sandboxes created at once, all pools; default 2 */
     uint64_t topup_idle_ns;         /* top-up waits this long after a task start; 20 ms */

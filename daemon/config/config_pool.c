@@ -40,6 +40,26 @@ static const struct field pool_fields[] = {
     /* Reads from the image's disk, per sandbox; 0: no limit (cgroup.h). */
     RANGE("io_read_bps", T_SIZE, PM_IO_READ_BPS, POOL(io_read_bps), 0, UINT64_MAX),
     RANGE("io_read_iops", T_U32, PM_IO_READ_IOPS, POOL(io_read_iops), 0, UINT32_MAX),
+    /* exec's files and collect (docs/PROTOCOL.md). The collect caps bound the result sbxd
+     * holds in memory and sends in one message: at most CONFIG_COLLECT_BYTES_MAX and
+     * CONFIG_COLLECT_FILES_MAX, which sbx's reader bound is sized from. */
+    RANGE("files_max_bytes", T_SIZE, PM_FILES_MAX_BYTES, POOL(files_max_bytes), 0, UINT64_MAX),
+    RANGE("files_max_count", T_U32, PM_FILES_MAX_COUNT, POOL(files_max_count), 0, 100000),
+    RANGE("files_path_max", T_U32, PM_FILES_PATH_MAX, POOL(files_path_max), 16,
+          CONFIG_FILES_PATH_MAX),
+    RANGE("files_timeout", T_DURATION, PM_FILES_TIMEOUT, POOL(files_timeout_ns), 1000000,
+          UINT64_MAX),
+    RANGE("collect_max_bytes", T_SIZE, PM_COLLECT_MAX_BYTES, POOL(collect_max_bytes), 0,
+          CONFIG_COLLECT_BYTES_MAX),
+    RANGE("collect_max_files", T_U32, PM_COLLECT_MAX_FILES, POOL(collect_max_files), 0,
+          CONFIG_COLLECT_FILES_MAX),
+    RANGE("session_ttl", T_DURATION, PM_SESSION_TTL, POOL(session_ttl_ns), 1000000000ULL,
+          UINT64_MAX),
+    RANGE("session_max_ttl", T_DURATION, PM_SESSION_MAX_TTL, POOL(session_max_ttl_ns),
+          1000000000ULL, UINT64_MAX),
+    RANGE("session_idle_timeout", T_DURATION, PM_SESSION_IDLE, POOL(session_idle_ns), 1000000ULL,
+          UINT64_MAX),
+    RANGE("max_sessions", T_U32, PM_MAX_SESSIONS, POOL(max_sessions), 0, UINT32_MAX),
     END,
 };
 
@@ -75,6 +95,15 @@ static void pool_defaults(struct pool_config *p, const char *file)
         .image = xstrdup("host"),
         .dev_shm = false,
         .shm_size = 16 * MIB,
+        .files_max_bytes = 128 * MIB,
+        .files_max_count = 1000,
+        .files_path_max = 1024,
+        .files_timeout_ns = 60ULL * 1000000000ULL,
+        .collect_max_bytes = 16 * MIB,
+        .collect_max_files = 1000,
+        .session_ttl_ns = 15ULL * 60 * 1000000000ULL,
+        .session_max_ttl_ns = 4ULL * 3600 * 1000000000ULL,
+        .session_idle_ns = 5ULL * 60 * 1000000000ULL,
     };
 }
 
@@ -93,6 +122,19 @@ int config_pool_check(const struct pool_config *p, const struct mark *m, struct 
     if (p->max_timeout_ns < p->timeout_ns) {
         return fail(e, f, config_walk_mark_pick(m, PM_MAX_TIMEOUT, PM_TIMEOUT),
                     "'max_timeout' must not be shorter than 'timeout'");
+    }
+    if (p->session_ttl_ns > p->session_max_ttl_ns) {
+        return fail(e, f, config_walk_mark_pick(m, PM_SESSION_TTL, PM_SESSION_MAX_TTL),
+                    "'session_ttl' must not exceed 'session_max_ttl'");
+    }
+    if (p->session_idle_ns > p->session_ttl_ns) {
+        return fail(e, f, config_walk_mark_pick(m, PM_SESSION_IDLE, PM_SESSION_TTL),
+                    "'session_idle_timeout' must not exceed 'session_ttl'");
+    }
+    /* A session holds a sandbox for minutes: one-shot tasks must always keep a place. */
+    if (p->max_sessions >= p->max) {
+        return fail(e, f, config_walk_mark_pick(m, PM_MAX_SESSIONS, PM_MAX),
+                    "'max_sessions' (%u) must be below 'max' (%u)", p->max_sessions, p->max);
     }
     /* SECURITY: tasks never run as root, not even root of their own user namespace. */
     if (p->uid == 0) {
@@ -132,6 +174,9 @@ int config_pool_parse(const char *file, const char *text, size_t len, struct poo
     }
     if (pm.m[PM_GID].line == 0) {
         p.gid = p.uid;
+    }
+    if (pm.m[PM_MAX_SESSIONS].line == 0) {
+        p.max_sessions = p.max / 2;
     }
     r = config_pool_check(&p, pm.m, e);
     if (r < 0) {

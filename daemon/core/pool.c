@@ -135,6 +135,23 @@ void pool_cancel(struct pool *p, struct pool_waiter *w)
     }
 }
 
+void pool_session_begin(struct pool *p)
+{
+    p->n_sessions++;
+}
+
+void pool_session_end(struct pool *p)
+{
+    if (p->n_sessions > 0) {
+        p->n_sessions--;
+    }
+}
+
+uint32_t pool_sessions(const struct pool *p)
+{
+    return p->n_sessions;
+}
+
 /* ---- struct sandbox_ops: what the pool's sandboxes tell it ---- */
 
 static void sandbox_state_cb(void *arg, struct sandbox *sb, enum sandbox_state from,
@@ -281,6 +298,8 @@ void pool_get_stats(const struct pool *p, struct pool_stats *ret)
         .warm = p->n_state[SB_WARM],
         .creating = p->n_state[SB_CREATING],
         .busy = p->n_state[SB_BUSY] + p->n_state[SB_HELD], /* a session's, between commands */
+        .held = p->n_state[SB_HELD],
+        .sessions = p->n_sessions,
         .dying = p->n_state[SB_DYING] + p->n_state[SB_DEAD],
         .queued = p->n_queued,
         .created = p->created,

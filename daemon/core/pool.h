@@ -45,6 +45,7 @@ struct pool {
     struct pool_waiter *q_head;
     struct pool_waiter *q_tail;
     uint32_t n_queued;
+    uint32_t n_sessions;  /* sessions open or opening (pool_session_begin) */
     bool topping_up;      /* fell below half its warm target: refilled to it without waiting */
     uint64_t created;     /* sandboxes that became WARM */
     uint64_t failed;      /* creations that failed */
@@ -70,6 +71,12 @@ void pool_close(struct pool *p);
 int pool_submit(struct pool *p, struct pool_waiter *w);
 /* Removes a queued waiter (its client left, its token ended); no op is called. */
 void pool_cancel(struct pool *p, struct pool_waiter *w);
+/* A session of the pool begins (it counts against max_sessions from now), or ends. */
+void pool_session_begin(struct pool *p);
+void pool_session_end(struct pool *p);
+/* Sessions open or opening, against the pool's max_sessions. */
+uint32_t pool_sessions(const struct pool *p);
+
 /* How many sandboxes the pool wants created now (0 when at target, max or in backoff). */
 uint32_t pool_wanted(const struct pool *p);
 /* Starts one sandbox creation (sched_refill decides when). */
@@ -83,8 +90,10 @@ uint32_t pool_live(const struct pool *p);
 struct pool_stats {
     uint32_t warm; /* sandboxes by state */
     uint32_t creating;
-    uint32_t busy;
-    uint32_t dying; /* DYING and DEAD, until freed */
+    uint32_t busy;     /* BUSY and HELD (a session's, between its commands) */
+    uint32_t held;     /* sessions' sandboxes between commands (SB_HELD) */
+    uint32_t sessions; /* sessions open or opening */
+    uint32_t dying;    /* DYING and DEAD, until freed */
     uint32_t queued;
     uint64_t created;                    /* sandboxes that became WARM */
     uint64_t failed;                     /* creations that failed */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* One task from request to result: stdio pipes streamed to the client as notifications
  * (or, with capture, kept for the result) under the combined output cap, stdin streamed
- * in, the deadline, and the result map.
+ * in, the deadline, and the result map. Its files (STAGING before the command, COLLECTING
+ * after it) are core/task_files.c's.
  * Task output is never logged; only byte counts leave this file. */
 #define LOG_MOD "exec"
 #include "core/task.h"
@@ -16,6 +17,7 @@
 #include "lib/alloc.h"
 #include "audit/audit.h"
 #include "core/task_audit.h"
+#include "core/task_files.h"
 #include "core/task_impl.h"
 #include "sandbox/cgroup.h"
 #include "config/config.h"
@@ -24,6 +26,7 @@
 #include "lib/log.h"
 #include "metrics/metrics.h"
 #include "core/pool.h"
+#include "core/session.h"
 #include "wire/proto.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/task_spec.h"
@@ -42,11 +45,12 @@ struct stdin_req {
 
 static void maybe_finish(struct task *t);
 
-static void task_unref(struct task *t)
+void task_unref(struct task *t)
 {
     if (--t->open_handles > 0) {
         return;
     }
+    task_files_free(t);
     task_spec_clear(&t->spec);
     free(t->out_cap.data);
     free(t->err_cap.data);
@@ -135,6 +139,8 @@ int task_new(struct task_env *env, const struct task_sink *sink, uint32_t msgid,
     uv_timer_init(env->loop, &t->timer);
     t->in.data = t->out.data = t->err.data = t->timer.data = t;
     t->open_handles = 4;
+    task_files_init(t);
+    task_files_arm_timeout(t);
     uv_pipe_open(&t->out, pout[0]);
     uv_pipe_open(&t->err, perr[0]);
     if (t->spec.stdin) {
@@ -364,7 +370,8 @@ static int start_egress(struct task *t, struct sandbox *sb, struct err *e)
     return 0;
 }
 
-/* The pool hands the task a WARM sandbox. */
+/* The pool hands the task a WARM sandbox: the task claims it (so that its death reaches
+ * the task), writes its files first when it has some (STAGING, task_files.c), then runs. */
 static void task_start(struct task *t, struct sandbox *sb)
 {
     struct err e = ERR_INIT;
@@ -374,8 +381,35 @@ static void task_start(struct task *t, struct sandbox *sb)
     t->t_start_ns = clock_now_ns();
     metrics_task_start(t->pool->metrics, t->t_request_ns, t->t_start_ns);
     sched_task_started(t->env->sched, t->t_start_ns); /* pushes the pools' top-up back */
+    t->counted = true;
     task_admit(t);
     task_audit_assigned(t);
+    if (t->stage) {
+        /* Its files take a while to write: the sandbox's death must reach the task. */
+        sandbox_claim(sb, &task_sandbox_ops, t);
+    }
+    int r = task_files_begin(t, sb, &e);
+    if (r < 0) {
+        log_error("task=%s sb=%s msg=\"cannot prepare the task's files, destroying sandbox\" "
+                  "detail=\"%s\"",
+                  t->id, sb->id, err_msg(&e));
+        task_abort(t, &e, false);
+        return;
+    }
+    if (r == 0) {
+        task_run(t);
+    }
+}
+
+void task_run(struct task *t)
+{
+    struct err e = ERR_INIT;
+    struct sandbox *sb = t->sb;
+    if (t->state == TASK_STAGING) {
+        /* The command's time starts now: writing its files was not its run. */
+        t->t_start_ns = clock_now_ns();
+    }
+    t->state = TASK_RUNNING;
     /* The proxy serves the task's network profile, or its listener closes (egress.c). */
     int r = start_egress(t, sb, &e);
     if (r == 0) {
@@ -395,7 +429,12 @@ static void task_start(struct task *t, struct sandbox *sb)
         t->error = e;
         t->exited = true;
         t->sb = NULL;
-        sandbox_kill(sb);
+        if (t->stage) {
+            sandbox_detach_task(sb); /* claimed: its death must not reach the task */
+        }
+        if (!t->spec.keep) {
+            sandbox_kill(sb); /* a session's sandbox is its session's to end */
+        }
         start_reading(t); /* the child's ends are closed: both pipes reach EOF at once */
         maybe_finish(t);
         return;
@@ -419,6 +458,23 @@ static void snapshot_usage(struct task *t)
     }
 }
 
+/* The task's command is over: its sandbox dies, unless a session keeps it (whose init
+ * killed and reaped everything of the command before it reported, and sandbox.c detached
+ * the task before this report: the sandbox is its session's again). */
+static void end_sandbox(struct task *t)
+{
+    if (!t->sb) {
+        return;
+    }
+    if (t->spec.keep) {
+        snapshot_usage(t); /* before the next command resets the usage base */
+        t->sb = NULL;
+        t->kept = true;
+        return;
+    }
+    sandbox_kill(t->sb);
+}
+
 static void task_sandbox_event(void *arg, const struct ctl_event *ev)
 {
     struct task *t = arg;
@@ -433,12 +489,10 @@ static void task_sandbox_event(void *arg, const struct ctl_event *ev)
         t->seccomp_denials = ev->seccomp_denials;
         t->t_exit_ns = clock_now_ns();
         uv_timer_stop(&t->timer);
-        /* Whatever the task left running dies with its sandbox. Usage is read once, when
-         * the task finishes (or when the sandbox is reaped first): the counters keep their
-         * peak and totals after the kill. */
-        if (t->sb) {
-            sandbox_kill(t->sb);
-        }
+        /* Whatever the task left running dies with its sandbox (a kept one's init killed
+         * it all before reporting). Usage is read once, when the task finishes (or when the
+         * sandbox is reaped first): the counters keep their peak and totals after the kill. */
+        end_sandbox(t);
         maybe_finish(t);
         break;
     case CTL_EXEC_FAILED:
@@ -455,9 +509,7 @@ static void task_sandbox_event(void *arg, const struct ctl_event *ev)
                                                      : "the task could not start",
                          ev->msg);
         uv_timer_stop(&t->timer);
-        if (t->sb) {
-            sandbox_kill(t->sb);
-        }
+        end_sandbox(t);
         maybe_finish(t);
         break;
     default:
@@ -470,6 +522,18 @@ static void task_sandbox_died(void *arg)
     struct task *t = arg;
     snapshot_usage(t);
     t->sb = NULL;
+    if (t->state == TASK_STAGING) {
+        /* Killed (or dead of itself) before its command was sent: nothing ran. */
+        t->state = TASK_RUNNING;
+        if (t->kill == KILL_NONE) {
+            t->exec_failed = true;
+            err_setx(&t->error, -EIO, "the sandbox died before the command started");
+        }
+        for (int i = 0; i < 3; i++) {
+            t->child_fds[i] = fd_close(t->child_fds[i]);
+        }
+        start_reading(t); /* the child's ends are closed: both pipes reach EOF at once */
+    }
     if (!t->exited) {
         t->exited = true;
         t->t_exit_ns = clock_now_ns();
@@ -489,11 +553,14 @@ static const char *task_status(const struct task *t)
     case KILL_SHUTDOWN:
         return "error";
     case KILL_CLIENT:
+    case KILL_SESSION_CLOSED:
         return "cancelled";
     case KILL_TOKEN_EXPIRED:
         return "token_expired";
     case KILL_TOKEN_REVOKED:
         return "token_revoked";
+    case KILL_FILES:
+        return "error";
     case KILL_NONE:
         break;
     }
@@ -515,6 +582,9 @@ static const char *task_status(const struct task *t)
  * known. */
 static const char *fail_stage_name(const struct task *t)
 {
+    if (t->files_failed || t->kill == KILL_FILES) {
+        return "files";
+    }
     if (!t->exec_failed) {
         return NULL;
     }
@@ -567,6 +637,8 @@ static void outcome_of(struct task *t, struct task_outcome *o)
         o->error_cause = error_cause(t);
     } else if (t->kill == KILL_CLIENT) { /* status cancelled */
         o->error = "the client left before the task finished";
+    } else if (t->kill == KILL_SESSION_CLOSED) {
+        o->error = "the session was closed before the command finished";
     }
 }
 
@@ -588,7 +660,7 @@ static void send_result(struct task *t, const struct task_outcome *o)
     msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
     proto_pack_response_ok(&pk, t->msgid);
     msgpack_pack_map(&pk, 15 + (is_error ? 1 : 0) + (stage ? 1 : 0) + (has_errno ? 1 : 0) +
-                              (t->spec.capture ? 2 : 0));
+                              (t->spec.capture ? 2 : 0) + task_files_result_keys(t));
     proto_pack_kv_str(&pk, "status", o->status);
     if (o->has_exit_code) {
         proto_pack_kv_i64(&pk, "exit_code", o->exit_code);
@@ -620,6 +692,7 @@ static void send_result(struct task *t, const struct task_outcome *o)
         proto_pack_kv_u64(&pk, "seccomp_denials", t->seccomp_denials);
     }
     egress_pack_result(&pk, t->spec.net_profile, &t->egress_stats);
+    task_files_pack_result(t, &pk);
     if (is_error) {
         proto_pack_kv_text(&pk, "error", o->error);
     }
@@ -643,29 +716,56 @@ static void detach_client(struct task *t)
     if (!ops) {
         return;
     }
-    ops->stdin_written(&t->sink, t->in_pending);
+    ops->stdin_written(&t->sink, t->in_pending + task_files_pending(t));
     t->sink.ops = NULL;
     ops->done(&t->sink);
 }
 
 /* The task's chain is committed (or the trail cannot be written): answer, then let go. */
+/* A session's command is over: the session may run the next one (before the client has
+ * this one's result, so that it can send the next at once). */
+static void session_done(struct task *t)
+{
+    struct session *s = t->session;
+    if (s) {
+        t->session = NULL;
+        session_command_done(s, t);
+    }
+}
+
+void task_get_files_bytes(const struct task *t, uint64_t *ret_in, uint64_t *ret_out)
+{
+    *ret_in = t->files_in_bytes;
+    *ret_out = t->files_out_bytes;
+}
+
+void task_detach_session(struct task *t)
+{
+    t->session = NULL;
+}
+
 static void task_committed(void *arg, bool committed)
 {
     struct task *t = arg;
     struct sched *s = t->env->sched;
+    session_done(t);
     if (t->sink.ops) {
         if (committed) {
             struct task_outcome o;
             outcome_of(t, &o);
             send_result(t, &o);
+            task_files_drop_result(t);
         } else {
             t->sink.ops->send_error(&t->sink, t->msgid, "internal",
                                     "the audit trail cannot be written: the result is withheld");
         }
         detach_client(t);
     }
+    bool counted = t->counted;
     task_unref(t);
-    sched_task_ended(s);
+    if (counted) {
+        sched_task_ended(s);
+    }
 }
 
 static void maybe_finish(struct task *t)
@@ -678,6 +778,12 @@ static void maybe_finish(struct task *t)
         if (t->exited && t->state == TASK_RUNNING) {
             t->state = TASK_FINISHING;
         }
+        return;
+    }
+    /* Every process of the sandbox is dead (init killed the rest before it reported, or
+     * the pid namespace went with init): /work can be read back now. */
+    if (task_files_collect(t)) {
+        t->state = TASK_FINISHING;
         return;
     }
     bool reaped = t->sb == NULL;
@@ -705,19 +811,55 @@ static void maybe_finish(struct task *t)
                           .denials_known = t->seccomp_denials != CTL_DENIALS_UNKNOWN,
                           .seccomp_denials = t->seccomp_denials,
                       });
+    metrics_files(t->pool->metrics, t->files_in_bytes, t->files_out_bytes);
     log_debug("task=%s pool=%s status=%s out=%llu err=%llu", t->id, t->pool->pc->name, o.status,
               (unsigned long long)t->out_bytes, (unsigned long long)t->err_bytes);
     /* The result is sent only once its chain is committed (task_committed), so a result a
      * client saw is in the trail even if sbxd is killed right after. The sandbox is dead
      * already (SIGKILL reached its init): that is recorded before the result. */
     task_audit_finished(t, &o);
-    if (t->sb_id[0]) {
-        task_audit_destroyed(t, reaped);
+    if (t->sb_id[0] && !t->kept) {
+        task_audit_destroyed(t, reaped); /* a kept one's end is its session's close */
     }
     uint64_t ticket = task_audit_result(t, o.status, NULL, o.error, &o);
     t->open_handles++; /* the wait holds the task */
     task_release(t);
     audit_when_committed(t->env->audit, ticket, task_committed, t);
+}
+
+void task_maybe_finish(struct task *t)
+{
+    maybe_finish(t);
+}
+
+void task_abort(struct task *t, const struct err *e, bool files)
+{
+    if (t->exited || (t->state != TASK_QUEUED && t->state != TASK_STAGING)) {
+        return;
+    }
+    if (t->state == TASK_QUEUED) {
+        pool_cancel(t->pool, &t->wait);
+    }
+    t->files_failed = files;
+    t->exec_failed = true;
+    t->error = *e;
+    t->exited = true;
+    t->t_exit_ns = clock_now_ns();
+    uv_timer_stop(&t->timer);
+    for (int i = 0; i < 3; i++) {
+        t->child_fds[i] = fd_close(t->child_fds[i]);
+    }
+    if (t->sb && t->spec.keep) {
+        /* Nothing of the command ran: the session's sandbox is its own again. */
+        sandbox_detach_task(t->sb);
+        t->sb = NULL;
+        t->kept = true;
+    } else if (t->sb) {
+        sandbox_kill(t->sb); /* claimed: its death reaches the task (maybe_finish) */
+    }
+    t->state = TASK_RUNNING;
+    start_reading(t); /* the child's ends are closed: both pipes reach EOF at once */
+    maybe_finish(t);
 }
 
 /* A task that never had a sandbox ends with status (denied when it was never admitted):
@@ -736,6 +878,7 @@ static void end_unstarted(struct task *t, const char *status, const char *cause,
                               .error_cause = cause,
                           });
     }
+    session_done(t);
     if (t->sink.ops) {
         t->sink.ops->send_error(&t->sink, t->msgid, code, message);
         detach_client(t);
@@ -781,9 +924,23 @@ void task_kill(struct task *t, enum task_kill_reason why)
         t->kill = why;
     }
     uv_timer_stop(&t->timer);
-    if (t->sb) {
+    if (t->sb && t->spec.keep && t->session && t->state == TASK_STAGING) {
+        /* Its files are still being written: the command never starts. */
+        struct err e = ERR_INIT;
+        err_setx(&e, -ECANCELED, "the command was stopped before it started");
+        task_abort(t, &e, false);
+    } else if (t->sb && t->spec.keep && t->session) {
+        sandbox_kill_task(t->sb); /* the command's processes only: the session goes on */
+    } else if (t->sb) {
         sandbox_kill(t->sb);
     }
+}
+
+void task_start_session(struct task *t, struct sandbox *sb, struct session *s)
+{
+    t->session = s;
+    t->spec.keep = true;
+    task_start(t, sb);
 }
 
 void task_token_kill(struct token_link *l, enum token_state why, void *arg)

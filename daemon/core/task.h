@@ -17,10 +17,13 @@ struct config;
 struct egress;
 struct metrics;
 struct pool;
+struct sandbox;
 struct sched;
+struct session;
 struct task;
 struct task_sink;
 struct task_spec;
+struct workq;
 
 /* What every task needs, one per daemon, filled by the root (daemon.c). */
 struct task_env {
@@ -32,10 +35,12 @@ struct task_env {
     uint64_t next_task;      /* task_make_id's counter */
     struct egress *egress;   /* egress sessions for tasks with a network profile */
     struct metrics *metrics; /* denials of queued tasks by their token (NULL: not counted) */
+    struct workq *workq;     /* worker threads for /work's files (core/task_files.c) */
 };
 
 enum task_state {
     TASK_QUEUED = 0, /* waiting for a sandbox */
+    TASK_STAGING,    /* has its sandbox; its files are being written (task_files.c) */
     TASK_RUNNING,    /* handed to a sandbox */
     TASK_FINISHING,  /* exited or killed; draining output */
     TASK_DONE,       /* result sent (or client gone); handles closing */
@@ -45,10 +50,12 @@ enum task_kill_reason {
     KILL_NONE = 0,
     KILL_TIMEOUT,
     KILL_OUTPUT,
-    KILL_CLIENT,        /* the client disconnected */
-    KILL_SHUTDOWN,      /* the daemon's drain grace ran out */
-    KILL_TOKEN_EXPIRED, /* the capability token it ran under expired: status token_expired */
-    KILL_TOKEN_REVOKED, /* ... or was revoked: status token_revoked */
+    KILL_CLIENT,         /* the client disconnected */
+    KILL_SHUTDOWN,       /* the daemon's drain grace ran out */
+    KILL_TOKEN_EXPIRED,  /* the capability token it ran under expired: status token_expired */
+    KILL_TOKEN_REVOKED,  /* ... or was revoked: status token_revoked */
+    KILL_SESSION_CLOSED, /* its session was closed: status cancelled */
+    KILL_FILES,          /* exec.file bytes past the declared files: status error */
 };
 
 /* How a task talks to its client, which hands these at task_new. Every op gets the task's
@@ -111,6 +118,12 @@ int task_submit(struct task *t);
  * answers the client with the error (when connected) and frees the task. Its trail ends in
  * status denied, or, once admitted, error (counted, cause shutdown or no_sandbox). */
 void task_fail(struct task *t, const char *code, const char *message);
+/* From rpc.c: an exec.file chunk, the next len bytes of the request's streamed files
+ * (queued in memory, counted through the sink's stdin_queued, until a job writes them).
+ * Returns 0 (also for a task that ended: late bytes are dropped), or -EPROTO when they go
+ * past the declared total (or none was declared): the task then ends with status error,
+ * and the caller answers with an error notification. */
+int task_file_chunk(struct task *t, const char *data, size_t len);
 /* From rpc.c: a stdin chunk; len 0 closes the task's stdin. */
 void task_stdin(struct task *t, const char *data, size_t len);
 /* The client disconnected: kill the sandbox, drop the result. The task ends in status
@@ -124,5 +137,15 @@ void task_kill(struct task *t, enum task_kill_reason why);
  * is refused with error "denied" (a denial of that reason; status token_expired /
  * token_revoked in the trail and the metrics) and freed. */
 void task_token_kill(struct token_link *l, enum token_state why, void *arg);
+/* Starts t, made by task_new and never submitted, on its session's sandbox sb (WARM before
+ * the session's first command, then SB_HELD) with spec.keep: the sandbox outlives it. On
+ * timeout, output cap, cancel or a gone client only the command's processes are killed
+ * (sandbox_kill_task); at its end it tells s (session_command_done) just before its result
+ * is sent. core/session.c's session_exec only. */
+void task_start_session(struct task *t, struct sandbox *sb, struct session *s);
+/* The file bytes t wrote into /work (its files) and read back (its collect). */
+void task_get_files_bytes(const struct task *t, uint64_t *ret_in, uint64_t *ret_out);
+/* Its session ended first (and kills the sandbox): t tells it nothing more. */
+void task_detach_session(struct task *t);
 /* The client's write queue drained: resume reading output. */
 void task_resume(struct task *t);

@@ -4,6 +4,7 @@
  * audit.c; env values and task output are never read here. */
 #include "core/task_audit.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "audit/audit.h"
@@ -112,13 +113,86 @@ static struct audit_ev *request_begin(struct task_env *tenv, const char *task_id
     return ev;
 }
 
+/* exec's files (paths, modes, sizes: never their data) and collect's patterns. The arrays
+ * are parallel; the totals stay exact when the event's bound cuts the arrays. */
+static void files_fields(struct audit_ev *ev, const struct task_spec *spec)
+{
+    if (spec->n_files > 0) {
+        audit_u64(ev, "files_count", spec->n_files);
+        audit_u64(ev, "files_bytes", spec->files_bytes);
+        audit_u64(ev, "files_streamed", spec->files_streamed);
+        audit_array_begin(ev, "files");
+        for (uint32_t i = 0; i < spec->n_files; i++) {
+            audit_array_str(ev, spec->files[i].path, strlen(spec->files[i].path));
+        }
+        audit_array_end(ev);
+        char num[32];
+        audit_array_begin(ev, "file_modes");
+        for (uint32_t i = 0; i < spec->n_files; i++) {
+            (void)snprintf(num, sizeof(num), "%04o", spec->files[i].mode);
+            audit_array_id(ev, num);
+        }
+        audit_array_end(ev);
+        audit_array_begin(ev, "file_sizes");
+        for (uint32_t i = 0; i < spec->n_files; i++) {
+            (void)snprintf(num, sizeof(num), "%llu", (unsigned long long)spec->files[i].size);
+            audit_array_id(ev, num);
+        }
+        audit_array_end(ev);
+    }
+    if (spec->has_collect) {
+        audit_array_begin(ev, "collect");
+        for (uint32_t i = 0; i < spec->n_collect; i++) {
+            audit_array_str(ev, spec->collect[i], strlen(spec->collect[i]));
+        }
+        audit_array_end(ev);
+    }
+}
+
+/* The raw request's files and collect, whatever their types: paths and sizes as given. */
+static void files_raw(struct audit_ev *ev, const msgpack_object *args)
+{
+    const msgpack_object *fo = proto_map_get(args, "files");
+    if (fo && fo->type == MSGPACK_OBJECT_ARRAY) {
+        audit_u64(ev, "files_count", fo->via.array.size);
+        audit_array_begin(ev, "files");
+        for (uint32_t i = 0; i < fo->via.array.size; i++) {
+            const msgpack_object *f = &fo->via.array.ptr[i];
+            const msgpack_object *po =
+                f->type == MSGPACK_OBJECT_MAP ? proto_map_get(f, "path") : NULL;
+            if (po && po->type == MSGPACK_OBJECT_STR) {
+                audit_array_str(ev, po->via.str.ptr, po->via.str.size);
+            } else {
+                audit_array_str(ev, NULL, 0);
+            }
+        }
+        audit_array_end(ev);
+    }
+    const msgpack_object *co = proto_map_get(args, "collect");
+    if (co && co->type == MSGPACK_OBJECT_ARRAY) {
+        audit_array_begin(ev, "collect");
+        for (uint32_t i = 0; i < co->via.array.size; i++) {
+            const msgpack_object *o = &co->via.array.ptr[i];
+            if (o->type == MSGPACK_OBJECT_STR) {
+                audit_array_str(ev, o->via.str.ptr, o->via.str.size);
+            } else {
+                audit_array_str(ev, NULL, 0);
+            }
+        }
+        audit_array_end(ev);
+    }
+}
+
 static void request_spec(struct task_env *tenv, const char *task_id,
                          const struct task_audit_peer *peer, const struct task_spec *spec,
-                         bool refusal)
+                         const char *session, bool refusal)
 {
     struct audit_ev *ev = request_begin(tenv, task_id, peer, refusal);
     if (!ev) {
         return;
+    }
+    if (session) {
+        audit_id(ev, "session", session);
     }
     audit_id(ev, "token_id", spec->token_id);
     /* A name the client sent is a client string (scrubbed), the default is sbxd's. */
@@ -157,13 +231,21 @@ static void request_spec(struct task_env *tenv, const char *task_id,
     if (spec->capture) { /* where the output went: the result, not notifications */
         audit_bool(ev, "capture", true);
     }
+    files_fields(ev, spec);
     audit_end(ev);
 }
 
 void task_audit_request(struct task_env *tenv, const char *task_id,
                         const struct task_audit_peer *peer, const struct task_spec *spec)
 {
-    request_spec(tenv, task_id, peer, spec, false);
+    request_spec(tenv, task_id, peer, spec, NULL, false);
+}
+
+void task_audit_request_session(struct task_env *tenv, const char *task_id,
+                                const struct task_audit_peer *peer, const struct task_spec *spec,
+                                const char *session)
+{
+    request_spec(tenv, task_id, peer, spec, session, false);
 }
 
 static void request_raw(struct task_env *tenv, const char *task_id,
@@ -179,6 +261,10 @@ static void request_raw(struct task_env *tenv, const char *task_id,
         audit_bool(ev, "malformed", true);
         audit_end(ev);
         return;
+    }
+    const msgpack_object *sess = proto_map_get(args, "session");
+    if (sess && sess->type == MSGPACK_OBJECT_STR) {
+        audit_strn(ev, "session", sess->via.str.ptr, sess->via.str.size);
     }
     const msgpack_object *po = proto_map_get(args, "pool");
     if (po && po->type == MSGPACK_OBJECT_STR) {
@@ -230,6 +316,7 @@ static void request_raw(struct task_env *tenv, const char *task_id,
     if (so && so->type == MSGPACK_OBJECT_BOOLEAN) {
         audit_bool(ev, "stdin", so->via.boolean);
     }
+    files_raw(ev, args);
     audit_end(ev);
 }
 
@@ -276,7 +363,7 @@ void task_audit_refused_exec(struct task_env *tenv, const char *task_id,
                              const msgpack_object *args, const char *code, const char *reason)
 {
     if (spec) {
-        request_spec(tenv, task_id, peer, spec, true);
+        request_spec(tenv, task_id, peer, spec, NULL, true);
     } else {
         request_raw(tenv, task_id, peer, args, true);
     }
@@ -320,6 +407,10 @@ static const char *kill_name(enum task_kill_reason k)
         return "token_expired";
     case KILL_TOKEN_REVOKED:
         return "token_revoked";
+    case KILL_SESSION_CLOSED:
+        return "session_closed";
+    case KILL_FILES:
+        return "files";
     case KILL_NONE:
         break;
     }
@@ -387,6 +478,22 @@ uint64_t task_audit_result(const struct task *t, const char *status, const char 
     }
     if (message) {
         audit_str(ev, "error", message);
+    }
+    if (o) {
+        audit_u64(ev, "files_in_bytes", t->files_in_bytes);
+        audit_u64(ev, "files_out_bytes", t->files_out_bytes);
+    }
+    if (o && t->spec.has_collect) {
+        /* What the client was sent of /work: the paths and their bytes, never the data. */
+        const struct workspace_collect *c = &t->collect;
+        audit_u64(ev, "collected_count", c->n_files);
+        audit_bool(ev, "collect_truncated", c->truncated || t->collect_failed);
+        audit_array_begin(ev, "collected");
+        for (size_t i = 0; i < c->n_files; i++) {
+            audit_array_str(ev, c->files[i].path, strlen(c->files[i].path));
+        }
+        audit_array_end(ev);
+        audit_u64(ev, "skipped_count", c->n_skipped);
     }
     audit_bool(ev, "delivered", t->sink.ops != NULL);
     return audit_end(ev);

@@ -30,9 +30,14 @@ struct task_audit_peer {
  * (the token's public id, NULL without a token or before its grant; the token string itself
  * is never recorded), pool, argv (scrubbed; an argument after an option such as --token is
  * redacted whole), the names of the env the request gave (never values, nor the base env),
- * and cwd, timeout and stdin when the request gave them. */
+ * cwd, timeout and stdin when the request gave them, and its files' paths, modes and sizes
+ * (never their data) and collect's patterns. */
 void task_audit_request(struct task_env *tenv, const char *task_id,
                         const struct task_audit_peer *peer, const struct task_spec *spec);
+/* The same for a command of a session (its task.request names the session). */
+void task_audit_request_session(struct task_env *tenv, const char *task_id,
+                                const struct task_audit_peer *peer, const struct task_spec *spec,
+                                const char *session);
 /* rpc.refused (no task id): bad input refused outside an exec, from peer: code, the
  * method when there was one (at most 64 bytes, scrubbed), reason. Marked as a refusal's
  * (audit_mark_refusal: pruned first). */
@@ -61,7 +66,8 @@ void task_audit_finished(const struct task *t, const struct task_outcome *o);
  * Its cgroup is removed asynchronously after; a cgroup that stays is a leak for the
  * reaper. */
 void task_audit_destroyed(const struct task *t, bool already_reaped);
-/* task.result: what the client was (or would have been) sent. o may be NULL (no outcome:
+/* task.result: what the client was (or would have been) sent, with an outcome the files'
+ * bytes in and out and the paths collected (never their data). o may be NULL (no outcome:
  * cancelled, failed before start); code and message may be NULL. Returns the ticket to
  * wait for before sending the result. */
 uint64_t task_audit_result(const struct task *t, const char *status, const char *code,

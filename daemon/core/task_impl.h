@@ -15,6 +15,7 @@
 #include "sandbox/cgroup.h"
 #include "token/token.h"
 #include "sandbox/task_spec.h"
+#include "sandbox/workspace.h"
 #include "wire/ctl.h"
 
 struct sandbox;
@@ -75,8 +76,34 @@ struct task {
     struct cgroup_usage usage; /* last snapshot of the sandbox's cgroup */
     bool have_usage;
     bool admitted;           /* policy.decision (allowed) is in the audit trail */
+    bool counted;            /* sched_task_started was called (task_committed ends it) */
     struct pool_waiter wait; /* its place in the pool's queue */
+    struct session *session; /* a session's command (spec.keep), until it is told the end */
+    bool kept;               /* its sandbox went on after it (back to its session) */
+    /* exec's files and collect (core/task_files.c) */
+    struct task_stage *stage;         /* the files and their chunks; NULL without files */
+    uint64_t files_received;          /* streamed bytes that arrived (exec.file) */
+    uint64_t files_in_bytes;          /* file bytes written into /work */
+    uint64_t files_out_bytes;         /* file bytes collected */
+    bool files_failed;                /* they could not be written: status error, stage files */
+    int collect_fd;                   /* a dup of the sandbox's work fd (collect), or -1 */
+    bool collecting;                  /* the collect job runs */
+    bool collected;                   /* it ran, or will not */
+    bool collect_failed;              /* it could not read /work at all */
+    struct workspace_collect collect; /* what it found, for the result */
 };
+
+/* Between core/task.c and core/task_files.c: */
+/* Drops a reference (a libuv handle's, a job's); the last frees the task. */
+void task_unref(struct task *t);
+/* Every file is written: the command starts (CTL_TASK), and its deadline. */
+void task_run(struct task *t);
+/* The command will never run (its files failed or did not arrive, a chunk too many, the
+ * sandbox could not be prepared): status error with e (error_stage files when files), its
+ * sandbox killed, its result sent as any task's. QUEUED or STAGING tasks only. */
+void task_abort(struct task *t, const struct err *e, bool files);
+/* The task's output and collect may be done: the result goes once everything is. */
+void task_maybe_finish(struct task *t);
 
 /* What a finished task came to: computed once for its result and its audit events. */
 struct task_outcome {

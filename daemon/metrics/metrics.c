@@ -31,7 +31,7 @@ static const char *const task_statuses[] = {"exited",        "signaled",  "timeo
 #define N_STATUSES ARRAY_SIZE(task_statuses)
 #define STATUS_ERROR (N_STATUSES - 1)
 /* Why a task ended in "error" (metrics.h, struct metrics_task_result). */
-static const char *const error_causes[] = {"exec",  "cwd",        "mounts",
+static const char *const error_causes[] = {"exec",  "cwd",        "files",   "mounts",
                                            "setup", "no_sandbox", "shutdown"};
 #define N_CAUSES ARRAY_SIZE(error_causes)
 /* Why a request was refused by policy (metrics.h, metrics_denied). */
@@ -49,6 +49,10 @@ static const char *const proxy_outcomes[] = {"allowed", "denied", "limit", "erro
 /* Where audit events were only counted: refusals over a connection's or peer's budget,
  * proxy denials over a task's, refusals while the trail was behind. */
 static const char *const suppressed_sources[] = {"rpc", "egress", "backlog"};
+/* How a session ended (docs/PROTOCOL.md, "Sessions"; abandoned is only the trail's). */
+static const char *const session_reasons[] = {"closed",        "ttl",      "idle", "token_expired",
+                                              "token_revoked", "shutdown", "error"};
+#define N_SESSION_REASONS ARRAY_SIZE(session_reasons)
 
 /* Request to sandbox in hand, and request to task running: sub-millisecond when warm. */
 static const double latency_buckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -59,6 +63,10 @@ static const double duration_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 /* Sandbox creation: tens of milliseconds when healthy, seconds when the host is loaded. */
 static const double create_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
                                         0.5,   1,    2.5,   5,    10,  30};
+/* A session's life: an agent's quick look to the longest session_max_ttl. */
+static const double session_buckets[] = {1, 10, 30, 60, 300, 900, 1800, 3600, 7200, 14400, 86400};
+/* Commands per session. */
+static const double commands_buckets[] = {0, 1, 2, 5, 10, 25, 50, 100, 250, 1000};
 static const double audit_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
                                        0.025,  0.05,    0.1,    0.25,  0.5,    1,     5};
 
@@ -84,6 +92,12 @@ struct metrics_pool {
     struct metric_series *fs_up;
     struct metric_series *fs_spawned;
     struct metric_series *fs_failures;
+    struct metric_series *files_in;
+    struct metric_series *files_out;
+    struct metric_series *sessions_open;
+    struct metric_series *sessions[N_SESSION_REASONS];
+    struct metric_series *session_lifetime;
+    struct metric_series *session_commands;
 };
 
 struct metrics {
@@ -232,6 +246,12 @@ struct families {
     struct metric_family *fs_up;
     struct metric_family *fs_spawned;
     struct metric_family *fs_failures;
+    struct metric_family *files_in;
+    struct metric_family *files_out;
+    struct metric_family *sessions_open;
+    struct metric_family *sessions;
+    struct metric_family *session_lifetime;
+    struct metric_family *session_commands;
     struct metric_family *leaks;
     struct metric_family *conns;
     struct metric_family *tokens;
@@ -268,6 +288,7 @@ static void collect(void *ud)
         registry_set(ps->fs_up, pv->fork_server_up ? 1 : 0);
         registry_set(ps->fs_spawned, (double)pv->fork_server_spawned);
         registry_set(ps->fs_failures, (double)pv->fork_server_failures);
+        registry_set(ps->sessions_open, pv->sessions_open);
     }
     registry_set(m->rpc_connections, v.rpc_connections);
     collect_process(m);
@@ -282,7 +303,7 @@ static int families_new(struct metrics *m, struct families *f, struct err *e)
         {&f->tasks, METRIC_COUNTER, "sbx_tasks_total", "Tasks finished, by pool and status.",
          {"pool", "status"}, 2, NULL, 0},
         {&f->errors, METRIC_COUNTER, "sbx_task_errors_total",
-         "Tasks finished in status error, by pool and cause (exec, cwd: the request's; "
+         "Tasks finished in status error, by pool and cause (exec, cwd, files: the request's; "
          "mounts, setup, no_sandbox: sbx's; shutdown: the drain's).", {"pool", "cause"}, 2,
          NULL, 0},
         {&f->duration, METRIC_HISTOGRAM, "sbx_task_duration_seconds",
@@ -326,6 +347,20 @@ static int families_new(struct metrics *m, struct families *f, struct err *e)
          "Sandboxes forked by the pool's fork server.", {"pool"}, 1, NULL, 0},
         {&f->fs_failures, METRIC_COUNTER, "sbx_fork_server_failures_total",
          "Fork server starts that failed, and fork servers lost.", {"pool"}, 1, NULL, 0},
+        {&f->files_in, METRIC_COUNTER, "sbx_files_in_bytes_total",
+         "File bytes written into sandboxes' /work for clients (exec's files).", {"pool"}, 1,
+         NULL, 0},
+        {&f->files_out, METRIC_COUNTER, "sbx_files_out_bytes_total",
+         "File bytes read from sandboxes' /work for clients (exec's collect).", {"pool"}, 1,
+         NULL, 0},
+        {&f->sessions_open, METRIC_GAUGE, "sbx_sessions_open",
+         "Sessions open or waiting for their sandbox.", {"pool"}, 1, NULL, 0},
+        {&f->sessions, METRIC_COUNTER, "sbx_sessions_total",
+         "Sessions ended, by pool and reason.", {"pool", "reason"}, 2, NULL, 0},
+        {&f->session_lifetime, METRIC_HISTOGRAM, "sbx_session_lifetime_seconds",
+         "How long ended sessions were open.", {"pool"}, 1, HIST(session_buckets)},
+        {&f->session_commands, METRIC_HISTOGRAM, "sbx_session_commands",
+         "Commands run in each ended session.", {"pool"}, 1, HIST(commands_buckets)},
         {&f->leaks, METRIC_COUNTER, "sbx_sandbox_leaks_total",
          "Sandboxes or cgroups left behind that the reaper removed.", {NULL}, 0, NULL, 0},
         {&f->conns, METRIC_GAUGE, "sbx_rpc_connections",
@@ -408,6 +443,15 @@ static void pool_series_new(struct metrics_pool *ps, const struct families *f, c
     ps->fs_up = registry_series(f->fs_up, one);
     ps->fs_spawned = registry_series(f->fs_spawned, one);
     ps->fs_failures = registry_series(f->fs_failures, one);
+    ps->files_in = registry_series(f->files_in, one);
+    ps->files_out = registry_series(f->files_out, one);
+    ps->sessions_open = registry_series(f->sessions_open, one);
+    for (size_t i = 0; i < N_SESSION_REASONS; i++) {
+        const char *v[2] = {name, session_reasons[i]};
+        ps->sessions[i] = registry_series(f->sessions, v);
+    }
+    ps->session_lifetime = registry_series(f->session_lifetime, one);
+    ps->session_commands = registry_series(f->session_commands, one);
 }
 
 /* The series that are not per pool: known label values at zero, the unlabelled ones, and
@@ -588,6 +632,30 @@ void metrics_task_done(struct metrics_pool *ps, const char *status,
     if (r->denials_known) {
         registry_add(ps->denials, r->seccomp_denials);
     }
+}
+
+void metrics_files(struct metrics_pool *ps, uint64_t in_bytes, uint64_t out_bytes)
+{
+    if (ps) {
+        registry_add(ps->files_in, (double)in_bytes);
+        registry_add(ps->files_out, (double)out_bytes);
+    }
+}
+
+void metrics_session_end(struct metrics_pool *ps, const char *reason, double lifetime_s,
+                         uint64_t commands)
+{
+    if (!ps) {
+        return;
+    }
+    size_t i = 0;
+    while (i < N_SESSION_REASONS && strcmp(session_reasons[i], reason) != 0) {
+        i++;
+    }
+    assert(i < N_SESSION_REASONS);
+    registry_inc(ps->sessions[i]);
+    registry_observe(ps->session_lifetime, lifetime_s);
+    registry_observe(ps->session_commands, (double)commands);
 }
 
 void metrics_sandbox_ready(struct metrics_pool *ps, uint64_t created_ns, uint64_t ready_ns)

@@ -40,6 +40,7 @@ struct metrics_pool_values {
     bool fork_server_up;      /* its fork server runs */
     uint64_t fork_server_spawned;
     uint64_t fork_server_failures;
+    uint32_t sessions_open; /* sessions open or waiting for their sandbox */
 };
 
 /* What the source fills at scrape time. pools has n_pools entries in metrics_new's order,
@@ -61,7 +62,8 @@ struct metrics_source {
 /* A finished task, as metrics_task_done counts it. */
 struct metrics_task_result {
     /* With status "error", why (sbx_task_errors_total's cause): "exec" (the command could
-     * not be executed), "cwd" (its working directory), "mounts" (its token's mounts), "setup"
+     * not be executed), "cwd" (its working directory), "files" (its files could not be
+     * written, or did not arrive in time), "mounts" (its token's mounts), "setup"
      * (the sandbox could not set the task up), "no_sandbox" (queued, the pool could not
      * make one), "shutdown" (sbxd's drain). NULL with any other status. */
     const char *error_cause;
@@ -121,6 +123,14 @@ void metrics_task_running(struct metrics_pool *ps, uint64_t request_ns);
  * stream, sbx_output_truncated_total and sbx_seccomp_denials_total. */
 void metrics_task_done(struct metrics_pool *ps, const char *status,
                        const struct metrics_task_result *r);
+/* File bytes written into a sandbox's /work for a client (exec's files) and read from it
+ * (exec's collect): sbx_files_in_bytes_total and sbx_files_out_bytes_total. */
+void metrics_files(struct metrics_pool *ps, uint64_t in_bytes, uint64_t out_bytes);
+/* A session ended (reason: closed, ttl, idle, token_expired, token_revoked, shutdown or
+ * error; another asserts): counts sbx_sessions_total, observes
+ * sbx_session_lifetime_seconds and sbx_session_commands. */
+void metrics_session_end(struct metrics_pool *ps, const char *reason, double lifetime_s,
+                         uint64_t commands);
 /* A sandbox's init reported READY: observes sbx_sandbox_create_seconds (created_ns, its
  * creation start, to ready_ns). */
 void metrics_sandbox_ready(struct metrics_pool *ps, uint64_t created_ns, uint64_t ready_ns);

@@ -7,6 +7,7 @@
 #define LOG_MOD "sandbox"
 #include "sandbox/sandbox.h"
 
+#include <assert.h>
 #include <linux/filter.h>
 #include <signal.h>
 #include <stdio.h>
@@ -722,6 +723,15 @@ int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds
     sb->task_keep = spec->keep;
     set_state(sb, SB_BUSY);
     return 0;
+}
+
+void sandbox_claim(struct sandbox *sb, const struct sandbox_task_ops *ops, void *arg)
+{
+    /* A session's command claims its session's held sandbox. */
+    assert(sb->state == SB_WARM || sb->state == SB_HELD);
+    sb->task_ops = ops;
+    sb->task = arg;
+    set_state(sb, SB_HELD);
 }
 
 int sandbox_hold(struct sandbox *sb, sandbox_died_cb died, void *arg, struct err *e)

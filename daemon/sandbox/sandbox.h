@@ -139,6 +139,11 @@ void sandbox_create(struct sandbox_kit *kit, const struct sandbox_ops *ops, void
  * nothing is sent on a refusal. */
 int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds[3],
                        const struct sandbox_task_ops *ops, void *arg, struct err *e);
+/* Takes a WARM sandbox (its pool handed it over) for a task that is not sent yet (its files
+ * are being written first, core/task_files.c): SB_HELD (busy for its pool, never handed
+ * back), and its death reaches ops->died with arg; sandbox_start_task sends the task later
+ * (with the same ops and arg), or sandbox_detach_task and sandbox_kill end it. */
+void sandbox_claim(struct sandbox *sb, const struct sandbox_task_ops *ops, void *arg);
 /* The task no longer wants sb's reports. */
 void sandbox_detach_task(struct sandbox *sb);
 /* A session takes sb, WARM and handed out by its pool (so in no warm set), for its own:

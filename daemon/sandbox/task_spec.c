@@ -243,6 +243,18 @@ void task_spec_drop_payload(struct task_spec *s)
     for (uint32_t i = 0; i < s->n_mounts; i++) {
         s->mount_fds[i] = fd_close(s->mount_fds[i]);
     }
+    task_spec_files_free(s->files, s->n_files);
+    s->files = NULL;
+    s->n_files = 0;
+}
+
+void task_spec_files_free(struct task_spec_file *files, uint32_t n)
+{
+    for (uint32_t i = 0; files && i < n; i++) {
+        free(files[i].path);
+        free(files[i].data);
+    }
+    free(files);
 }
 
 void task_spec_move(struct task_spec *dst, struct task_spec *src)
@@ -252,6 +264,10 @@ void task_spec_move(struct task_spec *dst, struct task_spec *src)
     src->token_id = NULL;
     src->net_profile = NULL;
     src->n_mounts = 0;
+    src->files = NULL;
+    src->n_files = 0;
+    src->collect = NULL;
+    src->n_collect = 0;
     src->len = src->cap = src->limit = src->env_off = 0;
     src->argc = src->envc = src->env_base = 0;
 }
@@ -266,4 +282,10 @@ void task_spec_clear(struct task_spec *s)
     free(s->net_profile);
     s->token_id = s->net_profile = NULL;
     s->n_mounts = 0;
+    for (uint32_t i = 0; i < s->n_collect; i++) {
+        free(s->collect[i]);
+    }
+    free(s->collect);
+    s->collect = NULL;
+    s->n_collect = 0;
 }

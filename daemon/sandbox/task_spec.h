@@ -20,6 +20,16 @@ struct pool_config;
 /* Grants: at most this many mounts (one CTL_TASK's). */
 #define TASK_SPEC_MOUNTS_MAX CTL_MOUNTS_MAX
 
+/* One entry of exec's files (api/exec_args.c), written into /work before the command starts
+ * (core/task_files.c). */
+struct task_spec_file {
+    char *path;    /* normalized, relative to /work (wspath_normalize) */
+    char *data;    /* inline: the size bytes (NULL when size is 0); streamed: NULL */
+    uint64_t size; /* its bytes */
+    uint32_t mode; /* permission bits, 0..0777 */
+    bool streamed; /* its bytes come in exec.file chunks */
+};
+
 struct task_spec {
     const struct pool_config
         *pool; /* the pool it runs in (the config's; never NULL once decoded) */
@@ -53,6 +63,15 @@ struct task_spec {
     uint32_t mount_files; /* bit i: mount i is a regular file (else a directory) */
     int mount_fds[TASK_SPEC_MOUNTS_MAX];
     char mount_dst[TASK_SPEC_MOUNTS_MAX][CTL_PATH_MAX];
+    /* exec's files and collect (api/exec_args.c), for core/task_files.c: never sent to init
+     * (sbxd writes and reads /work itself). Owned. */
+    struct task_spec_file *files; /* n_files entries in request order, paths distinct */
+    uint32_t n_files;
+    uint64_t files_bytes;    /* every entry's size added up */
+    uint64_t files_streamed; /* of which exec.file chunks bring (the streamed entries') */
+    char **collect;          /* n_collect normalized patterns (wspath_pattern_normalize) */
+    uint32_t n_collect;
+    bool has_collect; /* the request had collect (maybe empty): its result has files */
 };
 
 /* A spec that owns nothing: what task_spec_clear leaves, safe to clear again. */
@@ -104,11 +123,14 @@ bool task_spec_next(struct task_spec_iter *it, const char **ret, size_t *ret_len
  * argv, too many mounts) or -E2BIG (strings over TASK_SPEC_STRINGS_MAX), with e. */
 int task_spec_pack(const struct task_spec *s, uint32_t nofile, struct ctl_task *ret, struct err *e);
 
-/* Frees the strings and closes the mount fds: what init received (CTL_TASK was sent or
- * never will be). The rest (pool, cwd, grants' names) stays for the result. */
+/* Frees the strings, closes the mount fds and frees the files: what init received (CTL_TASK
+ * was sent or never will be) and what was written. The rest (pool, cwd, grants' names,
+ * collect) stays for the result. */
 void task_spec_drop_payload(struct task_spec *s);
 /* Moves src's contents to dst (which owns nothing); src is left owning nothing. */
 void task_spec_move(struct task_spec *dst, struct task_spec *src);
 /* Frees everything s owns (s itself is its owner's: embedded or on the stack) and leaves it
  * owning nothing. Accepts NULL; for scoped(task_spec_clear). */
 void task_spec_clear(struct task_spec *s);
+/* Frees n file entries (their paths and data) and the array. Accepts NULL. */
+void task_spec_files_free(struct task_spec_file *files, uint32_t n);

@@ -32,7 +32,7 @@ import sbx_client
 PROM_DIR = os.path.join(TOP, "deploy", "prometheus")
 STATUSES = ["exited", "signaled", "timeout", "output_limit", "oom", "token_expired",
             "token_revoked", "cancelled", "error"]
-CAUSES = ["exec", "cwd", "mounts", "setup", "no_sandbox", "shutdown"]
+CAUSES = ["exec", "cwd", "files", "mounts", "setup", "no_sandbox", "shutdown"]
 REASONS = ["token_required", "token_malformed", "token_unknown", "token_revoked",
            "token_expired", "token_used_up", "pool_not_allowed", "grant_failed",
            "issue_not_allowed"]

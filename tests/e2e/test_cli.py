@@ -270,8 +270,8 @@ class CliDocs(unittest.TestCase):
 
     def test_bash_completion(self):
         self.assertEqual(self.complete("sbx ex"), ["exec"])
-        self.assertEqual(self.complete("sbx "), ["ping", "pools", "stats", "exec", "token",
-                                                 "audit", "completion", "help"])
+        self.assertEqual(self.complete("sbx "), ["ping", "pools", "stats", "exec", "session",
+                                                 "cp", "token", "audit", "completion", "help"])
         self.assertEqual(self.complete("sbx --socket /tmp/x.sock po"), ["pools"])
         self.assertEqual(self.complete("sbx --v"), ["--version"])
         self.assertEqual(self.complete("sbx exec --po"), ["--pool"])
@@ -282,6 +282,12 @@ class CliDocs(unittest.TestCase):
         self.assertEqual(self.complete("sbx token "), ["issue", "revoke", "list"])
         self.assertEqual(self.complete("sbx token issue --t"), ["--ttl"])
         self.assertEqual(self.complete("sbx audit v"), ["verify"])
+        self.assertEqual(self.complete("sbx session "), ["open", "list", "ls", "close"])
+        self.assertEqual(self.complete("sbx session open --i"), ["--idle-timeout"])
+        self.assertEqual(self.complete("sbx exec --co"), ["--collect"])
+        self.assertEqual(self.complete("sbx exec --file "), [])  # a value
+        self.assertEqual(self.complete("sbx cp --t"), ["--token"])
+        self.assertEqual(self.complete("sbx audit --se"), ["--session"])
         self.assertEqual(self.complete("sbx help st"), ["stats"])
         with open(self.comp, "rb") as f:
             self.assertEqual(f.read(), subprocess.run([SBX, "completion", "bash"],
@@ -345,6 +351,8 @@ class ReadmeExample(unittest.TestCase):
         self.assertRegex(out, r"(?m)^\{'a': 1\}$")
         self.assertIn('"stdout":"fast\\n"', out)
         self.assertRegex(out, r"(?m)^hello$")  # the token's read-only mount
+        self.assertRegex(out, r"(?m)^HELLO$")  # --file in, --collect out
+        self.assertRegex(out, r"(?m)^WORLD$")  # a session, sbx cp both ways
         self.assertRegex(out, r"(?m)^ok: \d+ rows verified")
         self.assertIn("sbx_tasks_total", out)
         self.assertFalse(os.path.exists(os.path.join(work, "var", "sbxd.sock")))

@@ -12,6 +12,8 @@ behaves according to its argv[0]:
   out HEX [HEX [CODE]]    write these bytes to stdout (and stderr), exit CODE
   big N [CODE]            write N bytes of stdout in 64 KiB chunks, exit CODE
   huge N                  one exec.stdout notification of N bytes, then exit 0
+  hugeheader N            the start of an exec.stdout notification whose bin header says
+                          N bytes (none follow), then nothing
   signal N                killed by signal N
   timeout | oom           the matching status, after a little output
   outlimit N              N bytes of stdout, then status output_limit, truncated
@@ -28,14 +30,24 @@ behaves according to its argv[0]:
   drop                    close the connection without answering
   garbage                 send bytes that are not msgpack
   stdinstats              after stdin EOF, stdout is "<chunks> <max chunk> <bytes>"
+  files                   stdout is the JSON of the request's files as received:
+                          {"files": [{path, mode, size, sha256, streamed}], "chunks": N,
+                          "max_chunk": N, "request_bytes": N}
+  collected JSON          exit 0 with the result's files, skipped and collect_truncated
+                          from JSON ({"files": [{path, mode, data_hex, truncated,
+                          size?}], "skipped": [...], "collect_truncated": bool}): paths
+                          as hostile as a test wants
   other                   (any other argv[0]) an execve that failed with ENOENT
 
 stats and token.list answer fixed values too.
 
 It checks the client's side of the protocol: stdin chunks of at most 64 KiB, nothing
-after the EOF, stdin only after exec.started, and answers violations with status error.
+after the EOF, stdin only after exec.started, exec.file chunks of at most 64 KiB that add
+up to the files declared by size (before exec.started, as sbxd starts the command only
+once they are in), and answers violations with status error.
 """
 
+import hashlib
 import json
 import os
 import socket
@@ -49,6 +61,8 @@ import msgpack
 
 VERSION = "0.0-fake"
 STDIN_MAX = 64 * 1024
+FILE_CHUNK_MAX = 64 * 1024
+MESSAGE_MAX = 1 << 20  # sbxd's default max_message_bytes
 
 STATS = {"sandboxes_live": 3, "tasks_running": 1, "netns_recycling": True,
          "netns": {"created": 5, "reused": 7, "dropped": 0},
@@ -78,6 +92,7 @@ class Conn:
         self.sock = sock
         self.lock = threading.Lock()
         self.tasks = {}  # msgid -> queue of stdin chunks (None: connection closed)
+        self.file_queues = {}  # msgid -> queue of exec.file chunks (None: connection closed)
         self.closed_markers = []
         self.started = set()  # msgids whose exec.started was sent
         self.gone = False  # the client closed the connection
@@ -109,7 +124,40 @@ def result(status, task_no, **kw):
 TASK_COUNTER = [0]
 
 
-def run_exec(conn, msgid, args, stdin_q):
+def receive_files(args, file_q, request_bytes):
+    """The request's files with the streamed ones filled from exec.file chunks: (report,
+    violation)."""
+    entries = args.get("files") or []
+    declared = sum(e.get("size", 0) for e in entries if "data" not in e)
+    stream, chunks, max_chunk = b"", 0, 0
+    while len(stream) < declared:
+        c = file_q.get()
+        if c is None:
+            return None, "connection closed before the files arrived"
+        if not isinstance(c, bytes):
+            return None, "exec.file payload is not bin"
+        if len(c) > FILE_CHUNK_MAX:
+            return None, "exec.file chunk of %d bytes" % len(c)
+        chunks, max_chunk = chunks + 1, max(max_chunk, len(c))
+        stream += c
+    if len(stream) > declared:
+        return None, "exec.file bytes past the declared %d" % declared
+    files, off = [], 0
+    for e in entries:
+        if "data" in e:
+            data, streamed = e["data"], False
+        else:
+            data, streamed = stream[off:off + e["size"]], True
+            off += e["size"]
+        if isinstance(data, str):
+            data = data.encode()
+        files.append({"path": e.get("path"), "mode": e.get("mode"), "size": len(data),
+                      "sha256": hashlib.sha256(data).hexdigest(), "streamed": streamed})
+    return {"files": files, "chunks": chunks, "max_chunk": max_chunk,
+            "request_bytes": request_bytes}, None
+
+
+def run_exec(conn, msgid, args, stdin_q, file_q, request_bytes):
     TASK_COUNTER[0] += 1
     n = TASK_COUNTER[0]
     argv = args.get("argv") or [""]
@@ -156,6 +204,10 @@ def run_exec(conn, msgid, args, stdin_q):
             conn.sock.sendall(b"\xc1\xc1\xc1\xc1")
         return
 
+    received, violation = receive_files(args, file_q, request_bytes)
+    if violation:
+        finish("error", error="protocol violation: " + violation)
+        return
     conn.started.add(msgid)
     conn.notify("exec.started", msgid, {"task": "t%04d" % n, "sandbox": "sb%04d" % n,
                                         "pool": args.get("pool", "python")})
@@ -175,6 +227,18 @@ def run_exec(conn, msgid, args, stdin_q):
         finish("exited", exit_code=0)
     elif cmd == "exit":
         finish("exited", exit_code=int(rest[0]))
+    elif cmd == "files":
+        out(json.dumps(received, sort_keys=True).encode())
+        finish("exited", exit_code=0)
+    elif cmd == "collected":
+        spec = json.loads(rest[0])
+        files = [{"path": f["path"], "mode": f.get("mode", 0o644),
+                  "size": f.get("size", len(bytes.fromhex(f.get("data_hex", "")))),
+                  "data": bytes.fromhex(f.get("data_hex", "")),
+                  "truncated": f.get("truncated", False)} for f in spec.get("files", [])]
+        finish("exited", exit_code=0, files=files, skipped=spec.get("skipped", []),
+               collect_truncated=spec.get("collect_truncated", False),
+               files_in_bytes=0, files_out_bytes=sum(len(f["data"]) for f in files))
     elif cmd == "out":
         out(bytes.fromhex(rest[0]))
         if len(rest) > 1:
@@ -191,6 +255,16 @@ def run_exec(conn, msgid, args, stdin_q):
     elif cmd == "huge":
         out(b"h" * int(rest[0]))
         finish("exited", exit_code=0)
+    elif cmd == "hugeheader":
+        # [2, "exec.stdout", [msgid, bin32 of N]]: a reader bounded below N refuses it on the
+        # header, so the body need not exist.
+        data = (b"\x93" + msgpack.packb(2) + msgpack.packb("exec.stdout") + b"\x92" +
+                msgpack.packb(msgid) + b"\xc6" + int(rest[0]).to_bytes(4, "big"))
+        with conn.lock:
+            try:
+                conn.sock.sendall(data)
+            except OSError:
+                pass
     elif cmd == "signal":
         finish("signaled", signal=int(rest[0]))
     elif cmd == "timeout":
@@ -246,7 +320,7 @@ class Handler(socketserver.BaseRequestHandler):
             pass
         finally:
             conn.gone = True
-            for q in conn.tasks.values():
+            for q in list(conn.tasks.values()) + list(conn.file_queues.values()):
                 q.put(None)
             for marker in conn.closed_markers:
                 with open(marker, "w") as f:
@@ -269,13 +343,24 @@ class Handler(socketserver.BaseRequestHandler):
                     conn.respond(msgid, None, {"code": "bad_request",
                                                "message": "stdin must be true"})
                     return
-                q = queue.Queue()
+                q, fq = queue.Queue(), queue.Queue()
                 conn.tasks[msgid] = q
-                threading.Thread(target=run_exec, args=(conn, msgid, args, q),
+                conn.file_queues[msgid] = fq
+                size = len(msgpack.packb(msg, use_bin_type=True))
+                if size > MESSAGE_MAX:
+                    conn.respond(msgid, None, {"code": "too_large",
+                                               "message": "request above the message bound"})
+                    return
+                threading.Thread(target=run_exec, args=(conn, msgid, args, q, fq, size),
                                  daemon=True).start()
             else:
                 conn.respond(msgid, None, {"code": "unknown_method",
                                            "message": "unknown method '%s'" % method})
+        elif msg[0] == 2 and msg[1] == "exec.file":
+            msgid, chunk = msg[2]
+            fq = conn.file_queues.get(msgid)
+            if fq is not None:
+                fq.put(chunk)
         elif msg[0] == 2 and msg[1] == "exec.stdin":
             msgid, chunk = msg[2]
             q = conn.tasks.get(msgid)

@@ -5,6 +5,16 @@
     c = Client("/run/sbxd/agents.sock")
     result, out, err = c.exec(["python3", "-c", "print(1)"], pool="python", timeout=5)
 
+Files go in with files=[{"path": "in.txt", "data": b"...", "mode": 0o644}] (large ones are
+streamed after the request as exec.file chunks) and come back with collect=["*.txt"] in
+result["files"]. A session keeps one sandbox for several commands:
+
+    sid = c.session_open(pool="python")["session"]
+    c.session_write(sid, "script.py", b"print(2)")
+    result, out, err = c.exec(["python3", "script.py"], session=sid)
+    data = c.session_read(sid, "script.py")
+    c.session_close(sid)
+
 Several requests can be in flight on one Client, from one or several threads: start() sends
 a request, wait() collects its response, and meanwhile whoever reads the socket routes each
 message to its request by msgid. Script use prints the result as JSON:
@@ -13,6 +23,7 @@ message to its request by msgid. Script use prints the result as JSON:
 """
 import argparse
 import json
+import os
 import select
 import socket
 import sys
@@ -21,7 +32,10 @@ import time
 
 import msgpack
 
-CHUNK = 64 * 1024  # stdin chunk size, far below the daemon's message size limit
+CHUNK = 64 * 1024  # stdin and exec.file chunk size, far below the daemon's message size limit
+INLINE_MAX = 256 * 1024  # larger files are streamed (exec.file), as sbx does
+INLINE_TOTAL = 512 * 1024  # inline bytes in one request, well below max_message_bytes
+RW_CHUNK = 512 * 1024  # session.write and session.read chunk size
 
 
 class RpcError(Exception):
@@ -154,14 +168,55 @@ class Client:
     def call(self, method, params=None, timeout=None):
         return self.wait(self.start(method, params), timeout)
 
+    @staticmethod
+    def _files_plan(files):
+        """exec's files entries, and the bytes to stream after the request, in order: an
+        entry with "stream": True, or whose data is over INLINE_MAX, or that would take the
+        request's inline bytes over INLINE_TOTAL, is declared by size and streamed."""
+        entries, streamed, inline = [], [], 0
+        for f in files:
+            data = f.get("data", b"")
+            if isinstance(data, str):
+                data = data.encode()
+            e = {k: v for k, v in f.items() if k not in ("data", "stream")}
+            if "size" in f and "data" not in f:
+                entries.append(e)  # declared by the caller, who streams it
+                continue
+            if f.get("stream") or len(data) > INLINE_MAX or inline + len(data) > INLINE_TOTAL:
+                e["size"] = len(data)
+                streamed.append(data)
+            else:
+                e["data"] = data
+                inline += len(data)
+            entries.append(e)
+        return entries, streamed
+
+    def send_file_chunks(self, msgid, data):
+        """Streams data as exec.file chunks of at most CHUNK bytes for request msgid."""
+        view = memoryview(data)
+        for off in range(0, len(view), CHUNK):
+            self.notify("exec.file", [msgid, bytes(view[off:off + CHUNK])])
+
     def exec_start(self, argv, pool=None, timeout=None, env=None, cwd=None, stdin=None,
-                   on_stdout=None, on_stderr=None, on_started=None):
+                   on_stdout=None, on_stderr=None, on_started=None, files=None, collect=None,
+                   capture=None, session=None, token=None):
         """Starts an exec; returns (msgid, out_chunks, err_chunks). stdin: bytes, an iterable
-        of bytes chunks (streamed), or None for an empty stdin."""
+        of bytes chunks (streamed), or None for an empty stdin. files: a list of
+        {"path", "data" (bytes or str), "mode"?} written under /work before the command
+        starts; large data is declared by size and streamed (exec.file) right after the
+        request, with backpressure (a send waits while sbxd does not read). collect: a list
+        of paths or patterns under /work, returned in the result's "files". capture: the
+        output comes in the result ("stdout", "stderr") rather than as notifications.
+        session: run in that open session (pool and token may then be left out)."""
         args = {"argv": list(argv)}
-        for key, val in (("pool", pool), ("timeout", timeout), ("env", env), ("cwd", cwd)):
+        for key, val in (("pool", pool), ("timeout", timeout), ("env", env), ("cwd", cwd),
+                         ("collect", collect), ("capture", capture), ("session", session),
+                         ("token", token)):
             if val is not None:
-                args[key] = val
+                args[key] = list(val) if key == "collect" else val
+        streamed = []
+        if files is not None:
+            args["files"], streamed = self._files_plan(files)
         if stdin is not None:
             args["stdin"] = True
         out, err = [], []
@@ -176,6 +231,8 @@ class Client:
                 on_started(rest[0])
 
         msgid = self.start("exec", args, on_notify)
+        for data in streamed:
+            self.send_file_chunks(msgid, data)
         if stdin is not None:
             chunks = [stdin] if isinstance(stdin, (bytes, bytearray, memoryview)) else stdin
             for chunk in chunks:
@@ -185,12 +242,78 @@ class Client:
         return msgid, out, err
 
     def exec(self, argv, pool=None, timeout=None, env=None, stdin=None, on_stdout=None,
-             on_stderr=None, cwd=None, wait_timeout=None):
-        """Runs argv in a sandbox: returns (result_dict, stdout_bytes, stderr_bytes)."""
+             on_stderr=None, cwd=None, wait_timeout=None, files=None, collect=None,
+             capture=None, session=None, token=None):
+        """Runs argv in a sandbox (or in session's): returns (result_dict, stdout_bytes,
+        stderr_bytes); with capture, the bytes are the result's "stdout" and "stderr".
+        files, collect, capture, session: as exec_start takes them."""
         msgid, out, err = self.exec_start(argv, pool, timeout, env, cwd, stdin, on_stdout,
-                                          on_stderr)
+                                          on_stderr, files=files, collect=collect,
+                                          capture=capture, session=session, token=token)
         result = self.wait(msgid, wait_timeout)
+        if capture:
+            return result, result.get("stdout", b""), result.get("stderr", b"")
         return result, b"".join(out), b"".join(err)
+
+    # ---- sessions (docs/PROTOCOL.md, "Sessions") ----
+
+    @staticmethod
+    def _args(**kw):
+        return {k: v for k, v in kw.items() if v is not None}
+
+    def session_open(self, pool=None, token=None, ttl=None, idle_timeout=None, files=None,
+                     timeout=None):
+        """Opens a session: a sandbox kept for several commands. Returns sbxd's answer
+        {session, pool, sandbox, ttl, idle_timeout, expires_at}. files: inline entries
+        {"path", "data", "mode"?} written into its /work first. Raises RpcError (limit,
+        denied, unknown_pool, ...)."""
+        args = self._args(pool=pool, token=token, ttl=ttl, idle_timeout=idle_timeout)
+        if files is not None:
+            args["files"] = [dict(f, data=f["data"].encode() if isinstance(f["data"], str)
+                                  else f["data"]) for f in files]
+        return self.call("session.open", args, timeout)
+
+    def session_write(self, session, path, data, offset=0, mode=None, token=None,
+                      timeout=None):
+        """Writes data into the session's file path, in RW_CHUNK pieces: offset 0 creates or
+        replaces the file (with mode, default 0644), offset > 0 writes into an existing one.
+        Returns the last answer, {size}."""
+        view = memoryview(data.encode() if isinstance(data, str) else data)
+        res, pos = None, 0
+        while res is None or pos < len(view):
+            chunk = bytes(view[pos:pos + RW_CHUNK])
+            args = self._args(session=session, path=path, data=chunk, offset=offset + pos,
+                              token=token, mode=mode if pos == 0 else None)
+            res = self.call("session.write", args, timeout)
+            pos += len(chunk)
+        return res
+
+    def session_read(self, session, path, offset=0, length=None, token=None, timeout=None):
+        """Reads the session's file path from offset: all of it to its end, or at most length
+        bytes, in RW_CHUNK requests. Returns the bytes (symlinks and non-files are refused)."""
+        parts, pos = [], offset
+        while length is None or pos - offset < length:
+            want = RW_CHUNK if length is None else min(RW_CHUNK, length - (pos - offset))
+            res = self.call("session.read", self._args(session=session, path=path, offset=pos,
+                                                       length=want, token=token), timeout)
+            parts.append(res["data"])
+            pos += len(res["data"])
+            if res.get("eof") or not res["data"]:
+                break
+        return b"".join(parts)
+
+    def session_list(self, session=None, path=None, token=None, timeout=None):
+        """Without session: the caller's open sessions (a list of {session, pool, sandbox,
+        created_at, expires_at, idle_timeout, commands, busy}). With session: the listing of
+        its directory path (default /work), {entries: [{name, type, size, mode}], truncated}."""
+        res = self.call("session.list", self._args(session=session, path=path, token=token),
+                        timeout)
+        return res["sessions"] if session is None else res
+
+    def session_close(self, session, token=None, timeout=None):
+        """Closes the session (a running command is killed, its result status "cancelled");
+        returns {session, reason, commands, lifetime_ms}."""
+        return self.call("session.close", self._args(session=session, token=token), timeout)
 
 
 def main():
@@ -201,6 +324,12 @@ def main():
     ap.add_argument("--timeout", type=float)
     ap.add_argument("--stdin", action="store_true", help="stream our stdin to the task")
     ap.add_argument("--call", metavar="METHOD", help="call METHOD (e.g. ping, pools) instead")
+    ap.add_argument("--session", help="run in this open session")
+    ap.add_argument("--capture", action="store_true", help="the output comes in the result")
+    ap.add_argument("--file", action="append", default=[], metavar="LOCAL[:PATH]",
+                    help="copy LOCAL into /work (as PATH; default its basename)")
+    ap.add_argument("--collect", action="append", metavar="PATTERN",
+                    help="return the files under /work that match (data as text)")
     ap.add_argument("cmd", nargs="*")
     a = ap.parse_args()
     with Client(a.socket) as c:
@@ -211,11 +340,21 @@ def main():
             if not a.cmd:
                 ap.error("a command is required after --")
             stdin = iter(lambda: sys.stdin.buffer.read1(CHUNK), b"") if a.stdin else None
-            res, out, err = c.exec(a.cmd, pool=a.pool, timeout=a.timeout, stdin=stdin)
+            files = []
+            for spec in a.file:
+                local, _, path = spec.rpartition(":") if ":" in spec else (spec, "", "")
+                with open(local, "rb") as f:
+                    files.append({"path": path or os.path.basename(local), "data": f.read(),
+                                  "mode": os.stat(local).st_mode & 0o777})
+            res, out, err = c.exec(a.cmd, pool=a.pool, timeout=a.timeout, stdin=stdin,
+                                   files=files or None, collect=a.collect,
+                                   capture=a.capture or None, session=a.session)
         except RpcError as e:
             print(json.dumps({"error": e.error}, indent=2))
             return 1
     res = dict(res, stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"))
+    for f in res.get("files", []):
+        f["data"] = f["data"].decode(errors="replace")
     print(json.dumps(res, indent=2))
     return 0
 

@@ -163,6 +163,12 @@ static void config_parse_pool__defaults(void **state)
     assert_int_equal(p.shm_size, 16 * MIB);
     assert_int_equal(p.io_read_bps, 0); /* no io limits unless asked */
     assert_int_equal(p.io_read_iops, 0);
+    assert_int_equal(p.files_max_bytes, 128 * MIB);
+    assert_int_equal(p.files_max_count, 1000);
+    assert_int_equal(p.files_path_max, 1024);
+    assert_int_equal(p.files_timeout_ns, 60 * SEC);
+    assert_int_equal(p.collect_max_bytes, 16 * MIB);
+    assert_int_equal(p.collect_max_files, 1000);
     config_pool_clear(&p);
 
     /* Derived defaults follow the values given: max_timeout = 4 * timeout, gid = uid. */
@@ -730,6 +736,37 @@ static void config_parse_pool__bad_scalars(void **state)
     parse_fails("socket: ''\n", NULL, -EINVAL, "t.yaml:1:9: 'socket' must be a string, not empty");
 }
 
+/* Sessions: defaults (max_sessions half of max), and the rules between the keys. */
+static void config_parse_pool__session_keys(void **state)
+{
+    (void)state;
+    struct pool_config p;
+    struct err e = ERR_INIT;
+    const char *text = "name: p\nmax: 9\n";
+    assert_int_equal(config_parse_pool("p.yaml", text, strlen(text), &p, &e), 0);
+    assert_int_equal(p.session_ttl_ns, 15 * 60 * SEC);
+    assert_int_equal(p.session_max_ttl_ns, 4 * 3600 * SEC);
+    assert_int_equal(p.session_idle_ns, 5 * 60 * SEC);
+    assert_int_equal(p.max_sessions, 4);
+    config_pool_clear(&p);
+    text = "name: p\nmax: 4\nmax_sessions: 3\nsession_ttl: 1h\nsession_max_ttl: 2h\n"
+           "session_idle_timeout: 30s\n";
+    assert_int_equal(config_parse_pool("p.yaml", text, strlen(text), &p, &e), 0);
+    assert_int_equal(p.max_sessions, 3);
+    assert_int_equal(p.session_ttl_ns, 3600 * SEC);
+    assert_int_equal(p.session_max_ttl_ns, 7200 * SEC);
+    assert_int_equal(p.session_idle_ns, 30 * SEC);
+    config_pool_clear(&p);
+    pool_fails("p.yaml", "name: p\nmax: 4\nmax_sessions: 4\n",
+               "p.yaml:3:15: 'max_sessions' (4) must be below 'max' (4)");
+    pool_fails("p.yaml", "name: p\nsession_ttl: 5h\n",
+               "p.yaml:2:14: 'session_ttl' must not exceed 'session_max_ttl'");
+    pool_fails("p.yaml", "name: p\nsession_ttl: 1m\n",
+               "p.yaml:2:14: 'session_idle_timeout' must not exceed 'session_ttl'");
+    parse_fails("limits:\n  max_sessions: 65537\n", NULL, -EINVAL,
+                "t.yaml:2:17: 'limits.max_sessions' must be between 0 and 65536");
+}
+
 static void config_parse_pool__warm_above_max(void **state)
 {
     (void)state;
@@ -764,6 +801,13 @@ static void config_parse_pool__out_of_range(void **state)
                "p.yaml:2:12: 'work_size' must be at least 1MiB");
     pool_fails("p.yaml", "name: p\nwork_size: 512K\n",
                "p.yaml:2:12: 'work_size' must be at least 1MiB");
+    /* A result holds the collect whole: its caps are bounded (sbx's reader is sized so). */
+    pool_fails("p.yaml", "name: p\ncollect_max_bytes: 65MiB\n",
+               "p.yaml:2:20: 'collect_max_bytes' must be between 0 and 64MiB");
+    pool_fails("p.yaml", "name: p\ncollect_max_files: 10001\n",
+               "p.yaml:2:20: 'collect_max_files' must be between 0 and 10000");
+    pool_fails("p.yaml", "name: p\nfiles_path_max: 4097\n",
+               "p.yaml:2:17: 'files_path_max' must be between 16 and 4096");
     pool_fails("p.yaml", "name: p\nnofile: 2\n",
                "p.yaml:2:9: 'nofile' must be between 16 and 1048576");
     pool_fails("p.yaml", "name: p\nio_read_bps: -1\n",
@@ -1141,6 +1185,7 @@ int main(void)
         cmocka_unit_test(config_parse_pool__bad_size),
         cmocka_unit_test(config_parse_pool__bad_duration),
         cmocka_unit_test(config_parse_pool__bad_scalars),
+        cmocka_unit_test(config_parse_pool__session_keys),
         cmocka_unit_test(config_parse_pool__warm_above_max),
         cmocka_unit_test(config_parse_pool__out_of_range),
         cmocka_unit_test(config_parse__global_out_of_range),

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +56,7 @@ struct fixture {
     uint64_t timeout_ns; /* the next task's */
     bool with_stdin;     /* the next task's client streams stdin */
     bool with_capture;   /* the next task's output goes into its result */
+    char work[64];       /* a directory standing for the sandbox's /work ("" until made) */
     struct task *t;
     struct sandbox *sb; /* what the pool handed the task (freed at teardown) */
     /* the sink's side */
@@ -291,6 +293,11 @@ static int teardown(void **state)
     assert_int_equal(uv_run(&f->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(uv_loop_close(&f->loop), 0);
     assert_int_equal(fake_count_fds(), f->fds_before);
+    if (f->work[0]) {
+        char cmd[96];
+        (void)snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->work);
+        assert_int_equal(system(cmd), 0);
+    }
     free(f->sb);
     free(f);
     return 0;
@@ -918,6 +925,71 @@ static void task_token_kill__running_task_revoked_is_token_revoked(void **state)
     commit_result(f, "token_revoked");
 }
 
+/* A session's command in sandbox sb1 (HELD, as its session has it between commands). */
+static void session_task(struct fixture *f)
+{
+    new_task(f, NULL);
+    f->sb = fake_task_sandbox("sb1");
+    f->sb->state = SB_HELD;
+    task_start_session(f->t, f->sb, (struct session *)f); /* any session: the fake logs */
+    fake_expectf("metrics_task_start; sched_task_started; audit decision allowed=1; "
+                 "audit assigned sb1 cold=0; egress_session_start - sb1; "
+                 "sandbox_start_task sb1 argv0=true cwd=/tmp; audit started pid=2; "
+                 "metrics_task_running; sink started sb1");
+}
+
+static void task_start_session__exit_keeps_the_sandbox_and_tells_the_session(void **state)
+{
+    struct fixture *f = *state;
+    session_task(f);
+    fake_task_kept_exited(f->sb, W_EXITCODE(0, 0));
+    fake_task_close_stdio();
+    run_until(f, "audit_when_committed");
+    /* Neither killed nor destroyed: the sandbox is the session's again. */
+    fake_expectf("sandbox_usage sb1; metrics_task_done exited out=0 err=0 truncated=0; "
+                 "audit finished exited; audit result exited (outcome); "
+                 "audit_when_committed 1");
+    assert_true(fake_audit_commit(true));
+    /* The session hears of the end before the client has the result. */
+    fake_expectf("session_command_done; sink result exited; sink stdin_written 0; sink done; "
+                 "sched_task_ended");
+    assert_int_equal(f->sb->state, SB_HELD);
+}
+
+static void task_start_session__timeout_kills_the_command_not_the_sandbox(void **state)
+{
+    struct fixture *f = *state;
+    f->timeout_ns = 20ULL * 1000 * 1000;
+    session_task(f);
+    run_until(f, "sandbox_kill_task sb1"); /* the timer */
+    fake_expectf("sandbox_kill_task sb1");
+    fake_task_kept_exited(f->sb, SIGKILL); /* init killed the command's processes */
+    fake_task_close_stdio();
+    run_until(f, "audit_when_committed");
+    fake_calls_reset();
+    assert_true(fake_audit_commit(true));
+    fake_expectf("session_command_done; sink result timeout; sink stdin_written 0; sink done; "
+                 "sched_task_ended");
+    assert_res_u64(f, "signal", SIGKILL);
+}
+
+static void task_detach_session__its_session_ended_first_kills_the_sandbox(void **state)
+{
+    struct fixture *f = *state;
+    session_task(f);
+    task_kill(f->t, KILL_SESSION_CLOSED); /* session.close: the command first */
+    fake_expectf("sandbox_kill_task sb1");
+    task_detach_session(f->t);
+    task_kill(f->t, KILL_TIMEOUT); /* without its session it goes with the sandbox */
+    fake_expectf("sandbox_kill sb1");
+    sandbox_gone(f);
+    fake_calls_reset();
+    assert_true(fake_audit_commit(true));
+    /* Not told: the session is gone. */
+    fake_expectf("sink result cancelled; sink stdin_written 0; sink done; sched_task_ended");
+    assert_res_lacks(f, "error"); /* cancelled: the trail has why */
+}
+
 static void task_stdin__streams_to_the_child_then_closes(void **state)
 {
     struct fixture *f = *state;
@@ -943,6 +1015,243 @@ static void task_stdin__streams_to_the_child_then_closes(void **state)
     run_until(f, "audit_when_committed");
     fake_calls_reset();
     commit_result(f, "exited");
+}
+
+/* ---- files (core/task_files.c): STAGING and COLLECTING over a directory of the test's ---- */
+
+/* Adds an entry of exec's files to spec: inline data, or (data NULL) size streamed bytes. */
+static void spec_file(struct task_spec *spec, const char *path, const char *data, uint64_t size,
+                      uint32_t mode)
+{
+    spec->files = xrealloc(spec->files, (spec->n_files + 1) * sizeof(*spec->files));
+    struct task_spec_file *fl = &spec->files[spec->n_files++];
+    *fl = (struct task_spec_file){.path = xstrdup(path), .mode = mode};
+    if (data) {
+        fl->size = strlen(data);
+        fl->data = fl->size ? xstrdup(data) : NULL;
+    } else {
+        fl->size = size;
+        fl->streamed = true;
+        spec->files_streamed += size;
+    }
+    spec->files_bytes += fl->size;
+}
+
+/* A task like new_task's with files: "a/in" inline ("hello"), then "b" (5 bytes) and "c/d"
+ * (3 bytes) streamed; with collect, the patterns "**". Queued. */
+static void new_files_task(struct fixture *f, bool collect)
+{
+    struct task_spec spec = TASK_SPEC_INIT;
+    spec.pool = &f->pc;
+    task_spec_begin(&spec, 64);
+    assert_int_equal(task_spec_add_arg(&spec, "true", 4), 0);
+    str_copy(spec.cwd, "/tmp", sizeof(spec.cwd));
+    spec.timeout_ns = f->timeout_ns;
+    spec.capture = true;
+    spec_file(&spec, "a/in", "hello", 0, 0640);
+    spec_file(&spec, "b", NULL, 5, 0600);
+    spec_file(&spec, "c/d", NULL, 3, 0644);
+    if (collect) {
+        spec.has_collect = true;
+        spec.collect = xcalloc(1, sizeof(*spec.collect));
+        spec.collect[0] = xstrdup("**");
+        spec.n_collect = 1;
+    }
+    struct task_sink sink = {.ops = &sink_ops, .arg = f};
+    struct err e = ERR_INIT;
+    assert_int_equal(task_new(&f->env, &sink, MSGID, &f->pool, &spec, &f->t, &e), 0);
+    task_spec_clear(&spec);
+    queue_task(f);
+}
+
+/* The pool hands the task sandbox sb1, whose /work is a fresh directory of the test's. */
+static void got_work_sandbox(struct fixture *f)
+{
+    str_copy(f->work, "/tmp/test_task.XXXXXX", sizeof(f->work));
+    assert_non_null(mkdtemp(f->work));
+    f->sb = fake_task_sandbox("sb1");
+    f->sb->work_fd = open(f->work, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    assert_true(f->sb->work_fd >= 0);
+    fake_pool_got(f->sb);
+}
+
+/* The sandbox's work fd is its own: closed when the sandbox would be freed. */
+static void free_work_fd(struct fixture *f)
+{
+    f->sb->work_fd = fd_close(f->sb->work_fd);
+}
+
+static void assert_file(struct fixture *f, const char *rel, const char *want, mode_t mode)
+{
+    char path[256];
+    (void)snprintf(path, sizeof(path), "%s/%s", f->work, rel);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 07777, mode);
+    char buf[64] = "";
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    fd_close(fd);
+    assert_true(n >= 0);
+    buf[n] = '\0';
+    assert_string_equal(buf, want);
+}
+
+static void
+task_file_chunk__early_chunks_wait_then_every_file_is_written_before_the_start(void **state)
+{
+    struct fixture *f = *state;
+    new_files_task(f, false);
+    /* Queued: the chunk waits in memory, counted as stdin is. */
+    assert_int_equal(task_file_chunk(f->t, "wor", 3), 0);
+    fake_expectf("sink stdin_queued 3");
+    got_work_sandbox(f);
+    /* One job: the inline file and what came so far; nothing is sent to init yet. */
+    fake_expectf("metrics_task_start; sched_task_started; audit assigned sb1 cold=1; "
+                 "workq_submit");
+    assert_int_equal(f->sb->state, SB_HELD); /* claimed */
+    assert_int_equal(fake_workq_run(), 1);
+    fake_expectf("sink stdin_written 3");
+    assert_file(f, "a/in", "hello", 0640);
+    /* The rest spans the two streamed entries. */
+    assert_int_equal(task_file_chunk(f->t, "ldxyz", 5), 0);
+    fake_expectf("sink stdin_queued 5; workq_submit");
+    assert_int_equal(fake_workq_run(), 1);
+    fake_expectf("sink stdin_written 5; egress_session_start - sb1; "
+                 "sandbox_start_task sb1 argv0=true cwd=/tmp; audit started pid=2; "
+                 "metrics_task_running; sink started sb1");
+    assert_file(f, "b", "world", 0600);
+    assert_file(f, "c/d", "xyz", 0644);
+    fake_task_exited(f->sb, W_EXITCODE(0, 0));
+    fake_task_close_stdio();
+    free_work_fd(f);
+    run_until(f, "audit_when_committed");
+    fake_calls_reset();
+    commit_result(f, "exited");
+    assert_res_u64(f, "files_in_bytes", 13);
+    assert_res_u64(f, "files_out_bytes", 0);
+    assert_res_lacks(f, "files");
+}
+
+static void task_file_chunk__past_the_declared_total_ends_the_task_unrun(void **state)
+{
+    struct fixture *f = *state;
+    new_files_task(f, false);
+    got_work_sandbox(f);
+    assert_int_equal(fake_workq_run(), 1);
+    fake_calls_reset();
+    assert_int_equal(task_file_chunk(f->t, "123456789", 9), -EPROTO);
+    fake_expectf("sandbox_kill sb1");
+    /* Later bytes of the ended task are dropped without a word. */
+    assert_int_equal(task_file_chunk(f->t, "x", 1), 0);
+    free_work_fd(f);
+    sandbox_gone(f);
+    fake_calls_reset();
+    commit_result(f, "error");
+    assert_res_str(f, "error_stage", "files");
+    assert_res_str(f, "error",
+                   "exec.file: more bytes than the request's files declared (8); "
+                   "the task is not run");
+    assert_res_nil(f, "exit_code");
+}
+
+static void task_sandbox_died__while_staging_ends_the_task_unrun(void **state)
+{
+    struct fixture *f = *state;
+    new_files_task(f, false);
+    got_work_sandbox(f);
+    assert_int_equal(fake_workq_run(), 1);
+    fake_calls_reset();
+    /* It waits for the streamed bytes when its sandbox dies: the claim brings the news. */
+    free_work_fd(f);
+    sandbox_gone(f);
+    assert_null(strstr(fake_calls(), "sandbox_start_task"));
+    fake_calls_reset();
+    commit_result(f, "error");
+    assert_res_str(f, "error", "the sandbox died before the command started");
+}
+
+static void task_client_gone__while_a_files_job_runs_frees_the_task_after_the_job(void **state)
+{
+    struct fixture *f = *state;
+    new_files_task(f, false);
+    got_work_sandbox(f);
+    assert_int_equal(fake_workq_pending(), 1);
+    fake_calls_reset();
+    /* The client leaves while the job is queued: the sandbox dies, the task ends. */
+    task_client_gone(f->t);
+    fake_expectf("sink stdin_written 0; sink done; sandbox_kill sb1");
+    free_work_fd(f);
+    fake_task_died(f->sb);
+    run_until(f, "audit_when_committed");
+    assert_true(fake_audit_commit(true));
+    fake_calls_reset();
+    /* The job still runs on its own fd and buffers, then lets go of the task (freed in
+     * teardown's loop run once its handles close). */
+    assert_int_equal(fake_workq_run(), 1);
+    fake_expect_none();
+    assert_file(f, "a/in", "hello", 0640);
+}
+
+static void files_timeout_cb__bytes_missing_at_files_timeout_end_the_queued_task(void **state)
+{
+    struct fixture *f = *state;
+    f->pc.files_timeout_ns = 1000000; /* 1 ms */
+    new_files_task(f, false);
+    assert_int_equal(task_file_chunk(f->t, "wo", 2), 0);
+    run_until(f, "audit_when_committed");
+    fake_expectf("sink stdin_queued 2; pool_cancel p1; "
+                 "metrics_task_done error files out=0 err=0 truncated=0; audit finished error; "
+                 "audit result error (outcome): the files did not arrive within files_timeout "
+                 "(0.001 s); audit_when_committed 1");
+    assert_true(fake_audit_commit(true));
+    fake_expectf("sink result error; sink stdin_written 2; sink done");
+    assert_res_str(f, "error_stage", "files");
+}
+
+static void task_files_collect__reads_work_after_the_exit_into_the_result(void **state)
+{
+    struct fixture *f = *state;
+    f->pc.collect_max_bytes = 1 << 20;
+    f->pc.collect_max_files = 100;
+    new_files_task(f, true);
+    got_work_sandbox(f);
+    assert_int_equal(fake_workq_run(), 1);
+    assert_int_equal(task_file_chunk(f->t, "worldxyz", 8), 0);
+    assert_int_equal(fake_workq_run(), 1);
+    assert_non_null(strstr(fake_calls(), "sandbox_start_task"));
+    /* The task writes a file of its own, and exits; the sandbox goes (its fd with it), the
+     * task's dup stays for the collect. */
+    char path[128];
+    (void)snprintf(path, sizeof(path), "%s/out", f->work);
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0 && write(fd, "result", 6) == 6);
+    fd_close(fd);
+    fake_task_exited(f->sb, W_EXITCODE(0, 0));
+    fake_task_close_stdio();
+    free_work_fd(f);
+    fake_task_died(f->sb);
+    fake_calls_reset();
+    run_until(f, "workq_submit");
+    fake_expectf("workq_submit"); /* no result before the collect */
+    assert_int_equal(fake_workq_run(), 1);
+    run_until(f, "audit_when_committed");
+    fake_calls_reset();
+    commit_result(f, "exited");
+    assert_res_u64(f, "files_out_bytes", 19);
+    assert_res_bool(f, "collect_truncated", false);
+    const msgpack_object *files = res_get(f, "files");
+    assert_int_equal(files->type, MSGPACK_OBJECT_ARRAY);
+    const char *want[][2] = {{"a/in", "hello"}, {"b", "world"}, {"c/d", "xyz"}, {"out", "result"}};
+    assert_int_equal(files->via.array.size, 4);
+    for (uint32_t i = 0; i < 4; i++) {
+        const msgpack_object *fl = &files->via.array.ptr[i];
+        assert_true(obj_is_str(map_get(fl, "path"), want[i][0]));
+        const msgpack_object *d = map_get(fl, "data");
+        assert_int_equal(d->via.bin.size, strlen(want[i][1]));
+        assert_memory_equal(d->via.bin.ptr, want[i][1], strlen(want[i][1]));
+    }
 }
 
 int main(void)
@@ -981,6 +1290,15 @@ int main(void)
         T(task_token_kill__running_task_is_token_expired),
         T(task_token_kill__running_task_revoked_is_token_revoked),
         T(task_stdin__streams_to_the_child_then_closes),
+        T(task_file_chunk__early_chunks_wait_then_every_file_is_written_before_the_start),
+        T(task_file_chunk__past_the_declared_total_ends_the_task_unrun),
+        T(task_sandbox_died__while_staging_ends_the_task_unrun),
+        T(task_client_gone__while_a_files_job_runs_frees_the_task_after_the_job),
+        T(files_timeout_cb__bytes_missing_at_files_timeout_end_the_queued_task),
+        T(task_files_collect__reads_work_after_the_exit_into_the_result),
+        T(task_start_session__exit_keeps_the_sandbox_and_tells_the_session),
+        T(task_start_session__timeout_kills_the_command_not_the_sandbox),
+        T(task_detach_session__its_session_ended_first_kills_the_sandbox),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

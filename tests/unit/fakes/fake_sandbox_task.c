@@ -30,7 +30,28 @@ struct sandbox *fake_task_sandbox(const char *id)
     sb->ctl_fd = -1;
     sb->proxy_fd = -1;
     sb->task_pid = 2;
+    sb->work_fd = -1;
     return sb;
+}
+
+/* Silent: the call logs the tests expect are those of sandbox_start_task. */
+void sandbox_claim(struct sandbox *sb, const struct sandbox_task_ops *ops, void *arg)
+{
+    sb->state = SB_HELD;
+    sb->task_ops = ops;
+    sb->task = arg;
+}
+
+int sandbox_work_fd(const struct sandbox *sb)
+{
+    return sb->work_fd;
+}
+
+void sandbox_task_host_ids(const struct sandbox *sb, uid_t *ret_uid, gid_t *ret_gid)
+{
+    (void)sb;
+    *ret_uid = getuid();
+    *ret_gid = getgid();
 }
 
 int sandbox_start_task(struct sandbox *sb, const struct task_spec *spec, int fds[3],
@@ -144,5 +165,29 @@ void fake_task_died(struct sandbox *sb)
     sb->task = NULL;
     if (ops) {
         ops->died(arg);
+    }
+}
+
+void sandbox_kill_task(struct sandbox *sb)
+{
+    fake_call("sandbox_kill_task %s", sb->id);
+}
+
+void fake_task_kept_exited(struct sandbox *sb, int wstatus)
+{
+    /* As sandbox.c reports a kept task's end: detached first, the sandbox held again. */
+    const struct sandbox_task_ops *ops = sb->task_ops;
+    void *arg = sb->task;
+    sb->task_ops = NULL;
+    sb->task = NULL;
+    sb->state = SB_HELD;
+    if (ops) {
+        ops->event(arg, &(struct ctl_event){.magic = CTL_MAGIC,
+                                            .type = CTL_EXITED,
+                                            .wstatus = wstatus,
+                                            .pid = sb->task_pid,
+                                            .utime_us = 3000,
+                                            .stime_us = 1000,
+                                            .seccomp_denials = 0});
     }
 }

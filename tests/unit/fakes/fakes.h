@@ -148,6 +148,9 @@ void fake_task_exited(struct sandbox *sb, int wstatus);
 void fake_task_exec_failed(struct sandbox *sb, uint32_t stage, int err, const char *msg);
 /* init was reaped: the task is detached, then told died (as sandbox.c does). */
 void fake_task_died(struct sandbox *sb);
+/* init reports a kept task's exit (a session's command): sb is detached and HELD first, as
+ * sandbox.c does it. */
+void fake_task_kept_exited(struct sandbox *sb, int wstatus);
 
 /* fake_task_audit.c (core/task_audit.c) and fake_audit.c (audit/audit.c): each event is
  * logged; task_audit_result returns tickets 1, 2, ... and audit_when_committed keeps its
