@@ -14,6 +14,9 @@
 #  3. Scaling: a fresh sbxd per warm pool size (1, 8, 32; max 64) at concurrency 1, 8, 64
 #     and 256: throughput, p99, sbxd RSS. With 32 warm: sbxd's RSS holding 1000 idle
 #     connections.
+#  4. Sessions and files (loadtest/session_bench.sh, its own sbxd): a command in a session at
+#     concurrency 1 and 8 beside the floor, session.open, 10 MiB through files and collect,
+#     100 idle sessions' memory.
 # Needs `make all` first; run as root (sbxd needs it). About five minutes; BENCH_QUICK=1
 # shortens every run (a smoke test, not numbers to publish).
 set -eu
@@ -522,3 +525,7 @@ export BENCH_TMP="$tmp" BENCH_ROUNDS="$ROUNDS" BENCH_PAIRS="$PAIRS" \
 "$PY" loadtest/bench_report.py
 echo
 echo "$stop_note; the scaling sbxds exited 0"
+
+# ---- 4. sessions and files: its own sbxd and report (loadtest/session_bench.sh) -----------------
+echo
+BUILD="$B" BENCH_QUICK="$QUICK" BENCH_PAIRS="$PAIRS" sh loadtest/session_bench.sh

@@ -33,6 +33,9 @@ void load_opts_usage(FILE *f)
         "                      errors \"mismatch\"\n"
         "  --timeout S         task timeout (default: the pool's)\n"
         "  --stdin-bytes N     stream N bytes of stdin to each task, then EOF\n"
+        "  --sessions          run each slot's tasks in a session of its own (opened\n"
+        "                      before the run, closed after it)\n"
+        "  --session-open      each task is a session.open (measured) and its close\n"
         "  --warmup N          run N tasks first, unmeasured\n"
         "  --pid PID           sbxd's pid: report its RSS and CPU time before and after\n"
         "  --json              print the report as one JSON object\n"
@@ -91,6 +94,14 @@ int load_opts_parse(int argc, char **argv, struct load_opts *o)
         }
         if (strcmp(a, "--json") == 0) {
             o->json = true;
+            continue;
+        }
+        if (strcmp(a, "--sessions") == 0) {
+            o->sessions = true;
+            continue;
+        }
+        if (strcmp(a, "--session-open") == 0) {
+            o->session_open = true;
             continue;
         }
         if (a[0] != '-') {
@@ -169,6 +180,15 @@ int load_opts_parse(int argc, char **argv, struct load_opts *o)
     if (o->scenario && (i < argc || o->pool || o->stdin_bytes >= 0 || o->timeout_s > 0)) {
         load_errorf("--scenario gives the commands, pools, stdin and timeouts: "
                     "no COMMAND, --pool, --stdin-bytes or --timeout with it");
+        return EX_USAGE;
+    }
+    if (o->sessions && (o->session_open || o->scenario || o->stdin_bytes >= 0 || o->rate > 0)) {
+        load_errorf("--sessions runs closed loop without --session-open, --scenario, "
+                    "--stdin-bytes or --rate");
+        return EX_USAGE;
+    }
+    if (o->session_open && (o->scenario || o->stdin_bytes >= 0)) {
+        load_errorf("--session-open runs no command: no --scenario or --stdin-bytes with it");
         return EX_USAGE;
     }
     if ((o->tasks > 0) == (o->duration_ns > 0)) {

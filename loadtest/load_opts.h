@@ -26,6 +26,11 @@ struct load_opts {
     uint64_t warmup;
     long pid; /* sbxd's pid for RSS and CPU, 0: none */
     bool json;
+    /* --sessions: each of the concurrency slots runs its tasks in a session of its own,
+     * opened before the run and closed after it. --session-open: each task is a
+     * session.open (its latency is the open's) followed by its session.close. */
+    bool sessions;
+    bool session_open;
     char **argv; /* the command: points into main's argv or at a static default */
     size_t argc;
 };

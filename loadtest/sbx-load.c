@@ -37,6 +37,9 @@
 #define LOAD_READ_CHUNK (64u << 10)
 #define LOAD_STDIN_CHUNK (64u << 10) /* largest exec.stdin payload */
 #define LOAD_RECONNECT_MS 100
+/* A session's open or close for --sessions: msgid's top bit set, the slot index below. */
+#define LOAD_SESSION_MSGID 0x80000000u
+#define LOAD_SESSION_ID_MAX 64
 
 /* What one task runs. Produced by load_next_task, the single place where tasks are chosen,
  * so that scenarios can later mix commands, pools and inputs. Pointers stay valid for the
@@ -58,6 +61,7 @@ enum load_phase {
     PHASE_WARMUP,
     PHASE_RUN,
     PHASE_DRAIN, /* no new tasks; waiting for those in flight */
+    PHASE_CLOSING, /* --sessions: reported; closing the sessions */
     PHASE_DONE,
 };
 
@@ -79,6 +83,7 @@ struct slot {
     int64_t stdin_bytes; /* from the task's spec */
     const char *stdin_data;
     int32_t entry;
+    bool closing; /* --session-open: opened, its close sent */
 };
 
 struct conn {
@@ -94,6 +99,8 @@ struct conn {
     uint32_t n_free;
     uint32_t n_slots;
     uint16_t gen; /* msgid high bits, so a stale msgid never matches a reused slot */
+    /* --sessions: slot i's tasks run in sessions[i] (one task per slot at a time). */
+    char (*sessions)[LOAD_SESSION_ID_MAX];
 };
 
 struct load {
@@ -134,12 +141,18 @@ struct load {
     struct procstat before, after;
     bool have_before, have_after;
     int exit_status;
+
+    /* --sessions: opens or closes not yet answered; whether all of them were opened. */
+    uint32_t sess_pending;
+    bool sess_asked;
+    bool sess_ready;
 };
 
 static char load_stdin_block[LOAD_STDIN_CHUNK]; /* the bytes every stdin chunk carries */
 
 static void load_fill(struct load *l);
 static void load_finish(struct load *l);
+static void load_close_all(struct load *l);
 static void conn_start(struct conn *c);
 
 /* The next task to run. The only place that decides what a task is. */
@@ -266,6 +279,34 @@ static void load_task_error(struct load *l, struct conn *c, struct slot *s, cons
     load_task_end(l, c, s);
 }
 
+static void conn_send_session_op(struct conn *c, uint32_t msgid, const char *method,
+                                 const char *session, size_t len);
+
+/* --session-open: the open's answer is the measured part; the close then ends the task. */
+static void load_session_open_result(struct load *l, struct conn *c, struct slot *s,
+                                     const msgpack_object *result)
+{
+    const char *id = NULL;
+    uint32_t id_len = 0;
+
+    if (s->closing) {
+        load_task_end(l, c, s);
+        return;
+    }
+    if (proto_get_str(result, "session", &id, &id_len, NULL) < 0 || id_len == 0 ||
+        id_len >= LOAD_SESSION_ID_MAX) {
+        load_task_error(l, c, s, "protocol", "", 0);
+        return;
+    }
+    if (!s->warmup) {
+        uint64_t now = uv_hrtime();
+        counters_add_cstr(&l->outcomes, "opened");
+        hist_record(&l->hist, now > s->t0_ns ? (now - s->t0_ns + 500) / 1000 : 0);
+    }
+    s->closing = true;
+    conn_send_session_op(c, s->msgid, "session.close", id, id_len);
+}
+
 static void load_task_result(struct load *l, struct conn *c, struct slot *s,
                              const msgpack_object *result)
 {
@@ -362,13 +403,14 @@ static void conn_send_stdin(struct conn *c, const struct slot *s)
 static void load_issue(struct load *l, struct conn *c, uint64_t t0_ns, bool warmup)
 {
     struct load_task_spec spec;
-    struct wreq *w = wreq_new();
+    struct wreq *w = NULL;
     msgpack_packer pk;
     uint32_t idx = c->free_slots[--c->n_free];
     struct slot *s = &c->slots[idx];
 
     load_next_task(l, &spec);
-    c->gen = (uint16_t)(c->gen == UINT16_MAX ? 1 : c->gen + 1);
+    /* 15 bits: msgids with the top bit set are LOAD_SESSION_MSGID's. */
+    c->gen = (uint16_t)(c->gen == 0x7fff ? 1 : c->gen + 1);
     *s = (struct slot){
         .msgid = ((uint32_t)c->gen << 16) | idx,
         .warmup = warmup,
@@ -384,10 +426,23 @@ static void load_issue(struct load *l, struct conn *c, uint64_t t0_ns, bool warm
         l->issued++;
     }
 
+    if (l->o->session_open) {
+        conn_send_session_op(c, s->msgid, "session.open", NULL, 0);
+        return;
+    }
+    w = wreq_new();
+    bool in_session = l->o->sessions;
+    if (in_session) {
+        spec.pool = NULL; /* the session's */
+    }
     msgpack_packer_init(&pk, w, wreq_pack_cb);
     proto_pack_request(&pk, s->msgid, "exec");
     msgpack_pack_array(&pk, 1);
-    msgpack_pack_map(&pk, 1 + (spec.pool != NULL) + (spec.timeout_s > 0) + (spec.stdin_bytes >= 0));
+    msgpack_pack_map(&pk, 1 + (spec.pool != NULL) + (spec.timeout_s > 0) +
+                              (spec.stdin_bytes >= 0) + in_session);
+    if (in_session) {
+        proto_pack_kv_str(&pk, "session", c->sessions[idx]);
+    }
     proto_pack_cstr(&pk, "argv");
     msgpack_pack_array(&pk, spec.argc);
     for (size_t i = 0; i < spec.argc; i++) {
@@ -404,6 +459,98 @@ static void load_issue(struct load *l, struct conn *c, uint64_t t0_ns, bool warm
     }
     uv_buf_t b = uv_buf_init(w->b.p, (unsigned)w->b.len);
     conn_write(c, w, &b, 1);
+}
+
+/* session.open {pool} (session NULL) or session.close {session} under msgid. */
+static void conn_send_session_op(struct conn *c, uint32_t msgid, const char *method,
+                                 const char *session, size_t len)
+{
+    const struct load_opts *o = c->l->o;
+    struct wreq *w = wreq_new();
+    msgpack_packer pk;
+
+    msgpack_packer_init(&pk, w, wreq_pack_cb);
+    proto_pack_request(&pk, msgid, method);
+    msgpack_pack_array(&pk, 1);
+    if (session) {
+        msgpack_pack_map(&pk, 1);
+        proto_pack_cstr(&pk, "session");
+        msgpack_pack_str(&pk, len);
+        msgpack_pack_str_body(&pk, session, len);
+    } else {
+        msgpack_pack_map(&pk, o->pool != NULL);
+        if (o->pool) {
+            proto_pack_kv_str(&pk, "pool", o->pool);
+        }
+    }
+    uv_buf_t b = uv_buf_init(w->b.p, (unsigned)w->b.len);
+    conn_write(c, w, &b, 1);
+}
+
+/* --sessions: opens one session per slot of every connection (once, before the run) or
+ * closes them all (after it). */
+static void load_sessions_all(struct load *l, bool open)
+{
+    for (uint32_t i = 0; i < l->n_conns; i++) {
+        struct conn *c = &l->conns[i];
+        if (c->state != CONN_UP) {
+            continue;
+        }
+        for (uint32_t k = 0; k < c->n_slots; k++) {
+            if (!open && c->sessions[k][0] == '\0') {
+                continue;
+            }
+            l->sess_pending++;
+            conn_send_session_op(c, LOAD_SESSION_MSGID | k,
+                                 open ? "session.open" : "session.close",
+                                 open ? NULL : c->sessions[k], strlen(c->sessions[k]));
+        }
+    }
+}
+
+/* The answer to one of load_sessions_all's requests. */
+static void load_session_answer(struct load *l, struct conn *c, const struct proto_msg *m)
+{
+    uint32_t k = (uint32_t)(m->msgid & 0xffffu);
+    bool failed = m->error && m->error->type != MSGPACK_OBJECT_NIL;
+
+    if (l->sess_pending == 0 || k >= c->n_slots) {
+        counters_add_cstr(&l->errors, "protocol");
+        return;
+    }
+    l->sess_pending--;
+    if (l->phase == PHASE_CLOSING) {
+        if (failed) {
+            counters_add_cstr(&l->errors, "session_close");
+        }
+        c->sessions[k][0] = '\0';
+        if (l->sess_pending == 0) {
+            load_close_all(l);
+        }
+        return;
+    }
+    const char *id = NULL;
+    uint32_t id_len = 0;
+    if (failed || proto_get_str(m->result, "session", &id, &id_len, NULL) < 0 || id_len == 0 ||
+        id_len >= LOAD_SESSION_ID_MAX) {
+        char msg[256] = "no session id in the answer";
+        if (failed) {
+            (void)proto_obj_cstr(proto_map_get(m->error, "message"), msg, sizeof(msg));
+        }
+        load_errorf("session.open failed: %s", msg);
+        /* The sessions opened so far end at their idle timeout: closing them here would
+         * mix their closes' answers with the opens' still to come. */
+        l->sess_asked = false;
+        l->exit_status = EX_UNAVAILABLE;
+        load_finish(l);
+        return;
+    }
+    memcpy(c->sessions[k], id, id_len);
+    c->sessions[k][id_len] = '\0';
+    if (l->sess_pending == 0) {
+        l->sess_ready = true;
+        load_fill(l);
+    }
 }
 
 /* ---- connections ----------------------------------------------------------------------- */
@@ -435,6 +582,12 @@ static void conn_fail(struct conn *c, const char *why, int r)
     struct load *l = c->l;
 
     if (c->state != CONN_UP && c->state != CONN_CONNECTING) {
+        return;
+    }
+    if (l->phase == PHASE_CLOSING) {
+        /* sbxd closes what a lost connection's sessions still hold at their idle timeout. */
+        counters_add_cstr(&l->errors, "session_close");
+        load_close_all(l);
         return;
     }
     if (c->state == CONN_UP) {
@@ -499,6 +652,10 @@ static void conn_on_notify(struct conn *c, const struct proto_msg *m)
 static void conn_on_response(struct conn *c, const struct proto_msg *m)
 {
     struct load *l = c->l;
+    if (l->o->sessions && (m->msgid & LOAD_SESSION_MSGID)) {
+        load_session_answer(l, c, m);
+        return;
+    }
     struct slot *s = conn_slot_by_msgid(c, m->msgid);
 
     if (!s) {
@@ -513,6 +670,10 @@ static void conn_on_response(struct conn *c, const struct proto_msg *m)
             len = (uint32_t)strlen(code);
         }
         load_task_error(l, c, s, "rpc_", code, len);
+        return;
+    }
+    if (l->o->session_open) {
+        load_session_open_result(l, c, s, m->result);
         return;
     }
     load_task_result(l, c, s, m->result);
@@ -713,6 +874,13 @@ static void load_fill(struct load *l)
 {
     const struct load_opts *o = l->o;
 
+    if (l->phase == PHASE_CONNECTING && l->n_up == l->n_conns && o->sessions && !l->sess_ready) {
+        if (!l->sess_asked) {
+            l->sess_asked = true;
+            load_sessions_all(l, true);
+        }
+        return;
+    }
     if (l->phase == PHASE_CONNECTING && l->n_up == l->n_conns) {
         if (l->warm_issued < o->warmup) {
             l->phase = PHASE_WARMUP;
@@ -903,7 +1071,7 @@ static void load_finish(struct load *l)
 {
     enum load_phase was = l->phase;
 
-    if (was == PHASE_DONE) {
+    if (was == PHASE_DONE || was == PHASE_CLOSING) {
         return;
     }
     l->phase = PHASE_DONE;
@@ -914,13 +1082,30 @@ static void load_finish(struct load *l)
         l->have_after = l->o->pid > 0 && procstat_read(l->o->pid, &l->after) == 0;
         load_report(l);
         bool all_ok = counters_total(&l->errors) == 0;
+        const char *ok = l->o->session_open ? "opened" : "exited";
         for (size_t i = 0; i < l->outcomes.n && !l->have_sc; i++) {
-            all_ok = all_ok && strcmp(l->outcomes.v[i].name, "exited") == 0;
+            all_ok = all_ok && strcmp(l->outcomes.v[i].name, ok) == 0;
         }
         if (l->exit_status == 0 && !all_ok) {
             l->exit_status = 1;
         }
     }
+    if (l->o->sessions && l->sess_asked && l->n_up == l->n_conns) {
+        /* Reported: the sessions are closed before the connections (load_session_answer). */
+        l->phase = PHASE_CLOSING;
+        l->sess_pending = 0;
+        load_sessions_all(l, false);
+        if (l->sess_pending > 0) {
+            return;
+        }
+    }
+    load_close_all(l);
+}
+
+/* Stops every timer and connection; uv_run returns once they are closed. */
+static void load_close_all(struct load *l)
+{
+    l->phase = PHASE_DONE;
     load_close_handle((uv_handle_t *)&l->deadline);
     load_close_handle((uv_handle_t *)&l->schedule);
     load_close_handle((uv_handle_t *)&l->progress);
@@ -987,6 +1172,7 @@ int main(int argc, char **argv)
         c->n_slots = per_conn;
         c->slots = xcalloc(per_conn, sizeof(*c->slots));
         c->free_slots = xcalloc(per_conn, sizeof(*c->free_slots));
+        c->sessions = xcalloc(per_conn, sizeof(*c->sessions));
         for (uint32_t k = 0; k < per_conn; k++) {
             c->free_slots[k] = per_conn - 1 - k;
         }
@@ -1017,6 +1203,7 @@ int main(int argc, char **argv)
         c->reader = proto_reader_free(c->reader);
         free(c->slots);
         free(c->free_slots);
+        free(c->sessions);
     }
     free(l->conns);
     scenario_free(&l->sc);
