@@ -60,7 +60,7 @@ enum load_phase {
     PHASE_CONNECTING,
     PHASE_WARMUP,
     PHASE_RUN,
-    PHASE_DRAIN, /* no new tasks; waiting for those in flight */
+    PHASE_DRAIN,   /* no new tasks; waiting for those in flight */
     PHASE_CLOSING, /* --sessions: reported; closing the sessions */
     PHASE_DONE,
 };
@@ -438,8 +438,8 @@ static void load_issue(struct load *l, struct conn *c, uint64_t t0_ns, bool warm
     msgpack_packer_init(&pk, w, wreq_pack_cb);
     proto_pack_request(&pk, s->msgid, "exec");
     msgpack_pack_array(&pk, 1);
-    msgpack_pack_map(&pk, 1 + (spec.pool != NULL) + (spec.timeout_s > 0) +
-                              (spec.stdin_bytes >= 0) + in_session);
+    msgpack_pack_map(&pk, 1 + (spec.pool != NULL) + (spec.timeout_s > 0) + (spec.stdin_bytes >= 0) +
+                              in_session);
     if (in_session) {
         proto_pack_kv_str(&pk, "session", c->sessions[idx]);
     }
@@ -501,8 +501,7 @@ static void load_sessions_all(struct load *l, bool open)
                 continue;
             }
             l->sess_pending++;
-            conn_send_session_op(c, LOAD_SESSION_MSGID | k,
-                                 open ? "session.open" : "session.close",
+            conn_send_session_op(c, LOAD_SESSION_MSGID | k, open ? "session.open" : "session.close",
                                  open ? NULL : c->sessions[k], strlen(c->sessions[k]));
         }
     }

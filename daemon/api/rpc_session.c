@@ -9,7 +9,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -501,19 +500,15 @@ static int write_file(struct fjob *j, const struct task_spec_file *f)
 static void fjob_work(struct workq_job *w)
 {
     struct fjob *j = container_of(w, struct fjob, job);
+    struct workspace_ids ids;
     int fd = -1;
     switch (j->kind) {
     case FJOB_WRITE:
-        /* The workspace is a tmpfs of the sandbox's user namespace, where sbxd's root is
-         * no one: an inode it creates must be owned by an id mapped there (else
-         * EOVERFLOW), so this thread creates as the task's user, and is root again after. */
-        (void)setfsgid(j->gid);
-        (void)setfsuid(j->uid);
+        ids = workspace_as_task(j->uid, j->gid);
         j->r = j->offset == 0
                    ? workspace_create(j->root, j->rel, j->mode, j->uid, j->gid, &fd, &j->e)
                    : workspace_open_at(j->root, j->rel, &fd, &j->e);
-        (void)setfsuid(0);
-        (void)setfsgid(0);
+        workspace_as_sbxd(ids);
         if (j->r < 0) {
             break;
         }
@@ -541,14 +536,12 @@ static void fjob_work(struct workq_job *w)
                               &j->e);
         break;
     case FJOB_FILES:
-        (void)setfsgid(j->gid);
-        (void)setfsuid(j->uid);
+        ids = workspace_as_task(j->uid, j->gid);
         for (uint32_t i = 0; j->r == 0 && i < j->open->files.n_files; i++) {
             j->r = write_file(j, &j->open->files.files[i]);
             j->len += j->r == 0 ? (size_t)j->open->files.files[i].size : 0;
         }
-        (void)setfsuid(0);
-        (void)setfsgid(0);
+        workspace_as_sbxd(ids);
         break;
     }
 }

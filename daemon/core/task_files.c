@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <unistd.h>
 
 #include "config/config.h"
@@ -219,13 +218,7 @@ static void stage_work(struct workq_job *j)
 {
     struct task_stage *st = container_of(j, struct task_stage, job);
     int r = 0;
-    /* The work tmpfs belongs to the sandbox's user namespace, where sbxd's root is not
-     * mapped: the kernel refuses to create an inode for it (EOVERFLOW). This thread makes
-     * them as the task's user (its host ids), which also gives up the file capabilities
-     * (DAC override, fowner) while it does, so that it writes only where the task could.
-     * The fs ids are the thread's own: sbxd's other threads are not concerned. */
-    gid_t old_gid = (gid_t)setfsgid(st->gid);
-    uid_t old_uid = (uid_t)setfsuid(st->uid);
+    struct workspace_ids sbxd_ids = workspace_as_task(st->uid, st->gid);
     if (!st->inline_done) {
         r = write_inline(st);
         st->inline_done = r == 0;
@@ -238,8 +231,7 @@ static void stage_work(struct workq_job *j)
         st->finished = r == 0;
     }
     st->r = r;
-    (void)setfsuid(old_uid);
-    (void)setfsgid(old_gid);
+    workspace_as_sbxd(sbxd_ids);
 }
 
 /* ---- STAGING: the loop's side ---- */

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
 
 #include "lib/alloc.h"
@@ -152,6 +153,19 @@ static int mkdir_one(int dfd, const char *name, uid_t uid, gid_t gid)
         return r;
     }
     return fd;
+}
+
+struct workspace_ids workspace_as_task(uid_t uid, gid_t gid)
+{
+    struct workspace_ids old = {.gid = (gid_t)setfsgid(gid)};
+    old.uid = (uid_t)setfsuid(uid);
+    return old;
+}
+
+void workspace_as_sbxd(struct workspace_ids saved)
+{
+    (void)setfsuid(saved.uid);
+    (void)setfsgid(saved.gid);
 }
 
 int workspace_create(int root, const char *rel, uint32_t mode, uid_t uid, gid_t gid, int *ret_fd,

@@ -15,12 +15,25 @@
 
 struct err;
 
-/* Creates rel for writing: its missing parents are made (mode 0755, owned by uid:gid: the
- * task's host ids, sandbox_task_host_ids), the file created or truncated, owned by uid:gid
- * and given exactly mode (permission bits only; the umask does not apply). An existing rel
- * that is not a regular file is refused (a directory -EISDIR, a symlink -ELOOP, anything
- * else -ENXIO), as is a parent that is not a directory (-ENOTDIR) or a symlink (-ELOOP).
- * *ret_fd: the file, O_WRONLY, CLOEXEC (writes to a tmpfs do not wait); the caller closes
+/* The calling thread's filesystem ids while it writes a workspace: a sandbox's /work is a
+ * tmpfs of its user namespace, where sbxd's root is not mapped, so the kernel refuses it an
+ * inode (EOVERFLOW); the thread makes them as the task's user (its host ids), which also
+ * gives up the file capabilities (DAC override, fowner) meanwhile, so that it writes only
+ * where the task could. The fs ids are the thread's own: sbxd's other threads keep theirs.
+ * workspace_as_task returns what workspace_as_sbxd puts back. */
+struct workspace_ids {
+    uid_t uid;
+    gid_t gid;
+};
+struct workspace_ids workspace_as_task(uid_t uid, gid_t gid);
+void workspace_as_sbxd(struct workspace_ids saved);
+
+/* Creates rel for writing (call it as the task: workspace_as_task): its missing parents are made
+ * (mode 0755, owned by uid:gid: the task's host ids, sandbox_task_host_ids), the file created or
+ * truncated, owned by uid:gid and given exactly mode (permission bits only; the umask does not
+ * apply). An existing rel that is not a regular file is refused (a directory -EISDIR, a symlink
+ * -ELOOP, anything else -ENXIO), as is a parent that is not a directory (-ENOTDIR) or a symlink
+ * (-ELOOP). *ret_fd: the file, O_WRONLY, CLOEXEC (writes to a tmpfs do not wait); the caller closes
  * it. -EINVAL for a mode over 0777 or a rel that is not in normal form. */
 int workspace_create(int root, const char *rel, uint32_t mode, uid_t uid, gid_t gid, int *ret_fd,
                      struct err *e);
