@@ -47,6 +47,7 @@ struct session {
     struct sandbox *sb;      /* its sandbox (held), once it has one, until it dies */
     bool sb_held;            /* sandbox_hold's died is still to come: not freed before */
     bool timer_open;         /* the timer is not closed yet: not freed before */
+    bool announcing;         /* session.open is not committed yet: its opener not answered */
     struct token_link tlink; /* its token's list (tlink.tok NULL without) */
     const struct session_open_ops *open_ops;
     void *open_arg;
@@ -110,7 +111,7 @@ uint32_t session_table_count(const struct session_table *t)
 /* Freed once its timer is closed and its sandbox's died came (which may follow its end). */
 static void session_maybe_free(struct session *s)
 {
-    if (s->state == SESSION_ENDED && !s->timer_open && !s->sb_held) {
+    if (s->state == SESSION_ENDED && !s->timer_open && !s->sb_held && !s->announcing) {
         free(s);
     }
 }
@@ -235,7 +236,7 @@ static void timer_cb(uv_timer_t *h)
     }
 }
 
-static void audit_session_open(struct session *s)
+static uint64_t audit_session_open(struct session *s)
 {
     struct audit_ev *ev = audit_begin(s->tab->env.audit, "session.open", s->id);
     audit_id(ev, "session", s->id);
@@ -247,7 +248,32 @@ static void audit_session_open(struct session *s)
     audit_u64(ev, "conn", s->conn_id);
     audit_u64(ev, "ttl_ms", s->ttl_ns / 1000000);
     audit_u64(ev, "idle_ms", s->idle_ns / 1000000);
-    audit_end(ev);
+    return audit_end(ev);
+}
+
+/* session.open is in the trail (or cannot be written): only now may its opener learn the
+ * id, so that no session a client used is missing from the trail after a crash (and the
+ * reaper can record it abandoned). A session that ended meanwhile is refused. */
+static void open_committed(void *arg, bool committed)
+{
+    struct session *s = arg;
+    s->announcing = false;
+    if (s->state == SESSION_OPEN && !committed) {
+        session_end(s, SESSION_ERROR);
+    }
+    if (s->state != SESSION_OPEN) {
+        bool token = s->why == SESSION_TOKEN_EXPIRED || s->why == SESSION_TOKEN_REVOKED;
+        s->open_ops->failed(s->open_arg,
+                            !committed                   ? "internal"
+                            : token                      ? "denied"
+                            : s->why == SESSION_SHUTDOWN ? "shutting_down"
+                                                         : "internal",
+                            !committed ? "the audit trail cannot be written: no session"
+                                       : "the session ended before it was opened");
+        session_maybe_free(s);
+        return;
+    }
+    s->open_ops->opened(s->open_arg, s);
 }
 
 static void hold_died(void *arg, struct sandbox *sb)
@@ -283,9 +309,10 @@ static void waiter_got(struct pool_waiter *w, struct sandbox *sb)
     s->state = SESSION_OPEN;
     s->created_ns = s->last_ns = clock_now_ns();
     s->created_ms = wall_ms();
-    audit_session_open(s);
+    uint64_t ticket = audit_session_open(s);
     arm_timer(s);
-    s->open_ops->opened(s->open_arg, s);
+    s->announcing = true;
+    audit_when_committed(s->tab->env.audit, ticket, open_committed, s);
 }
 
 static void waiter_refused(struct pool_waiter *w, const char *code, const char *message)
