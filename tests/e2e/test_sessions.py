@@ -195,6 +195,12 @@ class Sessions(DaemonTest):
         for pid in init:
             for kid in children_of(pid):
                 try:
+                    # Its closes of init's fds come first thing, before its filter goes on:
+                    # look once the filter is on.
+                    deadline = time.monotonic() + 10
+                    while "Seccomp:\t2" not in open("/proc/%d/status" % kid).read():
+                        self.assertLess(time.monotonic(), deadline, kid)
+                        time.sleep(0.01)
                     fd_dir = "/proc/%d/fd" % kid
                     fds = {int(n): os.readlink(os.path.join(fd_dir, n)) for n in os.listdir(fd_dir)}
                 except OSError:
