@@ -568,13 +568,14 @@ void *audit_writer_main(void *arg)
         uint64_t t0 = clock_now_ns();
         if (!commit) {
             int r = write_rows(a, &unwritten, &e);
+            write_ns += clock_now_ns() - t0;
             if (r < 0) {
                 /* The commit writes them again, and reports a failure that lasts. */
                 (void)end_tx(a, r, NULL);
                 unwritten = batch;
                 ahead_ok = false;
+                write_ns = 0;
             }
-            write_ns += clock_now_ns() - t0;
             continue;
         }
         int r = write_batch(a, batch, &unwritten, &e);
@@ -613,8 +614,9 @@ void *audit_writer_main(void *arg)
             maybe_prune(a);
             continue;
         }
-        /* The batch stays ours and is retried; the loop's waits go on. */
+        /* The batch stays ours and is retried (timed anew); the loop's waits go on. */
         retry = true;
+        write_ns = 0;
         if (!fail_since) {
             fail_since = t1;
             log_error("events=%zu msg=\"cannot write the audit trail, retrying; results "
