@@ -493,6 +493,22 @@ uint64_t audit_event(struct audit *a, const char *type, const char *task_id, ...
     return audit_end(ev);
 }
 
+void audit_write_ahead(struct audit *a)
+{
+    if (!a || !a->o.enabled) {
+        return;
+    }
+    pthread_mutex_lock(&a->mu);
+    bool wake = a->q_head && a->next_ticket > a->ahead && a->next_ticket > a->urgent;
+    if (wake) {
+        a->ahead = a->next_ticket;
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (wake) {
+        pthread_cond_signal(&a->cond);
+    }
+}
+
 void audit_when_committed(struct audit *a, uint64_t ticket, audit_commit_cb cb, void *arg)
 {
     if (!a || !a->o.enabled || ticket == 0) {

@@ -140,6 +140,11 @@ uint64_t audit_event(struct audit *a, const char *type, const char *task_id, ...
  * or already committed. */
 typedef void (*audit_commit_cb)(void *arg, bool committed);
 void audit_when_committed(struct audit *a, uint64_t ticket, audit_commit_cb cb, void *arg);
+/* A wait for the events queued so far will come soon (a task started, and its result waits
+ * for its chain): the writer inserts them now, into a transaction it commits only when that
+ * wait comes or they are due, so that the commit a result waits for holds only the events
+ * queued after this call. Nothing is committed earlier than without it. */
+void audit_write_ahead(struct audit *a);
 /* True when every event queued so far is committed (or the audit is disabled). */
 bool audit_idle(const struct audit *a);
 /* Called on the loop after a commit leaves the audit idle (the drain waits for it). */

@@ -51,9 +51,14 @@ struct audit {
     sqlite3_stmt *st_begin, *st_commit, *st_rollback, *st_insert, *st_head;
     pthread_t thread;
     bool thread_started;
-    /* writer-only chain state */
+    /* writer-only chain state: the committed head, and where the open transaction (rows
+     * inserted ahead, not committed) has taken the chain */
     uint64_t head_seq;
     unsigned char head_hash[AUDIT_HASH_BYTES];
+    bool in_tx;
+    uint64_t tx_rows; /* rows before it began */
+    uint64_t tx_seq;
+    unsigned char tx_hash[AUDIT_HASH_BYTES];
     uint64_t next_prune_ns;
     uint64_t rows;          /* rows in the table (counted at open, then kept) */
     uint64_t page_size;     /* of the database */
@@ -73,6 +78,7 @@ struct audit {
     uint64_t resolved;      /* every ticket <= resolved is committed or lost */
     uint64_t lost_from;     /* tickets >= lost_from are lost (0: none) */
     uint64_t urgent;        /* the highest ticket a waiter waits for */
+    uint64_t ahead;         /* the highest ticket to insert ahead (audit_write_ahead) */
     bool loop_handles_open; /* wake.poll and flush_timer: from audit_open to audit_shutdown */
     struct audit_stats st;
     void (*batch_hook)(void *arg, double seconds, uint64_t queued);

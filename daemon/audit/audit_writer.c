@@ -368,27 +368,57 @@ int audit_writer_finish(struct audit *a, int r, uint64_t seq,
     return 0;
 }
 
-/* Writes the batch in one transaction; the chain head moves only when it commits. */
-static int write_batch(struct audit *a, struct rec *batch, size_t *ret_n, struct err *e)
+/* Inserts the rows from *from on into the open transaction (begun here when none is),
+ * extending its chain; *from moves past each row inserted. */
+static int write_rows(struct audit *a, struct rec **from, struct err *e)
 {
-    uint64_t seq = a->head_seq;
-    unsigned char hash[AUDIT_HASH_BYTES];
-    memcpy(hash, a->head_hash, sizeof(hash));
-    size_t n = 0;
-    uint64_t rows = a->rows;
-    int r = audit_writer_begin(a, e);
-    for (struct rec *x = batch; r == 0 && x; x = x->next) {
-        r = audit_writer_insert(a, &seq, hash, x->time_ns, x->type, x->has_task ? x->task : NULL,
-                                x->fields, x->len, x->refusal, e);
-        n++;
+    if (!*from) {
+        return 0;
     }
-    r = audit_writer_finish(a, r, seq, hash, e);
-    if (r < 0) {
-        a->rows = rows;
-        return r;
+    if (!a->in_tx) {
+        int r = audit_writer_begin(a, e);
+        if (r < 0) {
+            return r;
+        }
+        a->in_tx = true;
+        a->tx_rows = a->rows;
+        a->tx_seq = a->head_seq;
+        memcpy(a->tx_hash, a->head_hash, sizeof(a->tx_hash));
     }
-    *ret_n = n;
+    for (struct rec *x = *from; x; x = x->next) {
+        int r = audit_writer_insert(a, &a->tx_seq, a->tx_hash, x->time_ns, x->type,
+                                    x->has_task ? x->task : NULL, x->fields, x->len, x->refusal, e);
+        if (r < 0) {
+            return r;
+        }
+        *from = x->next;
+    }
     return 0;
+}
+
+/* Ends the open transaction: commits it when r is 0, else rolls it back (the rows it held
+ * are to be written again, from the batch's start). */
+static int end_tx(struct audit *a, int r, struct err *e)
+{
+    if (a->in_tx || r < 0) {
+        r = audit_writer_finish(a, r, a->tx_seq, a->tx_hash, e);
+    }
+    if (r < 0 && a->in_tx) {
+        a->rows = a->tx_rows;
+    }
+    a->in_tx = false;
+    return r;
+}
+
+/* Writes the rest of the batch and commits it, in the transaction that holds the rows
+ * written ahead; the chain head moves only when it commits. */
+static int write_batch(struct audit *a, struct rec *batch, struct rec **unwritten, struct err *e)
+{
+    int r = end_tx(a, write_rows(a, unwritten, e), e);
+    if (r < 0) {
+        *unwritten = batch;
+    }
+    return r;
 }
 
 /* Retention: every minute (max_age), and at once while the trail is over max_rows or
@@ -456,44 +486,57 @@ static void deadline_in(struct timespec *ts, uint64_t ns)
 void *audit_writer_main(void *arg)
 {
     struct audit *a = arg;
-    struct rec *batch = NULL;
+    /* Taken from the queue, in ticket order; from unwritten on, not yet in the open
+     * transaction. */
+    struct rec *batch = NULL, *unwritten = NULL;
+    uint64_t batch_n = 0;
+    uint64_t write_ns = 0; /* spent writing the batch, waits excluded */
+    bool retry = false;    /* the last commit failed: again, after the backoff */
+    bool ahead_ok = true;  /* writing ahead failed: wait for the commit */
     uint64_t fail_since = 0;
     unsigned retry_ms = RETRY_MIN_MS;
     a->next_prune_ns = clock_now_ns();
     for (;;) {
         pthread_mutex_lock(&a->mu);
-        bool take = false;
+        bool commit = false, ahead = false;
         bool prune_on = a->o.max_rows || a->o.max_age_ns || a->o.max_bytes;
         for (;;) {
-            if (batch || a->stopping) {
-                take = true;
+            if (retry || a->stopping) {
+                commit = true;
                 break;
             }
             uint64_t now = clock_now_ns(), wake = now + PRUNE_INTERVAL_NS;
-            if (a->q_head) {
-                /* Commit when someone waits for a queued event (a result), when the queue
-                 * is large, or when its oldest event has waited AUDIT_FLUSH_NS: a burst
-                 * of a task's events shares one transaction. */
-                uint64_t due = a->q_head->queued_ns + AUDIT_FLUSH_NS;
-                if (a->urgent >= a->q_head->ticket || a->q_events >= AUDIT_FLUSH_EVENTS ||
+            const struct rec *first = batch ? batch : a->q_head;
+            if (first) {
+                /* Commit when someone waits for a taken or queued event (a result), when
+                 * there are many, or when the oldest has waited AUDIT_FLUSH_NS: a burst of
+                 * a task's events shares one transaction. Events a wait will soon come for
+                 * (audit_write_ahead) are inserted before, in the same transaction. */
+                uint64_t due = first->queued_ns + AUDIT_FLUSH_NS;
+                if (a->urgent >= first->ticket || batch_n + a->q_events >= AUDIT_FLUSH_EVENTS ||
                     now >= due) {
-                    take = true;
+                    commit = true;
+                    break;
+                }
+                if (ahead_ok && a->q_head && a->ahead >= a->q_head->ticket) {
+                    ahead = true;
                     break;
                 }
                 wake = due;
             }
-            if (prune_on && now >= a->next_prune_ns) {
+            /* No retention step while a transaction is open. */
+            if (!batch && prune_on && now >= a->next_prune_ns) {
                 break;
             }
-            if (prune_on && a->next_prune_ns < wake) {
+            if (!batch && prune_on && a->next_prune_ns < wake) {
                 wake = a->next_prune_ns;
             }
             struct timespec ts;
             deadline_in(&ts, wake - now);
             (void)pthread_cond_timedwait(&a->cond, &a->mu, &ts);
         }
-        /* Take everything queued: the next transaction covers it all. */
-        if (take && a->q_head) {
+        /* Take everything queued: the transaction covers it all. */
+        if ((commit || ahead) && a->q_head) {
             if (batch) {
                 struct rec *t = batch;
                 while (t->next) {
@@ -503,6 +546,10 @@ void *audit_writer_main(void *arg)
             } else {
                 batch = a->q_head;
             }
+            if (!unwritten) {
+                unwritten = a->q_head;
+            }
+            batch_n += a->q_events;
             a->q_head = a->q_tail = NULL;
             a->q_events = a->q_bytes = 0;
             a->st.queued = 0;
@@ -518,23 +565,37 @@ void *audit_writer_main(void *arg)
             continue;
         }
         struct err e = ERR_INIT;
-        size_t n = 0;
         uint64_t t0 = clock_now_ns();
-        int r = write_batch(a, batch, &n, &e);
+        if (!commit) {
+            int r = write_rows(a, &unwritten, &e);
+            write_ns += clock_now_ns() - t0;
+            if (r < 0) {
+                /* The commit writes them again, and reports a failure that lasts. */
+                (void)end_tx(a, r, NULL);
+                unwritten = batch;
+                ahead_ok = false;
+                write_ns = 0;
+            }
+            continue;
+        }
+        int r = write_batch(a, batch, &unwritten, &e);
         uint64_t t1 = clock_now_ns();
+        write_ns += t1 - t0;
         size_t count;
         uint64_t last = last_ticket(batch, &count);
+        ahead_ok = true;
         if (r == 0) {
             if (fail_since) {
                 log_info("msg=\"audit trail writable again\"");
             }
             fail_since = 0;
+            retry = false;
             retry_ms = RETRY_MIN_MS;
             pthread_mutex_lock(&a->mu);
             a->failing = false;
-            a->st.committed += n;
+            a->st.committed += count;
             a->st.batches++;
-            a->st.last_batch_ns = t1 - t0;
+            a->st.last_batch_ns = write_ns;
             if (last > a->resolved) {
                 a->resolved = last;
             }
@@ -544,14 +605,18 @@ void *audit_writer_main(void *arg)
             pthread_mutex_unlock(&a->mu);
             wake_loop(a);
             if (hook) {
-                hook(hook_arg, (double)(t1 - t0) / 1e9, queued);
+                hook(hook_arg, (double)write_ns / 1e9, queued);
             }
             audit_writer_free_recs(batch);
-            batch = NULL;
+            batch = unwritten = NULL;
+            batch_n = 0;
+            write_ns = 0;
             maybe_prune(a);
             continue;
         }
-        /* The batch stays ours and is retried; the loop's waits go on. */
+        /* The batch stays ours and is retried (timed anew); the loop's waits go on. */
+        retry = true;
+        write_ns = 0;
         if (!fail_since) {
             fail_since = t1;
             log_error("events=%zu msg=\"cannot write the audit trail, retrying; results "
@@ -578,7 +643,10 @@ void *audit_writer_main(void *arg)
                       "new tasks are refused\" detail=\"%s\"",
                       count, err_msg(&e));
             audit_writer_free_recs(batch);
-            batch = NULL;
+            batch = unwritten = NULL;
+            batch_n = 0;
+            write_ns = 0;
+            retry = false;
             continue;
         }
         struct timespec ts;

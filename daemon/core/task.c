@@ -269,6 +269,13 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         } else {
             t->err_eof = true;
         }
+        if (t->out_eof && t->err_eof && !t->exited) {
+            /* Most often the command's exit, whose report init sends once it has killed
+             * and reaped what is left: meanwhile its chain so far goes into the trail's
+             * open transaction, so that the commit the result waits for holds only the
+             * events of its end. */
+            audit_write_ahead(t->env->audit);
+        }
         maybe_finish(t);
         return;
     }

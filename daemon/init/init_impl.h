@@ -37,7 +37,7 @@ struct init;
 struct init_child_arg {
     const struct init *in;
     int sock;    /* its end of the socket to init */
-    int drop[5]; /* init's fds it must not hold, -1 for none */
+    int drop[6]; /* init's fds it must not hold, -1 for none */
 };
 
 /* One per process, page-aligned: main's, and in a sandbox forked by the fork server a fresh one

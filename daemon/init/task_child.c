@@ -438,8 +438,11 @@ __attribute__((noreturn)) static void init_task_child(const struct init *in, int
 
 /* The clone's entry point. SECURITY: the child holds only fds 0-2 (the sandbox's /dev/null,
  * CLOEXEC) and its end of the socket: never the control socket, which would let it read
- * what sbxd sends init, nor the signalfd or the proxy's listener. Its fd table is its own
- * (no CLONE_FILES), so the closes change nothing in init. */
+ * what sbxd sends init, nor the signalfd or the proxy's listener, nor the last task's
+ * seccomp listener (a kept sandbox's next child is cloned before init closes it; its last
+ * close would also put the filter's free, a kernel worker's JIT unmapping, beside this
+ * task's execve). Its fd table is its own (no CLONE_FILES), so the closes change nothing
+ * in init. */
 static int init_task_child_main(void *arg)
 {
     const struct init_child_arg *a = arg;
@@ -469,7 +472,9 @@ static int init_task_child_spawn(struct init *in, int proxy, struct err *e)
     /* In struct init, whose page this sandbox writes anyway: the child may read it after
      * we return. */
     in->child_arg = (struct init_child_arg){
-        .in = in, .sock = sp[1], .drop = {sp[0], in->ctl, in->sigfd, proxy, in->work_fd}};
+        .in = in,
+        .sock = sp[1],
+        .drop = {sp[0], in->ctl, in->sigfd, proxy, in->work_fd, in->listener}};
     struct sys_clone_args args;
     memset(&args, 0, sizeof(args));
     args.flags = CLONE_VM;

@@ -18,6 +18,7 @@ import urllib.request
 
 import sbx_client
 from harness import Daemon, DaemonTest, pool_yaml, sandbox_processes
+from test_forkserver import children_of, exe_of
 from test_metrics import free_port
 from test_reaper import restart, wait_until
 
@@ -179,6 +180,40 @@ class Sessions(DaemonTest):
         procs = r["stdout"].decode()
         self.assertNotIn("while", procs)
         self.assertNotIn("sleep", procs)
+        call(self.c, "session.close", {"session": sid})
+
+    def test_the_next_commands_process_holds_nothing_of_the_last(self):
+        # After a command, init clones the process that waits for the next one. It must
+        # hold only its stdio (the sandbox's /dev/null), its socket to init and its own
+        # seccomp listener: not the listener of the command that ended (init's, still open
+        # at the clone).
+        sid = self.open()
+        for _ in range(2):
+            self.assertEqual(run(self.c, sid, ["true"])["exit_code"], 0)
+        init = [p for p in children_of(self.d.proc.pid) if exe_of(p).endswith("sbxd-init")]
+        checked = 0
+        for pid in init:
+            for kid in children_of(pid):
+                try:
+                    # Its closes of init's fds come first thing, before its filter goes on:
+                    # look once the filter is on.
+                    deadline = time.monotonic() + 10
+                    while "Seccomp:\t2" not in open("/proc/%d/status" % kid).read():
+                        self.assertLess(time.monotonic(), deadline, kid)
+                        time.sleep(0.01)
+                    fd_dir = "/proc/%d/fd" % kid
+                    fds = {int(n): os.readlink(os.path.join(fd_dir, n)) for n in os.listdir(fd_dir)}
+                except OSError:
+                    continue  # taken by a task, or gone
+                # Its own listener (when the profile counts denials) goes to init and is
+                # CLOEXEC: one at most.
+                kinds = sorted("socket" if v.startswith("socket:") else v
+                               for n, v in fds.items() if n > 2)
+                self.assertIn(kinds, (["socket"], ["anon_inode:seccomp notify", "socket"]),
+                              (kid, fds))
+                self.assertEqual([fds[n] for n in (0, 1, 2)], ["/dev/null"] * 3, (kid, fds))
+                checked += 1
+        self.assertGreaterEqual(checked, 1)
         call(self.c, "session.close", {"session": sid})
 
     def test_ttl_kills_the_running_command(self):

@@ -248,6 +248,52 @@ static void audit_end__unwaited_events_are_committed_when_due(void **state)
     fx_close(f);
 }
 
+/* Events written ahead (audit_write_ahead) go into the open transaction: the commit a later
+ * wait asks for holds them and the events queued after, in one batch and one chain. */
+static void audit_write_ahead__rows_join_the_commit_of_the_wait(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f, 0);
+    (void)task_event(f->a, "task.request", "t1");
+    (void)task_event(f->a, "task.started", "t1");
+    audit_write_ahead(f->a);
+    audit_write_ahead(f->a); /* nothing new queued: no second wake */
+    (void)task_event(f->a, "task.finished", "t1");
+    wait_for(f, f->a, task_event(f->a, "task.result", "t1"));
+    struct audit_stats st = {0};
+    audit_get_stats(f->a, &st);
+    assert_int_equal(st.committed, 4);
+    assert_int_equal(st.batches, 1);
+    assert_int_equal(count_rows(f, "task = 't1'"), 4);
+    /* The next task's events extend the same chain. */
+    (void)task_event(f->a, "task.request", "t2");
+    audit_write_ahead(f->a);
+    wait_for(f, f->a, task_event(f->a, "task.result", "t2"));
+    fx_close(f);
+    struct audit_verify_result v = verify(f);
+    assert_true(v.ok);
+    assert_int_equal(v.rows, 6);
+}
+
+/* Written ahead and never waited for: committed when due, as any event. */
+static void audit_write_ahead__unwaited_rows_are_committed_when_due(void **state)
+{
+    struct fx *f = *state;
+    fx_open(f, 0);
+    (void)task_event(f->a, "task.request", "t1");
+    (void)task_event(f->a, "task.started", "t1");
+    audit_write_ahead(f->a);
+    struct audit_stats st = {0};
+    for (int i = 0; i < 1000 && st.committed < 2; i++) {
+        (void)uv_run(&f->loop, UV_RUN_ONCE);
+        audit_get_stats(f->a, &st);
+    }
+    assert_int_equal(st.committed, 2);
+    assert_int_equal(st.batches, 1);
+    assert_int_equal(count_rows(f, "task = 't1'"), 2);
+    fx_close(f);
+}
+
 static void audit_str__scrubs_values_not_ids(void **state)
 {
     struct fx *f = *state;
@@ -694,6 +740,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(audit_end__unwaited_events_are_committed_when_due, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(audit_write_ahead__rows_join_the_commit_of_the_wait, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(audit_write_ahead__unwaited_rows_are_committed_when_due,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(audit_str__scrubs_values_not_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(audit_str__cuts_long_values_and_events, setup, teardown),
         cmocka_unit_test_setup_teardown(audit_event__variadic_fields, setup, teardown),
