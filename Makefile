@@ -8,7 +8,7 @@ BUILD    ?= build
 endif
 CC       ?= cc
 DEB_PKGS := build-essential pkg-config libuv1-dev libmsgpack-dev libyaml-dev libseccomp-dev \
-            libsqlite3-dev libjemalloc-dev libcmocka-dev libsodium-dev python3 python3-msgpack \
+            libsqlite3-dev libjemalloc-dev libcmocka-dev libsodium-dev libjansson-dev python3 python3-msgpack \
             bubblewrap iproute2 procps sqlite3 libhttp-parser-dev prometheus musl-tools \
             groff-base man-db
 PKGS     := libuv msgpack yaml-0.1 libseccomp sqlite3 jemalloc libsodium
@@ -109,7 +109,7 @@ $(BUILD)/sbxd: $(call obj,$(SBXD_SRCS))
 
 $(BUILD)/sbx: $(call obj,$(CLI_SRCS))
 	@[ -n "$(Q)" ] && echo "  LD   $@" || true
-	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(shell pkg-config --libs msgpack) -lm
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(shell pkg-config --libs msgpack jansson) -lm
 
 # sbx's man page and bash completion, written by sbx from its command table (the source of
 # its help too: daemon/cli/sbx_doc.c). tests/e2e/test_cli.py renders the one with man and

@@ -253,11 +253,11 @@ int sbx_usage_error(const struct sbx_cmd *cmd, const char *fmt, ...)
 
 void sbx_print_error_json(const char *code, const char *msg)
 {
-    (void)fputs("{\"error\":{\"code\":", stdout);
-    sbx_json_write_str(stdout, code, strlen(code));
-    (void)fputs(",\"message\":", stdout);
-    sbx_json_write_str(stdout, msg, strlen(msg));
-    (void)fputs("}}\n", stdout);
+    json_t *err = json_object(), *doc = json_object();
+    sbx_json_set(err, "code", sbx_json_str(code, strlen(code)));
+    sbx_json_set(err, "message", sbx_json_str(msg, strlen(msg)));
+    sbx_json_set(doc, "error", err);
+    sbx_json_print(stdout, doc);
 }
 
 static void sbx_vreport(bool json, const char *code, const char *fmt, va_list ap)
@@ -451,6 +451,7 @@ int main(int argc, char **argv)
     sigset_t pipe;
 
     sbx_std_fds();
+    sbx_json_init();
     /* SIGPIPE's default action, whatever was inherited: a reader that goes away ends sbx as
      * it ends any writer in a pipeline. (Sends to sbxd use MSG_NOSIGNAL; exec handles the
      * EPIPE of its output itself, to cancel its task first.) */

@@ -134,33 +134,25 @@ static const msgpack_object *sbx_audit_status(const msgpack_object *events)
 /* One JSON line per chain: task (or session), pool, status and its events. */
 static void sbx_audit_json(const msgpack_object *task, const msgpack_object *events)
 {
-    static const msgpack_object nil = {.type = MSGPACK_OBJECT_NIL};
-    const msgpack_object *pool = sbx_audit_pool(events), *status = sbx_audit_status(events);
+    json_t *doc = json_object(), *list = json_array();
     char tbuf[48];
-    (void)fputs("{\"task\":", stdout);
-    sbx_json_write_obj(stdout, task ? task : &nil);
-    (void)fputs(",\"pool\":", stdout);
-    sbx_json_write_obj(stdout, pool ? pool : &nil);
-    (void)fputs(",\"status\":", stdout);
-    sbx_json_write_obj(stdout, status ? status : &nil);
-    (void)fputs(",\"events\":[", stdout);
+    sbx_json_set(doc, "task", sbx_json_obj(task));
+    sbx_json_set(doc, "pool", sbx_json_obj(sbx_audit_pool(events)));
+    sbx_json_set(doc, "status", sbx_json_obj(sbx_audit_status(events)));
     for (uint32_t i = 0; events && i < events->via.array.size; i++) {
         const msgpack_object *ev = &events->via.array.ptr[i];
-        (void)fputs(i ? ",{\"seq\":" : "{\"seq\":", stdout);
-        sbx_json_write_obj(stdout, proto_map_get(ev, "seq"));
-        (void)fputs(",\"time\":", stdout);
         const char *when =
             sbx_audit_time(sbx_obj_i64(proto_map_get(ev, "time_ns")), tbuf, sizeof(tbuf));
-        sbx_json_write_str(stdout, when, strlen(when));
-        (void)fputs(",\"time_ns\":", stdout);
-        sbx_json_write_obj(stdout, proto_map_get(ev, "time_ns"));
-        (void)fputs(",\"type\":", stdout);
-        sbx_json_write_obj(stdout, proto_map_get(ev, "type"));
-        (void)fputs(",\"fields\":", stdout);
-        sbx_json_write_obj(stdout, proto_map_get(ev, "fields"));
-        (void)fputc('}', stdout);
+        json_t *one = json_object();
+        sbx_json_set(one, "seq", sbx_json_obj(proto_map_get(ev, "seq")));
+        sbx_json_set(one, "time", sbx_json_str(when, strlen(when)));
+        sbx_json_set(one, "time_ns", sbx_json_obj(proto_map_get(ev, "time_ns")));
+        sbx_json_set(one, "type", sbx_json_obj(proto_map_get(ev, "type")));
+        sbx_json_set(one, "fields", sbx_json_obj(proto_map_get(ev, "fields")));
+        sbx_json_append(list, one);
     }
-    (void)fputs("]}\n", stdout);
+    sbx_json_set(doc, "events", list);
+    sbx_json_print(stdout, doc);
 }
 
 /* argv joined by spaces, sanitized and cut to fit buf. */
@@ -213,8 +205,7 @@ static void sbx_audit_row(const msgpack_object *task, const msgpack_object *even
         (void)printf("    %8" PRId64 "  %s  %-18s ", sbx_obj_i64(proto_map_get(ev, "seq")),
                      sbx_audit_time(sbx_obj_i64(proto_map_get(ev, "time_ns")), tbuf, sizeof(tbuf)),
                      sbx_text(proto_map_get(ev, "type"), type, sizeof(type)));
-        sbx_json_write_obj(stdout, proto_map_get(ev, "fields"));
-        (void)fputc('\n', stdout);
+        sbx_json_print_obj(stdout, proto_map_get(ev, "fields"));
     }
 }
 
@@ -246,8 +237,7 @@ static int sbx_audit_verify(const struct sbx_ctx *ctx, int argc, char **argv)
     (void)proto_get_u64(m.result, "rows", &rows, NULL);
     (void)proto_get_u64(m.result, "head_seq", &head, NULL);
     if (json) {
-        sbx_json_write_obj(stdout, m.result);
-        (void)fputc('\n', stdout);
+        sbx_json_print_obj(stdout, m.result);
     } else if (ok) {
         (void)printf("ok: %" PRIu64 " rows verified, chain head seq %" PRIu64 " hash %s\n", rows,
                      head, sbx_text(proto_map_get(m.result, "head_hash"), hash, sizeof(hash)));

@@ -541,7 +541,7 @@ static int sbx_exec_result(struct sbx_exec *x, const msgpack_object *res)
             .file_errors = x->collected.errors,
             .n_file_errors = x->collected.n_errors,
         };
-        sbx_json_write_result(stdout, res, &jo);
+        sbx_json_print(stdout, sbx_json_result(res, &jo));
     }
     if (strcmp(status, "exited") == 0) {
         code = (int)v;

@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* JSON and terminal text output of the sbx CLI. Task output is arbitrary bytes, so the
- * writers here must turn anything into valid JSON or harmless terminal text; they never
- * allocate and never trust a length or depth beyond what they are given. */
+/* JSON and terminal text output of the sbx CLI. Task output is arbitrary bytes, so what is
+ * here must turn anything into valid JSON or harmless terminal text, and never trust a
+ * length or depth beyond what it is given. jansson encodes; the UTF-8 repair is ours because
+ * jansson refuses ill-formed strings rather than mending them. */
 #include "cli/sbx_json.h"
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "lib/alloc.h"
+#include "lib/util.h"
 #include "wire/proto.h"
 
 #define SBX_JSON_MAX_DEPTH 64
@@ -66,141 +70,6 @@ static bool sbx_json_is_control(uint32_t cp)
     return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F);
 }
 
-void sbx_json_write_str(FILE *f, const char *s, size_t len)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t run = 0; /* start of the pending pass-through bytes */
-    size_t i = 0;
-
-    (void)fputc('"', f);
-    while (i < len) {
-        uint32_t cp;
-        size_t n = sbx_json_utf8_next(p + i, len - i, &cp);
-        const char *esc = NULL;
-        char hex[8];
-
-        if (cp == SBX_JSON_UTF8_BAD) {
-            esc = "\\ufffd";
-        } else if (cp == '"') {
-            esc = "\\\"";
-        } else if (cp == '\\') {
-            esc = "\\\\";
-        } else if (cp == '\n') {
-            esc = "\\n";
-        } else if (cp == '\t') {
-            esc = "\\t";
-        } else if (cp == '\r') {
-            esc = "\\r";
-        } else if (cp == '\b') {
-            esc = "\\b";
-        } else if (cp == '\f') {
-            esc = "\\f";
-        } else if (sbx_json_is_control(cp)) {
-            (void)snprintf(hex, sizeof(hex), "\\u%04" PRIx32, cp);
-            esc = hex;
-        }
-        if (esc) {
-            if (i > run) {
-                (void)fwrite(p + run, 1, i - run, f);
-            }
-            (void)fputs(esc, f);
-            run = i + n;
-        }
-        i += n;
-    }
-    if (i > run) {
-        (void)fwrite(p + run, 1, i - run, f);
-    }
-    (void)fputc('"', f);
-}
-
-static void sbx_json_write_key(FILE *f, const msgpack_object *k)
-{
-    char num[32];
-
-    switch (k->type) {
-    case MSGPACK_OBJECT_STR:
-        sbx_json_write_str(f, k->via.str.ptr, k->via.str.size);
-        return;
-    case MSGPACK_OBJECT_BIN:
-        sbx_json_write_str(f, k->via.bin.ptr, k->via.bin.size);
-        return;
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        (void)snprintf(num, sizeof(num), "%" PRIu64, k->via.u64);
-        break;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-        (void)snprintf(num, sizeof(num), "%" PRId64, k->via.i64);
-        break;
-    default:
-        (void)snprintf(num, sizeof(num), "?");
-        break;
-    }
-    sbx_json_write_str(f, num, strlen(num));
-}
-
-static void sbx_json_write_depth(FILE *f, const msgpack_object *o, int depth)
-{
-    if (!o || depth >= SBX_JSON_MAX_DEPTH) {
-        (void)fputs("null", f);
-        return;
-    }
-    switch (o->type) {
-    case MSGPACK_OBJECT_BOOLEAN:
-        (void)fputs(o->via.boolean ? "true" : "false", f);
-        break;
-    case MSGPACK_OBJECT_POSITIVE_INTEGER:
-        (void)fprintf(f, "%" PRIu64, o->via.u64);
-        break;
-    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
-        (void)fprintf(f, "%" PRId64, o->via.i64);
-        break;
-    case MSGPACK_OBJECT_FLOAT32:
-    case MSGPACK_OBJECT_FLOAT64:
-        if (isfinite(o->via.f64)) {
-            (void)fprintf(f, "%.17g", o->via.f64);
-        } else {
-            (void)fputs("null", f);
-        }
-        break;
-    case MSGPACK_OBJECT_STR:
-        sbx_json_write_str(f, o->via.str.ptr, o->via.str.size);
-        break;
-    case MSGPACK_OBJECT_BIN:
-        sbx_json_write_str(f, o->via.bin.ptr, o->via.bin.size);
-        break;
-    case MSGPACK_OBJECT_ARRAY:
-        (void)fputc('[', f);
-        for (uint32_t i = 0; i < o->via.array.size; i++) {
-            if (i > 0) {
-                (void)fputc(',', f);
-            }
-            sbx_json_write_depth(f, &o->via.array.ptr[i], depth + 1);
-        }
-        (void)fputc(']', f);
-        break;
-    case MSGPACK_OBJECT_MAP:
-        (void)fputc('{', f);
-        for (uint32_t i = 0; i < o->via.map.size; i++) {
-            if (i > 0) {
-                (void)fputc(',', f);
-            }
-            sbx_json_write_key(f, &o->via.map.ptr[i].key);
-            (void)fputc(':', f);
-            sbx_json_write_depth(f, &o->via.map.ptr[i].val, depth + 1);
-        }
-        (void)fputc('}', f);
-        break;
-    default: /* nil, ext */
-        (void)fputs("null", f);
-        break;
-    }
-}
-
-void sbx_json_write_obj(FILE *f, const msgpack_object *o)
-{
-    sbx_json_write_depth(f, o, 0);
-}
-
 bool sbx_json_utf8_valid(const char *s, size_t len)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -214,13 +83,54 @@ bool sbx_json_utf8_valid(const char *s, size_t len)
     return true;
 }
 
-void sbx_json_write_b64(FILE *f, const char *s, size_t len)
+static json_t *sbx_json_must(json_t *j)
+{
+    if (!j) {
+        /* Only reached when a value given to jansson breaks its rules (sbx_json_str makes
+         * every string valid UTF-8; allocation failure aborts in xmalloc). */
+        abort();
+    }
+    return j;
+}
+
+void sbx_json_init(void)
+{
+    json_set_alloc_funcs(xmalloc, free);
+}
+
+json_t *sbx_json_str(const char *s, size_t len)
+{
+    static const char replacement[] = "\xEF\xBF\xBD"; /* U+FFFD */
+    const unsigned char *p = (const unsigned char *)s;
+
+    if (sbx_json_utf8_valid(s, len)) {
+        return sbx_json_must(json_stringn(s, len));
+    }
+    /* Each ill-formed subsequence is at least one byte and becomes three. */
+    scoped_free char *buf = xmalloc(len * 3 + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        size_t n = sbx_json_utf8_next(p + i, len - i, &cp);
+        if (cp == SBX_JSON_UTF8_BAD) {
+            memcpy(buf + o, replacement, sizeof(replacement) - 1);
+            o += sizeof(replacement) - 1;
+        } else {
+            memcpy(buf + o, p + i, n);
+            o += n;
+        }
+        i += n;
+    }
+    return sbx_json_must(json_stringn(buf, o));
+}
+
+json_t *sbx_json_b64(const char *s, size_t len)
 {
     static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const unsigned char *p = (const unsigned char *)s;
-    char quad[4];
+    scoped_free char *buf = xmalloc((len + 2) / 3 * 4 + 1);
+    size_t o = 0;
 
-    (void)fputc('"', f);
     for (size_t i = 0; i < len; i += 3) {
         uint32_t v = (uint32_t)p[i] << 16;
         if (i + 1 < len) {
@@ -229,53 +139,151 @@ void sbx_json_write_b64(FILE *f, const char *s, size_t len)
         if (i + 2 < len) {
             v |= p[i + 2];
         }
-        quad[0] = digits[(v >> 18) & 63];
-        quad[1] = digits[(v >> 12) & 63];
-        quad[2] = i + 1 < len ? digits[(v >> 6) & 63] : '=';
-        quad[3] = i + 2 < len ? digits[v & 63] : '=';
-        (void)fwrite(quad, 1, sizeof(quad), f);
+        buf[o++] = digits[(v >> 18) & 63];
+        buf[o++] = digits[(v >> 12) & 63];
+        buf[o++] = i + 1 < len ? digits[(v >> 6) & 63] : '=';
+        buf[o++] = i + 2 < len ? digits[v & 63] : '=';
     }
-    (void)fputc('"', f);
+    return sbx_json_must(json_stringn(buf, o));
+}
+
+void sbx_json_set(json_t *obj, const char *key, json_t *v)
+{
+    if (json_object_set_new(obj, key, v) < 0) {
+        abort(); /* obj is an object and key a C string: only a broken caller gets here */
+    }
+}
+
+void sbx_json_append(json_t *a, json_t *v)
+{
+    if (json_array_append_new(a, v) < 0) {
+        abort(); /* a is an array: only a broken caller gets here */
+    }
+}
+
+/* A map key as the object key jansson takes: NUL-terminated UTF-8 of its text. */
+static char *sbx_json_key(const msgpack_object *k)
+{
+    char num[32];
+
+    switch (k->type) {
+    case MSGPACK_OBJECT_STR:
+    case MSGPACK_OBJECT_BIN: {
+        json_auto_t *s = k->type == MSGPACK_OBJECT_STR
+                             ? sbx_json_str(k->via.str.ptr, k->via.str.size)
+                             : sbx_json_str(k->via.bin.ptr, k->via.bin.size);
+        /* An embedded NUL cuts the key: jansson's object keys are C strings. */
+        return xstrdup(json_string_value(s));
+    }
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        (void)snprintf(num, sizeof(num), "%" PRIu64, k->via.u64);
+        break;
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        (void)snprintf(num, sizeof(num), "%" PRId64, k->via.i64);
+        break;
+    default:
+        (void)snprintf(num, sizeof(num), "?");
+        break;
+    }
+    return xstrdup(num);
+}
+
+static json_t *sbx_json_obj_depth(const msgpack_object *o, int depth)
+{
+    if (!o || depth >= SBX_JSON_MAX_DEPTH) {
+        return json_null();
+    }
+    switch (o->type) {
+    case MSGPACK_OBJECT_BOOLEAN:
+        return json_boolean(o->via.boolean);
+    case MSGPACK_OBJECT_POSITIVE_INTEGER:
+        if (o->via.u64 > INT64_MAX) {
+            return sbx_json_must(json_real((double)o->via.u64));
+        }
+        return sbx_json_must(json_integer((json_int_t)o->via.u64));
+    case MSGPACK_OBJECT_NEGATIVE_INTEGER:
+        return sbx_json_must(json_integer((json_int_t)o->via.i64));
+    case MSGPACK_OBJECT_FLOAT32:
+    case MSGPACK_OBJECT_FLOAT64:
+        /* json_real refuses non-finite values: they have no JSON form. */
+        return isfinite(o->via.f64) ? sbx_json_must(json_real(o->via.f64)) : json_null();
+    case MSGPACK_OBJECT_STR:
+        return sbx_json_str(o->via.str.ptr, o->via.str.size);
+    case MSGPACK_OBJECT_BIN:
+        return sbx_json_str(o->via.bin.ptr, o->via.bin.size);
+    case MSGPACK_OBJECT_ARRAY: {
+        json_t *a = sbx_json_must(json_array());
+        for (uint32_t i = 0; i < o->via.array.size; i++) {
+            sbx_json_append(a, sbx_json_obj_depth(&o->via.array.ptr[i], depth + 1));
+        }
+        return a;
+    }
+    case MSGPACK_OBJECT_MAP: {
+        json_t *m = sbx_json_must(json_object());
+        for (uint32_t i = 0; i < o->via.map.size; i++) {
+            scoped_free char *key = sbx_json_key(&o->via.map.ptr[i].key);
+            sbx_json_set(m, key, sbx_json_obj_depth(&o->via.map.ptr[i].val, depth + 1));
+        }
+        return m;
+    }
+    default: /* nil, ext */
+        return json_null();
+    }
+}
+
+json_t *sbx_json_obj(const msgpack_object *o)
+{
+    return sbx_json_obj_depth(o, 0);
+}
+
+void sbx_json_print(FILE *f, json_t *j)
+{
+    /* 17 digits: a double read back is the same double. */
+    (void)json_dumpf(j, f, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    (void)fputc('\n', f);
+    json_decref(j);
+}
+
+void sbx_json_print_obj(FILE *f, const msgpack_object *o)
+{
+    sbx_json_print(f, sbx_json_obj(o));
 }
 
 /* "stdout" or "stderr": the text, and beside it the bytes in base64 when the text could
  * not carry them (they are not valid UTF-8). */
-static void sbx_json_write_output(FILE *f, const char *name, const char *p, size_t len)
+static void sbx_json_set_output(json_t *obj, const char *name, const char *p, size_t len)
 {
-    (void)fprintf(f, "\"%s\":", name);
-    sbx_json_write_str(f, p, len);
+    char b64[16];
+
+    sbx_json_set(obj, name, sbx_json_str(p, len));
     if (!sbx_json_utf8_valid(p, len)) {
-        (void)fprintf(f, ",\"%s_b64\":", name);
-        sbx_json_write_b64(f, p, len);
+        (void)snprintf(b64, sizeof(b64), "%s_b64", name);
+        sbx_json_set(obj, b64, sbx_json_b64(p, len));
     }
 }
 
 /* "files": the collected files, each one's data as text and, when not UTF-8, base64. */
-static void sbx_json_write_files(FILE *f, const msgpack_object *files)
+static json_t *sbx_json_files(const msgpack_object *files)
 {
     static const char *const fields[] = {"path", "mode", "size", "truncated"};
-    static const msgpack_object nil = {.type = MSGPACK_OBJECT_NIL};
+    json_t *a = sbx_json_must(json_array());
 
-    (void)fputs(",\"files\":[", f);
     for (uint32_t i = 0; files->type == MSGPACK_OBJECT_ARRAY && i < files->via.array.size; i++) {
         const msgpack_object *file = &files->via.array.ptr[i];
+        json_t *one = sbx_json_must(json_object());
         const char *data = "";
         uint32_t len = 0;
-        (void)fputs(i ? ",{" : "{", f);
         for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++) {
-            const msgpack_object *v = proto_map_get(file, fields[k]);
-            (void)fprintf(f, "%s\"%s\":", k ? "," : "", fields[k]);
-            sbx_json_write_obj(f, v ? v : &nil);
+            sbx_json_set(one, fields[k], sbx_json_obj(proto_map_get(file, fields[k])));
         }
         (void)proto_obj_bytes(proto_map_get(file, "data"), &data, &len);
-        (void)fputc(',', f);
-        sbx_json_write_output(f, "data", data, len);
-        (void)fputc('}', f);
+        sbx_json_set_output(one, "data", data, len);
+        sbx_json_append(a, one);
     }
-    (void)fputc(']', f);
+    return a;
 }
 
-void sbx_json_write_result(FILE *f, const msgpack_object *res, const struct sbx_json_output *o)
+json_t *sbx_json_result(const msgpack_object *res, const struct sbx_json_output *o)
 {
     static const char *const fields[] = {
         "status",       "exit_code", "signal", "stdout",         "stderr",
@@ -287,58 +295,47 @@ void sbx_json_write_result(FILE *f, const msgpack_object *res, const struct sbx_
     static const char *const optional[] = {
         "session", "files_in_bytes", "files_out_bytes", "skipped", "collect_truncated",
     };
-    static const msgpack_object nil = {.type = MSGPACK_OBJECT_NIL};
     const msgpack_object *files = proto_map_get(res, "files");
+    json_t *obj = sbx_json_must(json_object());
     bool truncated = false;
 
     (void)proto_get_bool(res, "truncated", &truncated, NULL);
-    (void)fputc('{', f);
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         const msgpack_object *v = proto_map_get(res, fields[i]);
         if (!v && strncmp(fields[i], "error", 5) == 0) { /* error, error_stage, error_errno */
             continue;
         }
-        if (i > 0) {
-            (void)fputc(',', f);
-        }
         if (strcmp(fields[i], "stdout") == 0) {
-            sbx_json_write_output(f, "stdout", o->out, o->out_len);
-            continue;
-        }
-        if (strcmp(fields[i], "stderr") == 0) {
-            sbx_json_write_output(f, "stderr", o->err, o->err_len);
-            continue;
-        }
-        (void)fprintf(f, "\"%s\":", fields[i]);
-        if (strcmp(fields[i], "truncated") == 0) {
-            (void)fputs(truncated || o->dropped ? "true" : "false", f);
+            sbx_json_set_output(obj, "stdout", o->out, o->out_len);
+        } else if (strcmp(fields[i], "stderr") == 0) {
+            sbx_json_set_output(obj, "stderr", o->err, o->err_len);
+        } else if (strcmp(fields[i], "truncated") == 0) {
+            sbx_json_set(obj, "truncated", json_boolean(truncated || o->dropped));
         } else {
-            sbx_json_write_obj(f, v ? v : &nil);
+            sbx_json_set(obj, fields[i], sbx_json_obj(v));
         }
     }
     for (size_t i = 0; i < sizeof(optional) / sizeof(optional[0]); i++) {
         const msgpack_object *v = proto_map_get(res, optional[i]);
         if (v) {
-            (void)fprintf(f, ",\"%s\":", optional[i]);
-            sbx_json_write_obj(f, v);
+            sbx_json_set(obj, optional[i], sbx_json_obj(v));
         }
     }
     if (files) {
-        sbx_json_write_files(f, files);
+        sbx_json_set(obj, "files", sbx_json_files(files));
     }
     if (o->n_file_errors > 0) {
-        (void)fputs(",\"collect_errors\":[", f);
+        json_t *errors = sbx_json_must(json_array());
         for (size_t i = 0; i < o->n_file_errors; i++) {
             const struct sbx_json_file_error *fe = &o->file_errors[i];
-            (void)fputs(i ? ",{\"path\":" : "{\"path\":", f);
-            sbx_json_write_obj(f, fe->path ? fe->path : &nil);
-            (void)fputs(",\"message\":", f);
-            sbx_json_write_str(f, fe->message, strlen(fe->message));
-            (void)fputc('}', f);
+            json_t *one = sbx_json_must(json_object());
+            sbx_json_set(one, "path", sbx_json_obj(fe->path));
+            sbx_json_set(one, "message", sbx_json_str(fe->message, strlen(fe->message)));
+            sbx_json_append(errors, one);
         }
-        (void)fputc(']', f);
+        sbx_json_set(obj, "collect_errors", errors);
     }
-    (void)fputs("}\n", f);
+    return obj;
 }
 
 size_t sbx_json_sanitize(const char *s, size_t len, char *buf, size_t size)

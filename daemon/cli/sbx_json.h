@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #pragma once
-/* Text output helpers of the sbx CLI: a strict UTF-8 decoder, JSON string and value
- * writers over stdio, and a sanitizer for daemon-supplied text shown on a terminal.
- * Used only by sbx (cli/); nothing here allocates. Not CHILD-SAFE (stdio). */
+/* Text output of the sbx CLI: a strict UTF-8 decoder, JSON values built with jansson from
+ * decoded msgpack and task output, and a sanitizer for daemon-supplied text shown on a
+ * terminal. Used only by sbx (cli/). Not CHILD-SAFE (stdio, allocation). */
+#include <jansson.h>
 #include <msgpack.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,24 +20,42 @@
  * recommends and as Python's errors="replace" does, so each becomes one U+FFFD. */
 size_t sbx_json_utf8_next(const unsigned char *s, size_t len, uint32_t *ret_cp);
 
-/* Writes s (len bytes, any content) to f as a JSON string literal, quotes included: valid
- * UTF-8 passes through, '"' and '\' get their escapes, C0 and C1 control characters and
- * DEL are escaped (\n, \t, ... or \u00XX), each ill-formed subsequence becomes \ufffd.
- * Write errors are left in ferror(f). */
-void sbx_json_write_str(FILE *f, const char *s, size_t len);
-
 /* Whether s (len bytes) is valid UTF-8 throughout (sbx_json_utf8_next finds no ill-formed
  * subsequence). */
 bool sbx_json_utf8_valid(const char *s, size_t len);
 
-/* Writes s (len bytes, any content) to f as a JSON string of its standard base64 (RFC 4648,
- * with padding), quotes included. */
-void sbx_json_write_b64(FILE *f, const char *s, size_t len);
+/* The JSON values below are jansson's (docs/ARCHITECTURE.md, "cli"). Each constructor returns
+ * a new reference and never NULL: jansson allocates through the xmalloc family
+ * (sbx_json_init), so running out aborts. */
 
-/* Writes a decoded msgpack value as JSON: nil (and a NULL o) as null, str and bin as strings (see
- * sbx_json_write_str), non-finite floats and ext as null, non-string map keys as their
- * decimal or "?" text. Nesting below 64 levels is written as null. */
-void sbx_json_write_obj(FILE *f, const msgpack_object *o);
+/* Makes jansson allocate with the xmalloc family. Called once, before any other sbx_json_. */
+void sbx_json_init(void);
+
+/* A JSON string of s (len bytes, any content): valid UTF-8 as it is, NUL bytes included,
+ * each ill-formed subsequence as U+FFFD. */
+json_t *sbx_json_str(const char *s, size_t len);
+
+/* A JSON string of the standard base64 (RFC 4648, with padding) of s (len bytes). */
+json_t *sbx_json_b64(const char *s, size_t len);
+
+/* A decoded msgpack value as JSON: nil (and a NULL o) as null, str and bin as strings (see
+ * sbx_json_str), non-finite floats and ext as null, unsigned integers above INT64_MAX as
+ * reals (jansson's integers are int64), non-string map keys as their decimal or "?" text
+ * (a repeated key keeps its last value). Nesting below 64 levels is null. */
+json_t *sbx_json_obj(const msgpack_object *o);
+
+/* Sets obj's key to v, taking v's reference. */
+void sbx_json_set(json_t *obj, const char *key, json_t *v);
+
+/* Appends v to the array a, taking v's reference. */
+void sbx_json_append(json_t *a, json_t *v);
+
+/* Writes j compactly and a newline to f, and drops j's reference. Write errors are left in
+ * ferror(f). */
+void sbx_json_print(FILE *f, json_t *j);
+
+/* sbx_json_print of sbx_json_obj(o). */
+void sbx_json_print_obj(FILE *f, const msgpack_object *o);
 
 /* A collected file sbx could not write (sbx_collect.c). */
 struct sbx_json_file_error {
@@ -55,17 +74,17 @@ struct sbx_json_output {
     size_t n_file_errors;
 };
 
-/* Writes sbx exec's --json object and a newline to f: the fields of the exec result map
- * res (status, exit_code, signal, truncated, wall_ms, cpu_ms, mem_peak_bytes,
- * stdout_bytes, stderr_bytes, sandbox, task, pool, seccomp_denials, cold, egress; null when
- * missing; error, error_stage, error_errno, session, files_in_bytes, files_out_bytes,
- * skipped and collect_truncated only when present) with o's output as "stdout" and
- * "stderr" text and, for a stream that is not valid UTF-8 (whose text has U+FFFD in place
- * of its ill-formed bytes), its exact bytes in base64 as "stdout_b64" or "stderr_b64".
- * truncated is true when res says so or when o->dropped. The result's files (when present)
- * are "files": [{path, mode, size, truncated, data}], data as text and, when not UTF-8, as
- * "data_b64" too; o's file errors are "collect_errors": [{path, message}] (when any). */
-void sbx_json_write_result(FILE *f, const msgpack_object *res, const struct sbx_json_output *o);
+/* sbx exec's --json object: the fields of the exec result map res (status, exit_code,
+ * signal, truncated, wall_ms, cpu_ms, mem_peak_bytes, stdout_bytes, stderr_bytes, sandbox,
+ * task, pool, seccomp_denials, cold, egress; null when missing; error, error_stage,
+ * error_errno, session, files_in_bytes, files_out_bytes, skipped and collect_truncated only
+ * when present) with o's output as "stdout" and "stderr" text and, for a stream that is not
+ * valid UTF-8 (whose text has U+FFFD in place of its ill-formed bytes), its exact bytes in
+ * base64 as "stdout_b64" or "stderr_b64". truncated is true when res says so or when
+ * o->dropped. The result's files (when present) are "files": [{path, mode, size, truncated,
+ * data}], data as text and, when not UTF-8, as "data_b64" too; o's file errors are
+ * "collect_errors": [{path, message}] (when any). */
+json_t *sbx_json_result(const msgpack_object *res, const struct sbx_json_output *o);
 
 /* Copies s (len bytes) into buf (size >= 4 bytes) for display: valid printable UTF-8
  * passes through, control characters become '?', ill-formed subsequences U+FFFD; the

@@ -81,8 +81,7 @@ int sbx_pools_run(const struct sbx_ctx *ctx, int argc, char **argv)
     }
     if (json) {
         /* Every key sbxd sends (docs/PROTOCOL.md, "pools"), not only the table's. */
-        sbx_json_write_obj(stdout, m.result);
-        (void)fputc('\n', stdout);
+        sbx_json_print_obj(stdout, m.result);
         return 0;
     }
     const msgpack_object_array *rows = &m.result->via.array;

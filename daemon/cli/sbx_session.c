@@ -116,8 +116,7 @@ static int sbx_session_open(const struct sbx_session_opts *o, const msgpack_obje
         return sbx_fail(o->json, SBX_ERR_PROTOCOL, "malformed session.open result from sbxd");
     }
     if (o->json) {
-        sbx_json_write_obj(stdout, res);
-        (void)fputc('\n', stdout);
+        sbx_json_print_obj(stdout, res);
     } else {
         char when[40], pool[64];
         (void)printf("%s\n", id);
@@ -137,8 +136,7 @@ static int sbx_session_list(const struct sbx_session_opts *o, const msgpack_obje
         return sbx_fail(o->json, SBX_ERR_PROTOCOL, "malformed session.list result from sbxd");
     }
     if (o->json) {
-        sbx_json_write_obj(stdout, v);
-        (void)fputc('\n', stdout);
+        sbx_json_print_obj(stdout, v);
         return 0;
     }
     (void)printf("%-34s %-16s %-20s %-20s %6s %8s %s\n", "SESSION", "POOL", "CREATED", "EXPIRES",
@@ -187,8 +185,7 @@ static int sbx_session_ls(const struct sbx_session_opts *o, const msgpack_object
         return sbx_fail(o->json, SBX_ERR_PROTOCOL, "malformed session.list result from sbxd");
     }
     if (o->json) {
-        sbx_json_write_obj(stdout, res);
-        (void)fputc('\n', stdout);
+        sbx_json_print_obj(stdout, res);
         return 0;
     }
     for (uint32_t i = 0; i < v->via.array.size; i++) {
@@ -211,8 +208,7 @@ static int sbx_session_close(const struct sbx_session_opts *o, const msgpack_obj
     char id[80], reason[32];
     uint64_t commands = 0, ms = 0;
     if (o->json) {
-        sbx_json_write_obj(stdout, res);
-        (void)fputc('\n', stdout);
+        sbx_json_print_obj(stdout, res);
         return 0;
     }
     (void)proto_get_u64(res, "commands", &commands, NULL);

@@ -27,8 +27,7 @@ static void sbx_stats_print(const msgpack_object *m, const char *prefix, int dep
         }
         (void)printf("%-32s ", name);
         if (kv->val.type == MSGPACK_OBJECT_MAP || kv->val.type == MSGPACK_OBJECT_ARRAY) {
-            sbx_json_write_obj(stdout, &kv->val);
-            (void)fputc('\n', stdout);
+            sbx_json_print_obj(stdout, &kv->val);
         } else {
             (void)sbx_text_cell(&kv->val, cell, sizeof(cell));
             (void)printf("%s\n", cell);
@@ -55,8 +54,7 @@ int sbx_stats_run(const struct sbx_ctx *ctx, int argc, char **argv)
         return sbx_fail(json, SBX_ERR_PROTOCOL, "unexpected answer to stats: not a map");
     }
     if (json) {
-        sbx_json_write_obj(stdout, m.result);
-        (void)fputc('\n', stdout);
+        sbx_json_print_obj(stdout, m.result);
     } else {
         sbx_stats_print(m.result, "", 0);
     }

@@ -318,8 +318,7 @@ static int sbx_token_list(const struct sbx_ctx *ctx, int argc, char **argv)
     }
     if (json) {
         /* token.list never carries a token, only ids and grants (docs/TOKENS.md). */
-        sbx_json_write_obj(stdout, m.result);
-        (void)fputc('\n', stdout);
+        sbx_json_print_obj(stdout, m.result);
         return 0;
     }
     const msgpack_object_array *rows = &m.result->via.array;
