@@ -161,20 +161,20 @@ void sbx_json_append(json_t *a, json_t *v)
     }
 }
 
-/* A map key as the object key jansson takes: NUL-terminated UTF-8 of its text. */
-static char *sbx_json_key(const msgpack_object *k)
+/* Sets m's key k (a map key, of any type) to v, taking v's reference: a string key as text
+ * (NUL bytes kept, see sbx_json_str), an integer as its decimal, anything else as "?". */
+static void sbx_json_set_key(json_t *m, const msgpack_object *k, json_t *v)
 {
+    json_auto_t *key = NULL;
     char num[32];
 
     switch (k->type) {
     case MSGPACK_OBJECT_STR:
-    case MSGPACK_OBJECT_BIN: {
-        json_auto_t *s = k->type == MSGPACK_OBJECT_STR
-                             ? sbx_json_str(k->via.str.ptr, k->via.str.size)
-                             : sbx_json_str(k->via.bin.ptr, k->via.bin.size);
-        /* An embedded NUL cuts the key: jansson's object keys are C strings. */
-        return xstrdup(json_string_value(s));
-    }
+        key = sbx_json_str(k->via.str.ptr, k->via.str.size);
+        break;
+    case MSGPACK_OBJECT_BIN:
+        key = sbx_json_str(k->via.bin.ptr, k->via.bin.size);
+        break;
     case MSGPACK_OBJECT_POSITIVE_INTEGER:
         (void)snprintf(num, sizeof(num), "%" PRIu64, k->via.u64);
         break;
@@ -185,7 +185,12 @@ static char *sbx_json_key(const msgpack_object *k)
         (void)snprintf(num, sizeof(num), "?");
         break;
     }
-    return xstrdup(num);
+    if (!key) {
+        key = sbx_json_str(num, strlen(num));
+    }
+    if (json_object_setn_new(m, json_string_value(key), json_string_length(key), v) < 0) {
+        abort(); /* m is an object and the key valid UTF-8 */
+    }
 }
 
 static json_t *sbx_json_obj_depth(const msgpack_object *o, int depth)
@@ -221,8 +226,8 @@ static json_t *sbx_json_obj_depth(const msgpack_object *o, int depth)
     case MSGPACK_OBJECT_MAP: {
         json_t *m = sbx_json_must(json_object());
         for (uint32_t i = 0; i < o->via.map.size; i++) {
-            scoped_free char *key = sbx_json_key(&o->via.map.ptr[i].key);
-            sbx_json_set(m, key, sbx_json_obj_depth(&o->via.map.ptr[i].val, depth + 1));
+            sbx_json_set_key(m, &o->via.map.ptr[i].key,
+                             sbx_json_obj_depth(&o->via.map.ptr[i].val, depth + 1));
         }
         return m;
     }

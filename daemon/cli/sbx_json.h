@@ -40,8 +40,9 @@ json_t *sbx_json_b64(const char *s, size_t len);
 
 /* A decoded msgpack value as JSON: nil (and a NULL o) as null, str and bin as strings (see
  * sbx_json_str), non-finite floats and ext as null, unsigned integers above INT64_MAX as
- * reals (jansson's integers are int64), non-string map keys as their decimal or "?" text
- * (a repeated key keeps its last value). Nesting below 64 levels is null. */
+ * reals (jansson's integers are int64), map keys as their text (NUL bytes kept), an
+ * integer key as its decimal and any other as "?" (a repeated key keeps its last value).
+ * Nesting below 64 levels is null. */
 json_t *sbx_json_obj(const msgpack_object *o);
 
 /* Sets obj's key to v, taking v's reference. */
