@@ -244,7 +244,7 @@ json_t *sbx_json_obj(const msgpack_object *o)
 void sbx_json_print(FILE *f, json_t *j)
 {
     /* 17 digits: a double read back is the same double. JSON_ENCODE_ANY: without it jansson
-     * writes nothing for a scalar, and a result sbxd sent may be one. */
+     * writes nothing for a scalar (today's callers pass maps and arrays). */
     (void)json_dumpf(j, f, JSON_COMPACT | JSON_ENCODE_ANY | JSON_REAL_PRECISION(17));
     (void)fputc('\n', f);
     json_decref(j);

@@ -602,6 +602,50 @@ class CliFakeTest(unittest.TestCase):
                 self.assertEqual(base64.b64decode(obj["stdout_b64"], validate=True), data)
                 self.assertEqual(base64.b64decode(obj["stderr_b64"], validate=True), data)
 
+    def answer_once(self, result):
+        """A socket whose one connection's first request is answered with result, raw
+        msgpack bytes: answers fake_sbxd would not give. Returns its path and thread."""
+        import msgpack
+        import socket
+        import threading
+        path = os.path.join(self.tmp.name, "raw-%d.sock" % random.randrange(1 << 30))
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        srv.listen(1)
+
+        def serve():
+            conn, _ = srv.accept()
+            unpacker = msgpack.Unpacker(raw=False)
+            with conn:
+                while True:
+                    data = conn.recv(65536)
+                    if not data:
+                        break
+                    unpacker.feed(data)
+                    for msg in unpacker:
+                        conn.sendall(b"\x94\x01" + msgpack.packb(msg[1]) + b"\xc0" + result)
+            srv.close()
+        t = threading.Thread(target=serve, daemon=True)
+        t.start()
+        return path, t
+
+    def test_json_raw_answers(self):
+        import msgpack
+        # A map with a repeated key, a NUL inside a key and an unsigned integer above
+        # INT64_MAX: unique keys (the last value), the NUL kept, a number.
+        raw = (b"\x84" + msgpack.packb("a") + msgpack.packb(1) + msgpack.packb("a") +
+               msgpack.packb(2) + msgpack.packb("n\x00ul") + msgpack.packb(3) +
+               msgpack.packb("big") + msgpack.packb((1 << 64) - 1))
+        path, t = self.answer_once(raw)
+        r = self.sbx("--socket", path, "stats", "--json", socket=False)
+        t.join(timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pairs = json.loads(r.stdout, object_pairs_hook=lambda kv: kv)
+        self.assertEqual([k for k, _ in pairs], ["a", "n\x00ul", "big"])
+        obj = dict(pairs)
+        self.assertEqual((obj["a"], obj["n\x00ul"]), (2, 3))
+        self.assertEqual(obj["big"], float((1 << 64) - 1))
+
     def test_json_random_bytes(self):
         rnd = random.Random(7)
         for i in range(20):
