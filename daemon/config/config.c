@@ -347,15 +347,13 @@ static bool cgroup_parent_ok(const char *s)
     return true;
 }
 
-/* Whether path's directory is dir (both as written, trailing slashes aside). */
+/* Whether path's directory is dir, both as written (trailing slashes aside): the config
+ * is checked before any directory exists. */
 static bool in_dir(const char *path, const char *dir)
 {
     const char *slash = strrchr(path, '/');
-    size_t n = slash ? (size_t)(slash - path) : 0;
     const char *d = slash ? path : ".";
-    if (!slash) {
-        n = 1;
-    }
+    size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
     size_t m = strlen(dir);
     while (m > 1 && dir[m - 1] == '/') {
         m--;
