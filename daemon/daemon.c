@@ -601,22 +601,31 @@ int daemon_servers_start(struct daemon *d, struct err *e)
         .host_stats_arg = d,
     };
     (void)rpc_new(&env, &d->rpc);
+    struct config_socket_access sa;
+    int r = config_socket_access(cfg, &sa, e);
+    if (r < 0) {
+        return r;
+    }
     struct server_options o = {
         .kind = SERVER_AGENTS,
         .path = cfg->socket_path,
-        .mode = 0660,
+        .mode = sa.mode,
+        .has_group = sa.has_group,
+        .gid = sa.gid,
         .max_message_bytes = cfg->max_message_bytes,
         .max_connections = cfg->max_connections,
         .closed = drain_progress_cb,
         .closed_arg = d,
     };
-    int r = server_new(d->loop, &o, &rpc_server_handler, d->rpc, &d->agents, e);
+    r = server_new(d->loop, &o, &rpc_server_handler, d->rpc, &d->agents, e);
     if (r < 0) {
         return r;
     }
+    /* The admin socket is root's alone, whatever the agents' socket allows. */
     o.kind = SERVER_ADMIN;
     o.path = cfg->admin_socket_path;
     o.mode = 0600;
+    o.has_group = false;
     return server_new(d->loop, &o, &rpc_server_handler, d->rpc, &d->admin, e);
 }
 

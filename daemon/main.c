@@ -178,7 +178,9 @@ static int make_dir(const char *path, mode_t mode)
     return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
-static int make_parent_dir(const char *path)
+/* Makes path's directory when missing: mode 0755, or 0750 and group gid when has_group
+ * (the agents' runtime dir, e.g. /run/sbx). A directory that exists is left as it is. */
+static int make_parent_dir(const char *path, bool has_group, gid_t gid)
 {
     scoped_free char *dir = xstrdup(path);
     char *slash = strrchr(dir, '/');
@@ -186,7 +188,17 @@ static int make_parent_dir(const char *path)
         return 0;
     }
     *slash = '\0';
-    return make_dir(dir, 0755);
+    if (!has_group) {
+        return make_dir(dir, 0755);
+    }
+    if (mkdir(dir, 0700) < 0) {
+        return errno == EEXIST ? make_dir(dir, 0755) : -errno;
+    }
+    /* Made 0700 and opened up once its group is set: never wider for a moment. */
+    if (chown(dir, (uid_t)-1, gid) < 0 || chmod(dir, 0750) < 0) {
+        return -errno;
+    }
+    return 0;
 }
 
 /* The cgroup subtree name: the configured name plus a hash of the state dir, so daemons
@@ -335,8 +347,13 @@ static int lock_state_dir(struct daemon *d, struct err *e)
 static int find_init(struct daemon *d, struct err *e)
 {
     const struct config *cfg = d->cfg;
-    (void)make_parent_dir(cfg->socket_path);
-    (void)make_parent_dir(cfg->admin_socket_path);
+    struct config_socket_access sa;
+    int r = config_socket_access(cfg, &sa, e);
+    if (r < 0) {
+        return r;
+    }
+    (void)make_parent_dir(cfg->socket_path, sa.has_group, sa.gid);
+    (void)make_parent_dir(cfg->admin_socket_path, false, 0);
     d->init_path = cfg->init_path ? xstrdup(cfg->init_path) : sibling_path("sbxd-init");
     if (!d->init_path || access(d->init_path, X_OK) < 0) {
         return err_setx(e, -ENOENT, "sandbox init '%s' is not executable",

@@ -41,7 +41,8 @@ struct task_audit_peer rpc_audit_peer(const struct rpc_conn *rc)
 {
     const struct conn *c = rc->c;
     return (struct task_audit_peer){server_conn_kind(c) == SERVER_ADMIN, server_conn_id(c),
-                                    server_conn_peer_uid(c), server_conn_peer_pid(c)};
+                                    server_conn_peer_uid(c), server_conn_peer_pid(c),
+                                    server_conn_peer_gid(c)};
 }
 
 /* Counts a protocol-level error by kind (malformed, too_large, limit, ...). */

@@ -40,6 +40,7 @@ struct conn {
     struct proto_reader *rd;
     uint64_t id;
     uid_t peer_uid;
+    gid_t peer_gid;
     pid_t peer_pid;
     void *data;           /* the handler's (server_handler.open) */
     size_t stdin_pending; /* stdin bytes queued to its tasks */
@@ -89,6 +90,11 @@ enum server_kind server_conn_kind(const struct conn *c)
 uid_t server_conn_peer_uid(const struct conn *c)
 {
     return c->peer_uid;
+}
+
+gid_t server_conn_peer_gid(const struct conn *c)
+{
+    return c->peer_gid;
 }
 
 pid_t server_conn_peer_pid(const struct conn *c)
@@ -363,6 +369,7 @@ static void on_connection(uv_stream_t *ls, int status)
         socklen_t len = sizeof(cr);
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0) {
             c->peer_uid = cr.uid;
+            c->peer_gid = cr.gid;
             c->peer_pid = cr.pid;
         }
     }
@@ -435,6 +442,9 @@ int server_new(uv_loop_t *loop, const struct server_options *o,
     mode_t old = umask(0177);
     int r = uv_pipe_bind(&s->listener, path);
     umask(old);
+    if (r == 0 && o->has_group && chown(path, (uid_t)-1, o->gid) < 0) {
+        r = -errno;
+    }
     if (r == 0 && chmod(path, o->mode) < 0) {
         r = -errno;
     }

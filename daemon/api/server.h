@@ -50,6 +50,8 @@ struct server_options {
     enum server_kind kind;
     const char *path; /* the socket, bound with mode */
     unsigned mode;
+    bool has_group; /* chown the socket to gid (else it keeps sbxd's group) */
+    gid_t gid;
     size_t max_message_bytes; /* a bigger message closes the connection (too_large) */
     uint32_t max_connections; /* one more is answered "limit" and closed */
     /* Called once a connection is freed (the drain waits for clients), or NULL. */
@@ -75,6 +77,7 @@ enum server_kind server_kind(const struct server *s);
 uint64_t server_conn_id(const struct conn *c);
 enum server_kind server_conn_kind(const struct conn *c);
 uid_t server_conn_peer_uid(const struct conn *c);
+gid_t server_conn_peer_gid(const struct conn *c);
 pid_t server_conn_peer_pid(const struct conn *c);
 void *server_conn_data(const struct conn *c);
 

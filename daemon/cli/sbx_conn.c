@@ -44,7 +44,12 @@ int sbx_conn_open(struct sbx_conn *c, const char *path, struct err *e)
         return err_setx(e, -errno, "socket: %s", strerror(errno));
     }
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-        return err_setx(e, -errno, "cannot connect to sbxd at '%s': %s", path, strerror(errno));
+        int err = errno;
+        /* Who may connect is the socket's mode and group: say so, not just EACCES. */
+        const char *hint = err == EACCES ? " (run as root, or as a member of sbxd's "
+                                           "socket_group for the agents' socket)"
+                                         : "";
+        return err_setx(e, -err, "cannot connect to sbxd at '%s': %s%s", path, strerror(err), hint);
     }
     r = fd_set_nonblock(fd, true);
     if (r < 0) {

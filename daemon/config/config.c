@@ -9,6 +9,7 @@
 #include "config/config.h"
 
 #include <dirent.h>
+#include <grp.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "lib/alloc.h"
 #include "wire/ctl.h"
 #include "config/embedded.h"
+#include "lib/str.h"
 #include "lib/strv.h"
 #include "lib/textfile.h"
 #include "lib/util.h"
@@ -88,6 +90,8 @@ static const struct field audit_fields[] = {
 static const struct field config_fields[] = {
     FIELD("socket", T_STR, CM_SOCKET, 0, TOP(c.socket_path)),
     FIELD("admin_socket", T_STR, CM_ADMIN_SOCKET, 0, TOP(c.admin_socket_path)),
+    FIELD("socket_group", T_STR, CM_SOCKET_GROUP, F_NULLABLE, TOP(c.socket_group)),
+    FIELD("socket_mode", T_STR, CM_SOCKET_MODE, F_NULLABLE, TOP(c.socket_mode)),
     FIELD("state_dir", T_STR, CM_STATE_DIR, 0, TOP(c.state_dir)),
     FIELD("metrics", T_STR, CM_METRICS, F_EMPTY_OK, TOP(c.metrics_addr)),
     FIELD("init_path", T_STR, CM_INIT_PATH, F_NULLABLE, TOP(c.init_path)),
@@ -291,6 +295,8 @@ static void config_clear(struct config *c)
     free(c->source);
     free(c->socket_path);
     free(c->admin_socket_path);
+    free(c->socket_group);
+    free(c->socket_mode);
     free(c->state_dir);
     free(c->metrics_addr);
     free(c->init_path);
@@ -341,6 +347,55 @@ static bool cgroup_parent_ok(const char *s)
     return true;
 }
 
+/* Whether path's directory is dir, both as written (trailing slashes aside): the config
+ * is checked before any directory exists. */
+static bool in_dir(const char *path, const char *dir)
+{
+    const char *slash = strrchr(path, '/');
+    const char *d = slash ? path : ".";
+    size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+    size_t m = strlen(dir);
+    while (m > 1 && dir[m - 1] == '/') {
+        m--;
+    }
+    while (n > 1 && d[n - 1] == '/') {
+        n--;
+    }
+    return n == m && strncmp(d, dir, n) == 0;
+}
+
+int config_socket_access(const struct config *c, struct config_socket_access *ret, struct err *e)
+{
+    *ret = (struct config_socket_access){.has_group = false, .gid = 0, .mode = 0660};
+    if (c->socket_mode) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(c->socket_mode, &end, 8);
+        if (errno || end == c->socket_mode || *end || c->socket_mode[0] == '-' || v > 0777) {
+            return err_setx(e, -EINVAL, "'socket_mode' must be an octal mode like 0660, not '%s'",
+                            c->socket_mode);
+        }
+        ret->mode = (unsigned)v;
+    }
+    if (c->socket_group) {
+        /* A number is a gid, even one without a name in /etc/group. */
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(c->socket_group, &end, 10);
+        const struct group *g = getgrnam(c->socket_group);
+        if (g) {
+            ret->gid = g->gr_gid;
+        } else if (!errno && end != c->socket_group && !*end && c->socket_group[0] != '-' &&
+                   v < UINT32_MAX) {
+            ret->gid = (gid_t)v;
+        } else {
+            return err_setx(e, -ESRCH, "'socket_group': no group '%s'", c->socket_group);
+        }
+        ret->has_group = true;
+    }
+    return 0;
+}
+
 /* Top-level rules. m: the config's marks, or NULL for "file: msg" messages. */
 static int config_check_globals(const struct config *c, const struct mark *m, struct err *e)
 {
@@ -352,6 +407,20 @@ static int config_check_globals(const struct config *c, const struct mark *m, st
     if (strcmp(c->socket_path, c->admin_socket_path) == 0) {
         return fail(e, f, config_walk_mark_pick(m, CM_ADMIN_SOCKET, CM_SOCKET),
                     "'socket' and 'admin_socket' must differ");
+    }
+    struct config_socket_access sa;
+    r = config_socket_access(c, &sa, e);
+    if (r < 0) {
+        char msg[256];
+        str_copy(msg, err_msg(e), sizeof(msg));
+        int key = r == -ESRCH ? CM_SOCKET_GROUP : CM_SOCKET_MODE;
+        return fail(e, f, config_walk_mark_pick(m, key, -1), "%s", msg);
+    }
+    if (sa.has_group && in_dir(c->socket_path, c->state_dir)) {
+        /* The state dir is 0700: a group on a socket inside it would open nothing. */
+        return fail(e, f, config_walk_mark_pick(m, CM_SOCKET, CM_SOCKET_GROUP),
+                    "with 'socket_group', 'socket' must be outside 'state_dir' (e.g. "
+                    "/run/sbx/sbxd.sock)");
     }
     if (*c->metrics_addr && !metrics_addr_ok(c->metrics_addr)) {
         return fail(e, f, config_walk_mark_pick(m, CM_METRICS, -1),

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "lib/err.h"
 #include "lib/log.h"
@@ -97,10 +98,19 @@ struct egress_profile_config {
     uint32_t max_connections;   /* open at once for one task; default 16 */
 };
 
+/* Who may use the agents' socket, from socket_group and socket_mode. */
+struct config_socket_access {
+    bool has_group; /* else the socket stays root's group */
+    gid_t gid;
+    unsigned mode; /* default 0660 */
+};
+
 struct config {
     char *source;             /* file path, or "<embedded>" */
     char *socket_path;        /* agents' socket; default "./var/sbxd.sock" */
     char *admin_socket_path;  /* default "./var/sbxd-admin.sock" */
+    char *socket_group;       /* the agents' socket's group (name or gid); NULL: root's */
+    char *socket_mode;        /* its mode, octal; NULL: 0660 */
     char *state_dir;          /* default "./var" */
     char *metrics_addr;       /* "ADDR:PORT"; default "127.0.0.1:9464"; "" disables */
     char *init_path;          /* sbxd-init; default NULL = next to the sbxd executable */
@@ -184,6 +194,9 @@ int config_parse_pool(const char *name, const char *text, size_t len, struct poo
 void config_pool_clear(struct pool_config *p);
 /* Checks cross-field rules (default pool exists, unique names, limits). */
 int config_validate(const struct config *c, struct err *e);
+/* The agents' socket's group and mode (socket_group resolved now, by name or as a number).
+ * Returns 0, -ESRCH for an unknown group or -EINVAL for a bad mode, with e. */
+int config_socket_access(const struct config *c, struct config_socket_access *ret, struct err *e);
 struct config *config_free(struct config *c);
 const struct pool_config *config_find_pool(const struct config *c, const char *name);
 /* The egress profile of that name, or NULL. */

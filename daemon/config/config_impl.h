@@ -35,6 +35,8 @@ enum config_mark {
     CM_ROOT,
     CM_SOCKET,
     CM_ADMIN_SOCKET,
+    CM_SOCKET_GROUP,
+    CM_SOCKET_MODE,
     CM_STATE_DIR,
     CM_METRICS,
     CM_INIT_PATH,

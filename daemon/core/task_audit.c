@@ -53,6 +53,7 @@ static void peer_fields(struct audit_ev *ev, const struct task_audit_peer *peer)
     audit_u64(ev, "conn", peer->conn_id);
     audit_u64(ev, "peer_uid", peer->uid);
     audit_i64(ev, "peer_pid", peer->pid);
+    audit_u64(ev, "peer_gid", peer->gid);
 }
 
 void task_audit_refused(struct task_env *tenv, const struct task_audit_peer *peer, const char *code,

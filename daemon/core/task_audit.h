@@ -24,6 +24,7 @@ struct task_audit_peer {
     uint64_t conn_id; /* the connection's id */
     uint32_t uid;     /* the peer's credentials (SO_PEERCRED) */
     int32_t pid;
+    uint32_t gid;
 };
 
 /* task.request from the decoded request: peer uid/pid, connection id, socket, token_id

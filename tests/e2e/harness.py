@@ -79,10 +79,12 @@ def sandbox_processes(subtree=None):
 
 
 class Daemon:
-    def __init__(self, pools=None, config_extra="", args=None, log_level="info", wrap=None):
+    def __init__(self, pools=None, config_extra="", args=None, log_level="info", wrap=None,
+                 sock=None, admin=None):
         self.dir = tempfile.mkdtemp(prefix="sbx-e2e-")
-        self.sock = os.path.join(self.dir, "agents.sock")
-        self.admin = os.path.join(self.dir, "admin.sock")
+        # sock, admin: the sockets' paths, else in self.dir (0700, root's alone).
+        self.sock = sock or os.path.join(self.dir, "agents.sock")
+        self.admin = admin or os.path.join(self.dir, "admin.sock")
         self.state = os.path.join(self.dir, "state")
         pools_dir = os.path.join(self.dir, "pools")
         os.mkdir(pools_dir)

@@ -1166,6 +1166,46 @@ static void config_parse__random_edits_never_crash(void **state)
     assert_true(ok[0] > 100 && bad[0] > 100 && ok[1] > 50 && bad[1] > 50);
 }
 
+/* The agents' socket's group (a name or a gid) and mode; the admin socket has neither. */
+static void config_parse__socket_access(void **state)
+{
+    (void)state;
+    struct config_socket_access sa;
+    struct err e = ERR_INIT;
+    struct config *c = parse_ok("state_dir: /var/lib/sbx\n", NULL);
+    assert_int_equal(config_socket_access(c, &sa, &e), 0);
+    assert_false(sa.has_group);
+    assert_int_equal(sa.mode, 0660);
+    config_free(c);
+    c = parse_ok("socket: /run/sbx/sbxd.sock\nsocket_group: root\nsocket_mode: 0660\n", NULL);
+    assert_string_equal(c->socket_group, "root");
+    assert_int_equal(config_socket_access(c, &sa, &e), 0);
+    assert_true(sa.has_group);
+    assert_int_equal(sa.gid, 0);
+    assert_int_equal(sa.mode, 0660);
+    config_free(c);
+    /* A number is a gid even with no name for it. */
+    c = parse_ok("socket: /run/sbx/sbxd.sock\nsocket_group: 43210\nsocket_mode: '0666'\n", NULL);
+    assert_int_equal(config_socket_access(c, &sa, &e), 0);
+    assert_int_equal(sa.gid, 43210);
+    assert_int_equal(sa.mode, 0666);
+    config_free(c);
+    parse_fails("socket: /run/sbx/s.sock\nsocket_group: no-such-group-sbx\n", NULL, -EINVAL,
+                "t.yaml:2:15: 'socket_group': no group 'no-such-group-sbx'");
+    parse_fails("socket: /run/sbx/s.sock\nsocket_mode: 0789\n", NULL, -EINVAL,
+                "t.yaml:2:14: 'socket_mode' must be an octal mode like 0660, not '0789'");
+    parse_fails("socket_mode: 01777\n", NULL, -EINVAL,
+                "t.yaml:1:14: 'socket_mode' must be an octal mode like 0660, not '01777'");
+    /* Inside the 0700 state dir a group would open nothing. */
+    parse_fails("state_dir: /var/lib/sbx/\nsocket: /var/lib/sbx/sbxd.sock\nsocket_group: root\n",
+                NULL, -EINVAL,
+                "t.yaml:2:9: with 'socket_group', 'socket' must be outside 'state_dir' (e.g. "
+                "/run/sbx/sbxd.sock)");
+    parse_fails("socket_group: root\n", NULL, -EINVAL,
+                "t.yaml:1:15: with 'socket_group', 'socket' must be outside 'state_dir' (e.g. "
+                "/run/sbx/sbxd.sock)");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1173,6 +1213,7 @@ int main(void)
         cmocka_unit_test(config_parse__empty_gives_defaults),
         cmocka_unit_test(config_parse_pool__defaults),
         cmocka_unit_test(config_parse__every_key),
+        cmocka_unit_test(config_parse__socket_access),
         cmocka_unit_test(config_parse_pool__every_key),
         cmocka_unit_test(config_load__embedded_default),
         cmocka_unit_test(config_parse__images_dir),
