@@ -27,6 +27,24 @@ sys.path.insert(0, os.path.dirname(FAKE))
 import fake_sbxd  # noqa: E402  (its fixed answers)
 PYTHON = "/usr/bin/python3"
 
+
+def start_fake(sock, *args):
+    """tests/helpers/fake_sbxd.py serving sock (with its extra args), once it says ready."""
+    fake = subprocess.Popen([PYTHON, FAKE, sock] + list(args), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    line = fake.stdout.readline()
+    if line.strip() != b"ready":
+        fake.kill()
+        raise RuntimeError("fake_sbxd did not start: %r %r" % (line, fake.stderr.read()))
+    return fake
+
+
+def stop_fake(fake):
+    fake.terminate()
+    fake.wait(timeout=10)
+    fake.stdout.close()
+    fake.stderr.close()
+
 # sbx's own failures, as docker run, podman and GNU timeout give them: one status, told
 # apart by the message (and by --json's error code), never mistaken for a task's exit code.
 SBX_FAIL, CANNOT_RUN, NOT_FOUND = 125, 126, 127
@@ -49,19 +67,11 @@ class CliFakeTest(unittest.TestCase):
             raise unittest.SkipTest("%s is not built (make build/sbx)" % SBX)
         cls.tmp = tempfile.TemporaryDirectory(prefix="sbx-cli-")
         cls.sock = os.path.join(cls.tmp.name, "sbxd.sock")
-        cls.fake = subprocess.Popen([PYTHON, FAKE, cls.sock, "--version", "9.8.7"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        line = cls.fake.stdout.readline()
-        if line.strip() != b"ready":
-            cls.fake.kill()
-            raise RuntimeError("fake_sbxd did not start: %r %r" % (line, cls.fake.stderr.read()))
+        cls.fake = start_fake(cls.sock, "--version", "9.8.7")
 
     @classmethod
     def tearDownClass(cls):
-        cls.fake.terminate()
-        cls.fake.wait(timeout=10)
-        cls.fake.stdout.close()
-        cls.fake.stderr.close()
+        stop_fake(cls.fake)
         cls.tmp.cleanup()
 
     def sbx(self, *args, input=b"", env=None, socket=True, timeout=60):

@@ -18,10 +18,9 @@ import tempfile
 import unittest
 
 from harness import SBX, DaemonTest, pool_yaml
+from test_cli_fake import start_fake, stop_fake
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-FAKE = os.path.join(HERE, "..", "helpers", "fake_sbxd.py")
-PYTHON = "/usr/bin/python3"
 SBX_FAIL = 125
 UNICODE = "donn\u00e9es/r\u00e9sum\u00e9 \u2713.txt"
 
@@ -70,19 +69,11 @@ class CliFilesFake(unittest.TestCase, Tmp):
             raise unittest.SkipTest("%s is not built" % SBX)
         cls.dir = tempfile.mkdtemp(prefix="sbx-files-fake-")
         cls.sock = os.path.join(cls.dir, "sbxd.sock")
-        cls.fake = subprocess.Popen([PYTHON, FAKE, cls.sock], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE)
-        line = cls.fake.stdout.readline()
-        if line.strip() != b"ready":
-            cls.fake.kill()
-            raise RuntimeError("fake_sbxd did not start: %r %r" % (line, cls.fake.stderr.read()))
+        cls.fake = start_fake(cls.sock)
 
     @classmethod
     def tearDownClass(cls):
-        cls.fake.terminate()
-        cls.fake.wait(timeout=10)
-        cls.fake.stdout.close()
-        cls.fake.stderr.close()
+        stop_fake(cls.fake)
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     def sbx(self, *args, cwd=None, timeout=120, preexec_fn=None):

@@ -11,24 +11,14 @@ import shutil
 import sqlite3
 import stat
 import subprocess
-import time
 
 from harness import SBX, Daemon, DaemonTest, pool_yaml
+from test_cli import wait_for
 
 SBX_FAIL = 125
 # Ids no account on this machine uses (checked in setUpClass).
 GROUP, MEMBER, OUTSIDER = 47311, 47312, 47313
 RUN_DIR = "/tmp/sbx-socket-access-%d" % os.getpid()
-
-
-def wait_for(pred, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.05)
-    return pred()
 
 
 class SocketAccess(DaemonTest):
