@@ -20,7 +20,6 @@ import unittest
 from harness import SBX, DaemonTest, pool_yaml
 from test_cli_fake import start_fake, stop_fake
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 SBX_FAIL = 125
 UNICODE = "donn\u00e9es/r\u00e9sum\u00e9 \u2713.txt"
 
